@@ -1,0 +1,188 @@
+package scheduling
+
+import (
+	"math"
+	"sort"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+)
+
+// Offering is one way to buy an instance type: a zone and capacity type at a price.
+type Offering struct {
+	Zone         string
+	CapacityType string
+	Price        float64
+	Available    bool
+}
+
+// InstanceType is what the engine knows of a type: its labels (as requirements), its
+// capacity, what the node keeps for itself, and where and how it can be bought.
+type InstanceType struct {
+	Name         string
+	Requirements Requirements
+	Capacity     Resources
+	// Overhead is kube-reserved + system-reserved + eviction thresholds + the VM
+	// memory the hypervisor keeps; Allocatable = Capacity - Overhead.
+	Overhead    Resources
+	Allocatable Resources
+	Offerings   []Offering
+	// CheapestPrice is the lowest available offering's price, cached for sorting.
+	CheapestPrice float64
+}
+
+// AllocatableSettings are the knobs of the allocatable formula.
+type AllocatableSettings struct {
+	// VMMemoryOverheadPercent is the share of memory the hypervisor and kernel keep
+	// before the kubelet sees it; Karpenter's default is 7.5%.
+	VMMemoryOverheadPercent float64
+	// KubeReserved and SystemReserved override the EKS formulas when set.
+	KubeReserved   corev1.ResourceList
+	SystemReserved corev1.ResourceList
+	// EvictionHard overrides the default memory.available=100Mi, nodefs.available=10%.
+	EvictionHard map[string]string
+}
+
+// DefaultAllocatableSettings are EKS's defaults.
+func DefaultAllocatableSettings() AllocatableSettings {
+	return AllocatableSettings{VMMemoryOverheadPercent: 0.075}
+}
+
+// NewInstanceType computes the derived fields from capacity, labels and offerings.
+// maxPods is the kubelet's pod limit, which also drives kube-reserved memory.
+func NewInstanceType(name string, labels map[string]string, capacity corev1.ResourceList, offerings []Offering, settings AllocatableSettings) *InstanceType {
+	capRes := FromResourceList(capacity)
+	it := &InstanceType{Name: name, Capacity: capRes, Offerings: offerings}
+	it.Requirements = FromLabels(labels)
+	it.Requirements.Add(MustRequirement(v1.LabelInstanceType, v1.OpIn, name))
+	zones, capacityTypes := []string{}, []string{}
+	for _, o := range offerings {
+		zones = append(zones, o.Zone)
+		capacityTypes = append(capacityTypes, o.CapacityType)
+	}
+	it.Requirements[v1.LabelTopologyZone] = MustRequirement(v1.LabelTopologyZone, v1.OpIn, zones...)
+	it.Requirements[v1.LabelCapacityType] = MustRequirement(v1.LabelCapacityType, v1.OpIn, capacityTypes...)
+	it.Overhead = computeOverhead(capRes, settings)
+	it.Allocatable = capRes.Sub(it.Overhead)
+	if it.Allocatable.Memory < 0 {
+		it.Allocatable.Memory = 0
+	}
+	it.CheapestPrice = math.Inf(1)
+	for _, o := range offerings {
+		if o.Available && o.Price < it.CheapestPrice {
+			it.CheapestPrice = o.Price
+		}
+	}
+	return it
+}
+
+// computeOverhead applies the EKS AMI formulas: kube-reserved cpu by core tiers and
+// memory as 11Mi per pod + 255Mi, 1Gi of ephemeral storage, hard eviction at
+// 100Mi memory and 10% of the root disk, and the VM memory overhead.
+func computeOverhead(capacity Resources, s AllocatableSettings) Resources {
+	var kube Resources
+	if len(s.KubeReserved) > 0 {
+		kube = FromResourceList(s.KubeReserved)
+	} else {
+		kube.MilliCPU = eksReservedMilliCPU(capacity.MilliCPU)
+		kube.Memory = (11*capacity.Pods + 255) * 1024 * 1024
+		kube.EphemeralStorage = 1 << 30
+	}
+	if len(s.SystemReserved) > 0 {
+		kube = kube.Add(FromResourceList(s.SystemReserved))
+	}
+	evictMemory := int64(100 * 1024 * 1024)
+	evictStorage := capacity.EphemeralStorage / 10
+	if v, ok := s.EvictionHard["memory.available"]; ok {
+		evictMemory = percentOrQuantity(v, capacity.Memory)
+	}
+	if v, ok := s.EvictionHard["nodefs.available"]; ok {
+		evictStorage = percentOrQuantity(v, capacity.EphemeralStorage)
+	}
+	vm := int64(math.Ceil(float64(capacity.Memory) * s.VMMemoryOverheadPercent))
+	return Resources{
+		MilliCPU:         kube.MilliCPU,
+		Memory:           kube.Memory + evictMemory + vm,
+		EphemeralStorage: kube.EphemeralStorage + evictStorage,
+		Extended:         kube.Extended,
+	}
+}
+
+func percentOrQuantity(v string, total int64) int64 {
+	if pct, ok := strings.CutSuffix(v, "%"); ok {
+		f, err := strconv.ParseFloat(pct, 64)
+		if err != nil {
+			return 0
+		}
+		return int64(float64(total) * f / 100)
+	}
+	q, err := resource.ParseQuantity(v)
+	if err != nil {
+		return 0
+	}
+	return q.Value()
+}
+
+// eksReservedMilliCPU: 6% of the first core, 1% of the second, 0.5% of the third and
+// fourth, 0.25% of every core after.
+func eksReservedMilliCPU(milliCPU int64) int64 {
+	tiers := []struct {
+		upTo    int64
+		percent float64
+	}{{1000, 0.06}, {2000, 0.01}, {4000, 0.005}, {math.MaxInt64, 0.0025}}
+	var reserved float64
+	var prev int64
+	for _, t := range tiers {
+		if milliCPU <= prev {
+			break
+		}
+		span := min(milliCPU, t.upTo) - prev
+		reserved += float64(span) * t.percent
+		prev = t.upTo
+	}
+	return int64(math.Ceil(reserved))
+}
+
+// cheapestOffering returns the cheapest available offering the requirements allow.
+func (it *InstanceType) cheapestOffering(reqs Requirements) (Offering, bool) {
+	zone, ct := reqs.Get(v1.LabelTopologyZone), reqs.Get(v1.LabelCapacityType)
+	best, found := Offering{}, false
+	for _, o := range it.Offerings {
+		if !o.Available || !zone.Has(o.Zone) || !ct.Has(o.CapacityType) {
+			continue
+		}
+		if !found || o.Price < best.Price || (o.Price == best.Price && o.Zone < best.Zone) {
+			best, found = o, true
+		}
+	}
+	return best, found
+}
+
+// compatible reports whether the type's labels and offerings meet the requirements.
+func (it *InstanceType) compatible(reqs Requirements) bool {
+	for key, r := range reqs {
+		mine, ok := it.Requirements[key]
+		if !ok {
+			continue
+		}
+		if mine.Intersection(r).Empty() {
+			return false
+		}
+	}
+	_, ok := it.cheapestOffering(reqs)
+	return ok
+}
+
+// sortByPrice orders instance types cheapest first, by name for ties.
+func sortByPrice(its []*InstanceType) {
+	sort.SliceStable(its, func(i, j int) bool {
+		if its[i].CheapestPrice != its[j].CheapestPrice {
+			return its[i].CheapestPrice < its[j].CheapestPrice
+		}
+		return its[i].Name < its[j].Name
+	})
+}

@@ -1,0 +1,223 @@
+package scheduling
+
+import (
+	"fmt"
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+)
+
+// podInfo is the engine's view of one pending pod: what it requests and the
+// constraints it places, with preferences held as requirements until they have to be
+// relaxed.
+type podInfo struct {
+	pod      *corev1.Pod
+	key      string // namespace/name
+	requests Resources
+	// requirements is the current (possibly relaxed) set the pod's node must meet.
+	requirements Requirements
+	// requiredTerms are the OR-ed required node-affinity terms; term is the index in use.
+	requiredTerms []Requirements
+	term          int
+	// preferredTerms are the preferred node-affinity terms, heaviest first; the first
+	// `preferred` of them are currently enforced.
+	preferredTerms []Requirements
+	preferred      int
+	tolerations    []corev1.Toleration
+	hostPorts      []hostPort
+	// topology lists the groups whose constraints this pod owns, including relaxable
+	// ones (ScheduleAnyway spreads, preferred affinities) until they are relaxed.
+	topology []*topologyGroup
+	// matchingAntiAffinity lists groups whose anti-affinity selects this pod.
+	matchingAntiAffinity []*topologyGroup
+	// class identifies pods with identical scheduling constraints, for caches.
+	class int
+	// firstPool is the index of the first NodePool the pod could use, for demand.
+	firstPool int
+}
+
+type hostPort struct {
+	protocol corev1.Protocol
+	ip       string
+	port     int32
+}
+
+func newPodInfo(pod *corev1.Pod) (*podInfo, error) {
+	p := &podInfo{pod: pod, key: pod.Namespace + "/" + pod.Name, requests: PodRequests(pod), tolerations: pod.Spec.Tolerations, firstPool: -1}
+	base := Requirements{}
+	for k, v := range pod.Spec.NodeSelector {
+		base.Add(MustRequirement(k, v1.OpIn, v))
+	}
+	if aff := pod.Spec.Affinity; aff != nil && aff.NodeAffinity != nil {
+		if req := aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution; req != nil {
+			for _, term := range req.NodeSelectorTerms {
+				rs, err := FromNodeSelectorTerm(term)
+				if err != nil {
+					return nil, fmt.Errorf("pod %s: node affinity: %w", p.key, err)
+				}
+				p.requiredTerms = append(p.requiredTerms, rs)
+			}
+		}
+		prefs := append([]corev1.PreferredSchedulingTerm(nil), aff.NodeAffinity.PreferredDuringSchedulingIgnoredDuringExecution...)
+		sort.SliceStable(prefs, func(i, j int) bool { return prefs[i].Weight > prefs[j].Weight })
+		for _, pref := range prefs {
+			rs, err := FromNodeSelectorTerm(pref.Preference)
+			if err != nil {
+				return nil, fmt.Errorf("pod %s: preferred node affinity: %w", p.key, err)
+			}
+			p.preferredTerms = append(p.preferredTerms, rs)
+		}
+	}
+	if len(p.requiredTerms) == 0 {
+		p.requiredTerms = []Requirements{{}}
+	}
+	for i := range p.requiredTerms {
+		merged := base.Copy()
+		for _, r := range p.requiredTerms[i] {
+			merged.Add(r)
+		}
+		p.requiredTerms[i] = merged
+	}
+	p.preferred = len(p.preferredTerms)
+	p.rebuildRequirements()
+	for _, c := range pod.Spec.Containers {
+		for _, port := range c.Ports {
+			if port.HostPort > 0 {
+				proto := port.Protocol
+				if proto == "" {
+					proto = corev1.ProtocolTCP
+				}
+				p.hostPorts = append(p.hostPorts, hostPort{protocol: proto, ip: port.HostIP, port: port.HostPort})
+			}
+		}
+	}
+	return p, nil
+}
+
+func (p *podInfo) rebuildRequirements() {
+	rs := p.requiredTerms[p.term].Copy()
+	for _, pref := range p.preferredTerms[:p.preferred] {
+		// A preference that contradicts the required terms can never hold; skip it
+		// rather than make the pod unschedulable.
+		if rs.Intersects(pref) != nil {
+			continue
+		}
+		for _, r := range pref {
+			rs.Add(r)
+		}
+	}
+	p.requirements = rs
+}
+
+// relax drops the weakest constraint that is only a preference, or moves to the next
+// OR-ed required term. It returns false when nothing is left to relax. The order
+// follows Karpenter: preferred node affinity, then preferred pod (anti-)affinity and
+// ScheduleAnyway spreads, then the next required node-affinity term.
+func (p *podInfo) relax() bool {
+	if p.preferred > 0 {
+		p.preferred--
+		p.rebuildRequirements()
+		return true
+	}
+	for i, g := range p.topology {
+		if g.preference {
+			p.topology = append(p.topology[:i:i], p.topology[i+1:]...)
+			return true
+		}
+	}
+	if p.term+1 < len(p.requiredTerms) {
+		p.term++
+		p.preferred = len(p.preferredTerms)
+		p.rebuildRequirements()
+		return true
+	}
+	return false
+}
+
+// toleratesAll reports whether the pod tolerates every NoSchedule/NoExecute taint,
+// and if not, names the first it does not.
+func toleratesAll(tolerations []corev1.Toleration, taints []corev1.Taint) error {
+	for i := range taints {
+		t := &taints[i]
+		if t.Effect == corev1.TaintEffectPreferNoSchedule {
+			continue
+		}
+		tolerated := false
+		for j := range tolerations {
+			if tolerations[j].ToleratesTaint(t) {
+				tolerated = true
+				break
+			}
+		}
+		if !tolerated {
+			return fmt.Errorf("did not tolerate taint %s=%s:%s", t.Key, t.Value, t.Effect)
+		}
+	}
+	return nil
+}
+
+// conflictsWith reports whether two sets of host ports collide. A wildcard IP
+// (empty or 0.0.0.0) collides with every IP on the same port and protocol.
+func hostPortsConflict(a, b []hostPort) bool {
+	for _, x := range a {
+		for _, y := range b {
+			if x.port != y.port || x.protocol != y.protocol {
+				continue
+			}
+			if x.ip == y.ip || isWildcardIP(x.ip) || isWildcardIP(y.ip) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func isWildcardIP(ip string) bool { return ip == "" || ip == "0.0.0.0" || ip == "::" }
+
+// podHostPorts lists the host ports of a pod already bound to a node.
+func podHostPorts(pod *corev1.Pod) []hostPort {
+	var out []hostPort
+	for _, c := range pod.Spec.Containers {
+		for _, port := range c.Ports {
+			if port.HostPort > 0 {
+				proto := port.Protocol
+				if proto == "" {
+					proto = corev1.ProtocolTCP
+				}
+				out = append(out, hostPort{protocol: proto, ip: port.HostIP, port: port.HostPort})
+			}
+		}
+	}
+	return out
+}
+
+// daemonSetFits reports whether a daemonset pod would run on a node with these
+// requirements and taints: it must tolerate the taints and its required node
+// affinity must be satisfiable.
+func daemonSetFits(pod *corev1.Pod, reqs Requirements, taints []corev1.Taint) bool {
+	if toleratesAll(pod.Spec.Tolerations, taints) != nil {
+		return false
+	}
+	ns := nodeaffinity.GetRequiredNodeAffinity(pod)
+	labels := reqs.Labels()
+	node := &corev1.Node{}
+	node.Labels = labels
+	if ok, _ := ns.Match(node); ok {
+		return true
+	}
+	// The node's labels are only partly known before launch: accept the daemonset
+	// when its terms are compatible with the requirements rather than matched by them.
+	info, err := newPodInfo(pod)
+	if err != nil {
+		return false
+	}
+	for _, term := range info.requiredTerms {
+		if reqs.Intersects(term) == nil {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,157 @@
+package scheduling
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	resourcehelper "k8s.io/component-helpers/resource"
+)
+
+// Resources is a resource vector in integer units (milli-cpu, bytes, pods). The engine
+// adds and compares these millions of times per solve, so the four common resources
+// are fields and only extended resources (GPUs, Neuron cores) go in a map.
+type Resources struct {
+	MilliCPU         int64
+	Memory           int64
+	Pods             int64
+	EphemeralStorage int64
+	Extended         map[corev1.ResourceName]int64
+}
+
+// FromResourceList converts a ResourceList. hugepages and unknown native resources are
+// kept as extended resources so they are still checked.
+func FromResourceList(rl corev1.ResourceList) Resources {
+	var r Resources
+	for name, q := range rl {
+		switch name {
+		case corev1.ResourceCPU:
+			r.MilliCPU = q.MilliValue()
+		case corev1.ResourceMemory:
+			r.Memory = q.Value()
+		case corev1.ResourcePods:
+			r.Pods = q.Value()
+		case corev1.ResourceEphemeralStorage:
+			r.EphemeralStorage = q.Value()
+		default:
+			if r.Extended == nil {
+				r.Extended = map[corev1.ResourceName]int64{}
+			}
+			r.Extended[name] = q.Value()
+		}
+	}
+	return r
+}
+
+// PodRequests is what a pod needs from a node: container requests (init containers
+// and sidecars as the kubelet counts them), pod overhead, and one pod slot.
+func PodRequests(pod *corev1.Pod) Resources {
+	r := FromResourceList(resourcehelper.PodRequests(pod, resourcehelper.PodResourcesOptions{}))
+	r.Pods = 1
+	return r
+}
+
+// ToResourceList converts back, for status fields and output.
+func (r Resources) ToResourceList() corev1.ResourceList {
+	rl := corev1.ResourceList{
+		corev1.ResourceCPU:    *resource.NewMilliQuantity(r.MilliCPU, resource.DecimalSI),
+		corev1.ResourceMemory: *resource.NewQuantity(r.Memory, resource.BinarySI),
+		corev1.ResourcePods:   *resource.NewQuantity(r.Pods, resource.DecimalSI),
+	}
+	if r.EphemeralStorage > 0 {
+		rl[corev1.ResourceEphemeralStorage] = *resource.NewQuantity(r.EphemeralStorage, resource.BinarySI)
+	}
+	for k, v := range r.Extended {
+		rl[k] = *resource.NewQuantity(v, resource.DecimalSI)
+	}
+	return rl
+}
+
+// Add returns r + o.
+func (r Resources) Add(o Resources) Resources {
+	out := Resources{
+		MilliCPU: r.MilliCPU + o.MilliCPU, Memory: r.Memory + o.Memory,
+		Pods: r.Pods + o.Pods, EphemeralStorage: r.EphemeralStorage + o.EphemeralStorage,
+	}
+	if len(r.Extended) > 0 || len(o.Extended) > 0 {
+		out.Extended = make(map[corev1.ResourceName]int64, len(r.Extended)+len(o.Extended))
+		for k, v := range r.Extended {
+			out.Extended[k] += v
+		}
+		for k, v := range o.Extended {
+			out.Extended[k] += v
+		}
+	}
+	return out
+}
+
+// Sub returns r - o.
+func (r Resources) Sub(o Resources) Resources {
+	neg := Resources{MilliCPU: -o.MilliCPU, Memory: -o.Memory, Pods: -o.Pods, EphemeralStorage: -o.EphemeralStorage}
+	if len(o.Extended) > 0 {
+		neg.Extended = make(map[corev1.ResourceName]int64, len(o.Extended))
+		for k, v := range o.Extended {
+			neg.Extended[k] = -v
+		}
+	}
+	return r.Add(neg)
+}
+
+// Fits reports whether r fits within capacity.
+func (r Resources) Fits(capacity Resources) bool {
+	if r.MilliCPU > capacity.MilliCPU || r.Memory > capacity.Memory || r.Pods > capacity.Pods || r.EphemeralStorage > capacity.EphemeralStorage {
+		return false
+	}
+	for k, v := range r.Extended {
+		if v > 0 && v > capacity.Extended[k] {
+			return false
+		}
+	}
+	return true
+}
+
+// Exceeding names the resources of r that capacity cannot hold, for error messages.
+func (r Resources) Exceeding(capacity Resources) []string {
+	var out []string
+	if r.MilliCPU > capacity.MilliCPU {
+		out = append(out, "cpu")
+	}
+	if r.Memory > capacity.Memory {
+		out = append(out, "memory")
+	}
+	if r.Pods > capacity.Pods {
+		out = append(out, "pods")
+	}
+	if r.EphemeralStorage > capacity.EphemeralStorage {
+		out = append(out, "ephemeral-storage")
+	}
+	for k, v := range r.Extended {
+		if v > capacity.Extended[k] {
+			out = append(out, string(k))
+		}
+	}
+	sort.Strings(out)
+	return out
+}
+
+func (r Resources) String() string {
+	parts := []string{
+		fmt.Sprintf("cpu=%s", resource.NewMilliQuantity(r.MilliCPU, resource.DecimalSI)),
+		fmt.Sprintf("memory=%s", resource.NewQuantity(r.Memory, resource.BinarySI)),
+		fmt.Sprintf("pods=%d", r.Pods),
+	}
+	if r.EphemeralStorage > 0 {
+		parts = append(parts, fmt.Sprintf("ephemeral-storage=%s", resource.NewQuantity(r.EphemeralStorage, resource.BinarySI)))
+	}
+	keys := make([]string, 0, len(r.Extended))
+	for k := range r.Extended {
+		keys = append(keys, string(k))
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		parts = append(parts, fmt.Sprintf("%s=%d", k, r.Extended[corev1.ResourceName(k)]))
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}

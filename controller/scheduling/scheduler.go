@@ -1,0 +1,911 @@
+package scheduling
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+)
+
+// Input is everything a solve needs, as plain values.
+type Input struct {
+	// Pods are the pending pods to place.
+	Pods []*corev1.Pod
+	// Nodes are existing nodes and in-flight NodeClaims, with the pods bound to them.
+	Nodes []*ExistingNode
+	// NodePools the engine may launch from. Static pools (replicas set) are skipped.
+	NodePools []*v1.NodePool
+	// InstanceTypes per NodePool name; the cloud provider resolves them from the
+	// pool's node class.
+	InstanceTypes map[string][]*InstanceType
+	// DaemonSetPods are one pod per DaemonSet, from its template: their requests are
+	// reserved on every new node they would run on.
+	DaemonSetPods []*corev1.Pod
+}
+
+// ExistingNode is capacity that already exists or is already being launched.
+type ExistingNode struct {
+	Name        string
+	Labels      map[string]string
+	Taints      []corev1.Taint
+	Capacity    Resources
+	Allocatable Resources
+	// Pods already bound to the node; their requests are used, their labels counted
+	// for topology, their anti-affinity honoured.
+	Pods     []*corev1.Pod
+	NodePool string
+}
+
+// NodeClaimPlan is one node to launch.
+type NodeClaimPlan struct {
+	Name          string
+	NodePool      string
+	Requirements  Requirements
+	Labels        map[string]string
+	Annotations   map[string]string
+	Taints        []corev1.Taint
+	StartupTaints []corev1.Taint
+	// InstanceTypeOptions can all hold the pods, cheapest first.
+	InstanceTypeOptions []*InstanceType
+	// InstanceType and Offering are the cheapest of the options.
+	InstanceType *InstanceType
+	Offering     Offering
+	Pods         []*corev1.Pod
+	// Requests is the pods' requests plus daemonset overhead.
+	Requests Resources
+}
+
+// ExistingPlacement lists pods placed on an existing node.
+type ExistingPlacement struct {
+	Node *ExistingNode
+	Pods []*corev1.Pod
+}
+
+// PodError says why a pod cannot be placed.
+type PodError struct {
+	Pod    *corev1.Pod
+	Reason string
+}
+
+// Results is a plan.
+type Results struct {
+	NodeClaims    []*NodeClaimPlan
+	Existing      []*ExistingPlacement
+	Unschedulable []PodError
+}
+
+// PricePerHour is the total price of the new NodeClaims.
+func (r *Results) PricePerHour() float64 {
+	total := 0.0
+	for _, nc := range r.NodeClaims {
+		total += nc.Offering.Price
+	}
+	return total
+}
+
+type poolState struct {
+	index          int
+	np             *v1.NodePool
+	requirements   Requirements
+	taints         []corev1.Taint
+	instanceTypes  []*InstanceType
+	daemonOverhead Resources
+	limits         corev1.ResourceList
+	usage          Resources
+	nodes          int64
+	// demand is the unplaced requests of pods whose first choice is this pool; it
+	// steers which instance type a new claim is sized for.
+	demand    Resources
+	universes map[string]sets.Set[string]
+}
+
+type claim struct {
+	name      string
+	pool      *poolState
+	reqs      Requirements
+	options   []*InstanceType
+	target    *InstanceType
+	requests  Resources
+	remaining Resources
+	pods      []*podInfo
+	hostPorts []hostPort
+}
+
+type nodeState struct {
+	node      *ExistingNode
+	reqs      Requirements
+	remaining Resources
+	hostPorts []hostPort
+	placed    []*podInfo
+}
+
+type solver struct {
+	pools      []*poolState
+	nodes      []*nodeState
+	active     []*claim
+	claims     []*claim
+	topology   *topology
+	minPod     Resources
+	errors     []PodError
+	admitCache map[admitKey]error
+}
+
+// Solve places pods onto existing capacity and new NodeClaims. It never fails as a
+// whole: a pod that cannot be placed is reported with its reason.
+func Solve(in Input) *Results {
+	s := &solver{topology: newTopology(), admitCache: map[admitKey]error{}}
+	s.buildPools(in)
+	pods := s.buildPods(in.Pods)
+	s.buildNodes(in.Nodes, pods)
+	s.minPod = Resources{MilliCPU: math.MaxInt64, Memory: math.MaxInt64, Pods: 1}
+	for _, p := range pods {
+		s.minPod.MilliCPU = min(s.minPod.MilliCPU, p.requests.MilliCPU)
+		s.minPod.Memory = min(s.minPod.Memory, p.requests.Memory)
+	}
+	sort.SliceStable(pods, func(i, j int) bool {
+		a, b := pods[i].requests, pods[j].requests
+		if a.MilliCPU != b.MilliCPU {
+			return a.MilliCPU > b.MilliCPU
+		}
+		if a.Memory != b.Memory {
+			return a.Memory > b.Memory
+		}
+		return pods[i].key < pods[j].key
+	})
+	for _, p := range pods {
+		s.place(p)
+	}
+	return s.results()
+}
+
+func (s *solver) buildPools(in Input) {
+	nps := append([]*v1.NodePool(nil), in.NodePools...)
+	sort.SliceStable(nps, func(i, j int) bool {
+		wi, wj := weight(nps[i]), weight(nps[j])
+		if wi != wj {
+			return wi > wj
+		}
+		return nps[i].Name < nps[j].Name
+	})
+	for _, np := range nps {
+		if np.Spec.Replicas != nil || np.DeletionTimestamp != nil {
+			continue
+		}
+		reqs, err := FromNodePoolRequirements(np.Spec.Template.Spec.Requirements)
+		if err != nil {
+			continue
+		}
+		for k, v := range np.Spec.Template.Labels {
+			reqs.Add(MustRequirement(k, v1.OpIn, v))
+		}
+		reqs.Add(MustRequirement(v1.LabelNodePool, v1.OpIn, np.Name))
+		ps := &poolState{index: len(s.pools), np: np, requirements: reqs, taints: np.Spec.Template.Spec.Taints, limits: corev1.ResourceList(np.Spec.Limits), universes: map[string]sets.Set[string]{}}
+		for _, it := range in.InstanceTypes[np.Name] {
+			if it.compatible(reqs) {
+				ps.instanceTypes = append(ps.instanceTypes, it)
+			}
+		}
+		sortByPrice(ps.instanceTypes)
+		for _, ds := range in.DaemonSetPods {
+			if daemonSetFits(ds, reqs, append(append([]corev1.Taint(nil), ps.taints...), np.Spec.Template.Spec.StartupTaints...)) {
+				ps.daemonOverhead = ps.daemonOverhead.Add(PodRequests(ds))
+			}
+		}
+		s.pools = append(s.pools, ps)
+	}
+	for _, n := range in.Nodes {
+		for _, ps := range s.pools {
+			if n.NodePool == ps.np.Name {
+				ps.usage = ps.usage.Add(n.Capacity)
+				ps.nodes++
+			}
+		}
+	}
+}
+
+func weight(np *v1.NodePool) int32 {
+	if np.Spec.Weight == nil {
+		return 0
+	}
+	return *np.Spec.Weight
+}
+
+func (s *solver) buildPods(pods []*corev1.Pod) []*podInfo {
+	out := make([]*podInfo, 0, len(pods))
+	classes := map[string]int{}
+	for _, pod := range pods {
+		p, err := newPodInfo(pod)
+		if err != nil {
+			s.errors = append(s.errors, PodError{Pod: pod, Reason: err.Error()})
+			continue
+		}
+		if err := s.topology.addPod(p, s.universe); err != nil {
+			s.errors = append(s.errors, PodError{Pod: pod, Reason: err.Error()})
+			continue
+		}
+		sig := constraintSignature(pod)
+		if _, ok := classes[sig]; !ok {
+			classes[sig] = len(classes)
+		}
+		p.class = classes[sig]
+		for _, ps := range s.pools {
+			if s.poolAdmits(ps, p) == nil {
+				p.firstPool = ps.index
+				ps.demand = ps.demand.Add(p.requests)
+				break
+			}
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+func (s *solver) buildNodes(nodes []*ExistingNode, pending []*podInfo) {
+	for _, n := range nodes {
+		ns := &nodeState{node: n, reqs: FromLabels(n.Labels), remaining: n.Allocatable}
+		for _, pod := range n.Pods {
+			ns.remaining = ns.remaining.Sub(PodRequests(pod))
+			ns.hostPorts = append(ns.hostPorts, podHostPorts(pod)...)
+			// Bound pods' own anti-affinity keeps matching pending pods away.
+			var owned []*topologyGroup
+			if pod.Spec.Affinity != nil && pod.Spec.Affinity.PodAntiAffinity != nil {
+				if info, err := newPodInfo(pod); err == nil && s.topology.addPod(info, s.universe) == nil {
+					owned = info.topology
+				}
+			}
+			s.topology.record(pod.Namespace, pod.Labels, owned, s.nodeDomain(ns))
+		}
+		s.nodes = append(s.nodes, ns)
+	}
+}
+
+func (s *solver) nodeDomain(ns *nodeState) func(string) (string, bool) {
+	return func(key string) (string, bool) {
+		if key == v1.LabelHostname {
+			if h, ok := ns.node.Labels[v1.LabelHostname]; ok {
+				return h, true
+			}
+			return ns.node.Name, true
+		}
+		v, ok := ns.node.Labels[key]
+		return v, ok
+	}
+}
+
+func claimDomain(c *claim) func(string) (string, bool) {
+	return func(key string) (string, bool) {
+		if key == v1.LabelHostname {
+			return c.name, true
+		}
+		if r, ok := c.reqs[key]; ok && r.Len() == 1 {
+			return r.Any()
+		}
+		return "", false
+	}
+}
+
+// universe is the set of domains a spread on key can use for pod p: what the pools p
+// may use allow for that key, and what existing nodes have.
+func (s *solver) universe(key string, p *podInfo) sets.Set[string] {
+	out := sets.New[string]()
+	want := p.requirements.Get(key)
+	for _, ps := range s.pools {
+		if s.poolAdmits(ps, p) != nil {
+			continue
+		}
+		vals, ok := ps.universes[key]
+		if !ok {
+			vals = sets.New[string]()
+			if r, ok := ps.requirements[key]; ok && !r.complement {
+				vals.Insert(r.Values()...)
+			} else {
+				for _, it := range ps.instanceTypes {
+					if r, ok := it.Requirements[key]; ok && !r.complement {
+						for _, v := range r.Values() {
+							if ps.requirements.Get(key).Has(v) {
+								vals.Insert(v)
+							}
+						}
+					}
+				}
+			}
+			ps.universes[key] = vals
+		}
+		for v := range vals {
+			if want.Has(v) {
+				out.Insert(v)
+			}
+		}
+	}
+	for _, n := range s.nodes {
+		if v, ok := n.node.Labels[key]; ok && want.Has(v) {
+			out.Insert(v)
+		}
+	}
+	return out
+}
+
+type admitKey struct{ class, term, preferred, pool int }
+
+// admits is poolAdmits cached per pod class and relaxation state: replicas of one
+// workload ask the same question of every claim.
+func (s *solver) admits(ps *poolState, p *podInfo) error {
+	k := admitKey{p.class, p.term, p.preferred, ps.index}
+	if err, ok := s.admitCache[k]; ok {
+		return err
+	}
+	err := s.poolAdmits(ps, p)
+	s.admitCache[k] = err
+	return err
+}
+
+// poolAdmits checks taints and requirements of a pool against a pod.
+func (s *solver) poolAdmits(ps *poolState, p *podInfo) error {
+	if err := toleratesAll(p.tolerations, ps.taints); err != nil {
+		return err
+	}
+	if err := ps.requirements.Intersects(p.requirements); err != nil {
+		return fmt.Errorf("incompatible requirements, %w", err)
+	}
+	return nil
+}
+
+func (s *solver) place(p *podInfo) {
+	for {
+		if s.tryExisting(p) || s.tryClaims(p) {
+			break
+		}
+		err := s.tryNewClaim(p)
+		if err == nil {
+			break
+		}
+		if !p.relax() {
+			s.errors = append(s.errors, PodError{Pod: p.pod, Reason: err.Error()})
+			break
+		}
+	}
+	if p.firstPool >= 0 {
+		ps := s.pools[p.firstPool]
+		ps.demand = ps.demand.Sub(p.requests)
+	}
+}
+
+func (s *solver) tryExisting(p *podInfo) bool {
+	for _, ns := range s.nodes {
+		if !p.requests.Fits(ns.remaining) {
+			continue
+		}
+		if toleratesAll(p.tolerations, ns.node.Taints) != nil {
+			continue
+		}
+		if !labelsSatisfy(ns.node.Labels, p.requirements) {
+			continue
+		}
+		if hostPortsConflict(ns.hostPorts, p.hostPorts) {
+			continue
+		}
+		domainOf := s.nodeDomain(ns)
+		if s.topologyBlocks(p, domainOf) {
+			continue
+		}
+		ns.remaining = ns.remaining.Sub(p.requests)
+		ns.hostPorts = append(ns.hostPorts, p.hostPorts...)
+		ns.placed = append(ns.placed, p)
+		s.topology.record(p.pod.Namespace, p.pod.Labels, p.topology, domainOf)
+		return true
+	}
+	return false
+}
+
+func labelsSatisfy(l map[string]string, reqs Requirements) bool {
+	for key, r := range reqs {
+		v, ok := l[key]
+		if !ok {
+			if !r.AllowsAbsent() {
+				return false
+			}
+			continue
+		}
+		if !r.Has(v) {
+			return false
+		}
+	}
+	return true
+}
+
+func (s *solver) topologyBlocks(p *podInfo, domainOf func(string) (string, bool)) bool {
+	for _, g := range p.topology {
+		d, ok := domainOf(g.key)
+		if !ok {
+			if g.kind == topologyAffinity {
+				return true
+			}
+			continue
+		}
+		if g.allows(p, d) != nil {
+			return true
+		}
+	}
+	return s.topology.inverseAllows(p, domainOf) != nil
+}
+
+func (s *solver) tryClaims(p *podInfo) bool {
+	for i := 0; i < len(s.active); i++ {
+		c := s.active[i]
+		if !p.requests.Fits(c.remaining) {
+			continue
+		}
+		if s.addToClaim(c, p) == nil {
+			if !s.minPod.Fits(c.remaining) {
+				s.active = append(s.active[:i], s.active[i+1:]...)
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// addToClaim places p on c if it fits, narrowing c's requirements and instance-type
+// options; on failure c is unchanged.
+func (s *solver) addToClaim(c *claim, p *podInfo) error {
+	if err := s.admits(c.pool, p); err != nil {
+		return err
+	}
+	if err := c.reqs.Intersects(p.requirements); err != nil {
+		return err
+	}
+	if hostPortsConflict(c.hostPorts, p.hostPorts) {
+		return fmt.Errorf("host port conflict")
+	}
+	reqs := c.reqs
+	if narrows(c.reqs, p.requirements) {
+		reqs = c.reqs.Copy()
+		for _, r := range p.requirements {
+			reqs.Add(r)
+		}
+	}
+	reqs, err := s.pinTopology(c, p, reqs)
+	if err != nil {
+		return err
+	}
+	total := c.requests.Add(p.requests)
+	options := filterOptions(c.options, reqs, total, c.pool.daemonOverhead, !sameRequirements(reqs, c.reqs))
+	if len(options) == 0 {
+		return fmt.Errorf("no instance type holds the pods")
+	}
+	if err := checkMinValues(reqs, options); err != nil {
+		return err
+	}
+	target := c.target
+	if !containsType(options, target) {
+		target = chooseTarget(options, reqs, c.pool.daemonOverhead, c.pool.demand.Add(p.requests))
+	}
+	if !total.Fits(target.Allocatable) {
+		return fmt.Errorf("does not fit the claim's instance type")
+	}
+	c.reqs, c.options, c.target, c.requests = reqs, options, target, total
+	c.remaining = target.Allocatable.Sub(total)
+	c.pods = append(c.pods, p)
+	c.hostPorts = append(c.hostPorts, p.hostPorts...)
+	s.topology.record(p.pod.Namespace, p.pod.Labels, p.topology, claimDomain(c))
+	return nil
+}
+
+// narrows reports whether adding pod requirements could change the claim's.
+func narrows(have, want Requirements) bool {
+	for key, w := range want {
+		h, ok := have[key]
+		if !ok {
+			return true
+		}
+		if h.complement || w.complement || h.values.Len() > w.values.Len() {
+			return true
+		}
+		for v := range h.values {
+			if !w.Has(v) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func sameRequirements(a, b Requirements) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// pinTopology chooses, for each topology key the pod constrains, a domain of the claim
+// that satisfies every group, and pins the claim's requirement to it.
+func (s *solver) pinTopology(c *claim, p *podInfo, reqs Requirements) (Requirements, error) {
+	keys := sets.New[string]()
+	for _, g := range p.topology {
+		keys.Insert(g.key)
+	}
+	for _, g := range s.topology.antiOnly {
+		if g.matches(p.pod.Namespace, p.pod.Labels) {
+			keys.Insert(g.key)
+		}
+	}
+	if keys.Has(v1.LabelHostname) {
+		if s.topologyBlocksKey(p, v1.LabelHostname, c.name) {
+			return nil, fmt.Errorf("topology on %s", v1.LabelHostname)
+		}
+		keys.Delete(v1.LabelHostname)
+	}
+	for _, key := range sets.List(keys) {
+		r := reqs.Get(key)
+		var candidates []string
+		if r.Len() == 1 {
+			candidates = r.Values()
+		} else {
+			candidates = s.claimDomains(c, key, reqs)
+		}
+		for _, g := range p.topology {
+			if g.key == key && g.kind == topologySpread {
+				candidates = g.preferredDomains(candidates)
+				break
+			}
+		}
+		chosen := ""
+		for _, d := range candidates {
+			if !s.topologyBlocksKey(p, key, d) {
+				chosen = d
+				break
+			}
+		}
+		if chosen == "" {
+			return nil, fmt.Errorf("no %s domain satisfies the pod's topology", key)
+		}
+		if r.Len() != 1 {
+			if sameRequirements(reqs, c.reqs) {
+				reqs = reqs.Copy()
+			}
+			reqs.Add(MustRequirement(key, v1.OpIn, chosen))
+		}
+	}
+	return reqs, nil
+}
+
+func (s *solver) topologyBlocksKey(p *podInfo, key, d string) bool {
+	domainOf := func(k string) (string, bool) {
+		if k == key {
+			return d, true
+		}
+		return "", false
+	}
+	for _, g := range p.topology {
+		if g.key == key && g.allows(p, d) != nil {
+			return true
+		}
+	}
+	return s.topology.inverseAllows(p, domainOf) != nil
+}
+
+// claimDomains lists the values of key a claim could still take, from its options.
+func (s *solver) claimDomains(c *claim, key string, reqs Requirements) []string {
+	r := reqs.Get(key)
+	vals := sets.New[string]()
+	for _, it := range c.options {
+		switch key {
+		case v1.LabelTopologyZone, v1.LabelCapacityType:
+			for _, o := range it.Offerings {
+				if !o.Available {
+					continue
+				}
+				v := o.Zone
+				if key == v1.LabelCapacityType {
+					v = o.CapacityType
+				}
+				if r.Has(v) {
+					vals.Insert(v)
+				}
+			}
+		default:
+			if ir, ok := it.Requirements[key]; ok {
+				for _, v := range ir.Values() {
+					if r.Has(v) {
+						vals.Insert(v)
+					}
+				}
+			}
+		}
+	}
+	if vals.Len() == 0 && !r.complement {
+		vals.Insert(r.Values()...)
+	}
+	return sets.List(vals)
+}
+
+func filterOptions(options []*InstanceType, reqs Requirements, total, overhead Resources, recheckRequirements bool) []*InstanceType {
+	need := total.Add(overhead)
+	out := make([]*InstanceType, 0, len(options))
+	for _, it := range options {
+		if !need.Fits(it.Allocatable) {
+			continue
+		}
+		if recheckRequirements && !it.compatible(reqs) {
+			continue
+		}
+		out = append(out, it)
+	}
+	return out
+}
+
+func containsType(options []*InstanceType, it *InstanceType) bool {
+	for _, o := range options {
+		if o == it {
+			return true
+		}
+	}
+	return false
+}
+
+// checkMinValues enforces minValues: the options must span that many distinct values
+// of each such key.
+func checkMinValues(reqs Requirements, options []*InstanceType) error {
+	for key, r := range reqs {
+		if r.MinValues == nil {
+			continue
+		}
+		vals := sets.New[string]()
+		for _, it := range options {
+			if ir, ok := it.Requirements[key]; ok {
+				for _, v := range ir.Values() {
+					if r.Has(v) {
+						vals.Insert(v)
+					}
+				}
+			}
+		}
+		if vals.Len() < *r.MinValues {
+			return fmt.Errorf("minValues for %s is %d but only %d values remain", key, *r.MinValues, vals.Len())
+		}
+	}
+	return nil
+}
+
+// chooseTarget picks the instance type a new claim is sized for: the one with the
+// lowest price per share of the outstanding demand it can hold. While much demand
+// remains this is the type with the best price for the demand's cpu:memory mix; near
+// the end it is the cheapest type that holds what is left.
+func chooseTarget(options []*InstanceType, reqs Requirements, overhead, demand Resources) *InstanceType {
+	var best *InstanceType
+	bestScore := math.Inf(1)
+	for _, it := range options {
+		o, ok := it.cheapestOffering(reqs)
+		if !ok {
+			continue
+		}
+		usable := it.Allocatable.Sub(overhead)
+		frac := 1.0
+		if demand.MilliCPU > 0 {
+			frac = min(frac, float64(usable.MilliCPU)/float64(demand.MilliCPU))
+		}
+		if demand.Memory > 0 {
+			frac = min(frac, float64(usable.Memory)/float64(demand.Memory))
+		}
+		if demand.Pods > 0 {
+			frac = min(frac, float64(usable.Pods)/float64(demand.Pods))
+		}
+		for k, v := range demand.Extended {
+			if v > 0 {
+				frac = min(frac, float64(usable.Extended[k])/float64(v))
+			}
+		}
+		if frac <= 0 {
+			continue
+		}
+		score := o.Price / frac
+		if best == nil || score < bestScore-1e-12 {
+			best, bestScore = it, score
+		}
+	}
+	if best == nil {
+		return options[0]
+	}
+	return best
+}
+
+// tryNewClaim opens a claim on the first NodePool, by weight, that can hold the pod.
+func (s *solver) tryNewClaim(p *podInfo) error {
+	if len(s.pools) == 0 {
+		return fmt.Errorf("no NodePool can launch nodes (none exist, or all are static)")
+	}
+	var reasons []string
+	for _, ps := range s.pools {
+		err := s.openClaim(ps, p)
+		if err == nil {
+			return nil
+		}
+		reasons = append(reasons, fmt.Sprintf("nodepool %q: %s", ps.np.Name, err))
+	}
+	return fmt.Errorf("%s", strings.Join(reasons, "; "))
+}
+
+func (s *solver) openClaim(ps *poolState, p *podInfo) error {
+	if err := s.admits(ps, p); err != nil {
+		return err
+	}
+	if n, ok := ps.limits[v1.ResourceNodes]; ok && ps.nodes+1 > n.Value() {
+		return fmt.Errorf("limit of %d nodes reached", n.Value())
+	}
+	reqs := ps.requirements.Copy()
+	for _, r := range p.requirements {
+		reqs.Add(r)
+	}
+	c := &claim{name: fmt.Sprintf("%s-%d", ps.np.Name, len(s.claims)+1), pool: ps, reqs: reqs}
+	need := p.requests.Add(ps.daemonOverhead)
+	for _, it := range ps.instanceTypes {
+		if need.Fits(it.Allocatable) && it.compatible(reqs) && s.withinLimits(ps, it) {
+			c.options = append(c.options, it)
+		}
+	}
+	if len(c.options) == 0 {
+		return s.explainNoInstanceType(ps, reqs, need)
+	}
+	var err error
+	if reqs, err = s.pinTopology(c, p, reqs); err != nil {
+		return err
+	}
+	if !sameRequirements(reqs, c.reqs) {
+		c.reqs = reqs
+		c.options = filterOptions(c.options, reqs, Resources{}, need, true)
+		if len(c.options) == 0 {
+			return fmt.Errorf("no instance type is offered in the domain the pod's topology needs")
+		}
+	}
+	if err := checkMinValues(reqs, c.options); err != nil {
+		return err
+	}
+	c.target = chooseTarget(c.options, reqs, ps.daemonOverhead, ps.demand.Add(p.requests))
+	c.requests = ps.daemonOverhead.Add(p.requests)
+	c.remaining = c.target.Allocatable.Sub(c.requests)
+	c.pods = []*podInfo{p}
+	c.hostPorts = append(c.hostPorts, p.hostPorts...)
+	ps.usage = ps.usage.Add(c.target.Capacity)
+	ps.nodes++
+	s.claims = append(s.claims, c)
+	if s.minPod.Fits(c.remaining) {
+		s.active = append(s.active, c)
+	}
+	s.topology.record(p.pod.Namespace, p.pod.Labels, p.topology, claimDomain(c))
+	return nil
+}
+
+func (s *solver) withinLimits(ps *poolState, it *InstanceType) bool {
+	if len(ps.limits) == 0 {
+		return true
+	}
+	after := ps.usage.Add(it.Capacity).ToResourceList()
+	for name, limit := range ps.limits {
+		if name == v1.ResourceNodes {
+			continue
+		}
+		if used, ok := after[name]; ok && used.Cmp(limit) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// explainNoInstanceType says which constraint ruled out every instance type.
+func (s *solver) explainNoInstanceType(ps *poolState, reqs Requirements, need Resources) error {
+	if len(ps.instanceTypes) == 0 {
+		return fmt.Errorf("no instance type satisfies the NodePool's requirements")
+	}
+	compatible, fitting := 0, 0
+	var biggest Resources
+	for _, it := range ps.instanceTypes {
+		if !it.compatible(reqs) {
+			continue
+		}
+		compatible++
+		if need.Fits(it.Allocatable) {
+			fitting++
+		}
+		if it.Allocatable.MilliCPU >= biggest.MilliCPU {
+			biggest = it.Allocatable
+		}
+	}
+	switch {
+	case compatible == 0:
+		return fmt.Errorf("no instance type satisfies requirements %s", reqs)
+	case fitting == 0:
+		return fmt.Errorf("no instance type has enough resources for requests %s (with daemonset overhead); %d types match the requirements, short of %s", need, compatible, strings.Join(need.Exceeding(biggest), ", "))
+	default:
+		return fmt.Errorf("the NodePool's limits %s would be exceeded", formatLimits(ps.limits))
+	}
+}
+
+func formatLimits(l corev1.ResourceList) string {
+	keys := make([]string, 0, len(l))
+	for k := range l {
+		keys = append(keys, string(k))
+	}
+	sort.Strings(keys)
+	parts := make([]string, 0, len(keys))
+	for _, k := range keys {
+		q := l[corev1.ResourceName(k)]
+		parts = append(parts, fmt.Sprintf("%s=%s", k, q.String()))
+	}
+	return "{" + strings.Join(parts, ", ") + "}"
+}
+
+func (s *solver) results() *Results {
+	r := &Results{Unschedulable: s.errors}
+	for _, c := range s.claims {
+		options := append([]*InstanceType(nil), c.options...)
+		prices := make(map[*InstanceType]Offering, len(options))
+		for _, it := range options {
+			o, _ := it.cheapestOffering(c.reqs)
+			prices[it] = o
+		}
+		sort.SliceStable(options, func(i, j int) bool {
+			pi, pj := prices[options[i]].Price, prices[options[j]].Price
+			if pi != pj {
+				return pi < pj
+			}
+			return options[i].Name < options[j].Name
+		})
+		reqs := c.reqs.Copy()
+		names := make([]string, len(options))
+		for i, it := range options {
+			names[i] = it.Name
+		}
+		it := MustRequirement(v1.LabelInstanceType, v1.OpIn, names...)
+		it.MinValues = reqs.Get(v1.LabelInstanceType).MinValues
+		reqs[v1.LabelInstanceType] = it
+		plan := &NodeClaimPlan{
+			Name: c.name, NodePool: c.pool.np.Name, Requirements: reqs,
+			Labels: c.pool.np.Spec.Template.Labels, Annotations: c.pool.np.Spec.Template.Annotations,
+			Taints: c.pool.taints, StartupTaints: c.pool.np.Spec.Template.Spec.StartupTaints,
+			InstanceTypeOptions: options, InstanceType: options[0], Offering: prices[options[0]],
+			Requests: c.requests,
+		}
+		for _, p := range c.pods {
+			plan.Pods = append(plan.Pods, p.pod)
+		}
+		r.NodeClaims = append(r.NodeClaims, plan)
+	}
+	for _, ns := range s.nodes {
+		if len(ns.placed) == 0 {
+			continue
+		}
+		ep := &ExistingPlacement{Node: ns.node}
+		for _, p := range ns.placed {
+			ep.Pods = append(ep.Pods, p.pod)
+		}
+		r.Existing = append(r.Existing, ep)
+	}
+	sort.SliceStable(r.Unschedulable, func(i, j int) bool {
+		a, b := r.Unschedulable[i].Pod, r.Unschedulable[j].Pod
+		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+	})
+	return r
+}
+
+// constraintSignature identifies pods whose node constraints are identical, whatever
+// their resources: such pods get the same answer from every pool.
+func constraintSignature(pod *corev1.Pod) string {
+	raw, _ := json.Marshal(struct {
+		NS          string
+		Selector    map[string]string
+		Affinity    *corev1.Affinity
+		Tolerations []corev1.Toleration
+	}{pod.Namespace, pod.Spec.NodeSelector, pod.Spec.Affinity, pod.Spec.Tolerations})
+	return string(raw)
+}

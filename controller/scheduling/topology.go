@@ -1,0 +1,294 @@
+package scheduling
+
+import (
+	"fmt"
+	"sort"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+)
+
+type topologyKind int
+
+const (
+	topologySpread topologyKind = iota
+	topologyAffinity
+	topologyAntiAffinity
+)
+
+func (k topologyKind) String() string {
+	return [...]string{"topology spread", "pod affinity", "pod anti-affinity"}[k]
+}
+
+// topologyGroup is one constraint shared by every pod that declares it (typically a
+// Deployment's replicas): which pods it counts, over which topology key, and how many
+// of them are in each domain so far.
+type topologyGroup struct {
+	id         string
+	kind       topologyKind
+	key        string
+	namespaces sets.Set[string] // nil means every namespace
+	selector   labels.Selector
+	maxSkew    int
+	minDomains int
+	// preference marks ScheduleAnyway spreads and preferred (anti-)affinity: held as
+	// hard constraints until the pod cannot be placed otherwise.
+	preference bool
+	// universe holds the domains a spread can use (non-hostname keys).
+	universe sets.Set[string]
+	counts   map[string]int
+	// owners counts, per domain, the pods that declared this anti-affinity, so a
+	// matching pod keeps out of their domains too (anti-affinity is symmetric).
+	owners map[string]int
+	total  int
+}
+
+func (g *topologyGroup) matches(namespace string, podLabels map[string]string) bool {
+	if g.namespaces != nil && !g.namespaces.Has(namespace) {
+		return false
+	}
+	return g.selector.Matches(labels.Set(podLabels))
+}
+
+// topology tracks every group and which groups select which pods.
+type topology struct {
+	groups   map[string]*topologyGroup
+	ordered  []*topologyGroup
+	antiOnly []*topologyGroup
+	// matchCache maps a pod's namespace and labels to the groups that select it;
+	// replicas share labels, so this turns a per-pod scan into a lookup.
+	matchCache map[string][]*topologyGroup
+}
+
+func newTopology() *topology {
+	return &topology{groups: map[string]*topologyGroup{}, matchCache: map[string][]*topologyGroup{}}
+}
+
+func labelSignature(namespace string, l map[string]string) string {
+	keys := make([]string, 0, len(l))
+	for k := range l {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	var b strings.Builder
+	b.WriteString(namespace)
+	for _, k := range keys {
+		b.WriteByte(0)
+		b.WriteString(k)
+		b.WriteByte('=')
+		b.WriteString(l[k])
+	}
+	return b.String()
+}
+
+// matching returns the groups that select a pod with these labels.
+func (t *topology) matching(namespace string, l map[string]string) []*topologyGroup {
+	sig := labelSignature(namespace, l)
+	if gs, ok := t.matchCache[sig]; ok {
+		return gs
+	}
+	var out []*topologyGroup
+	for _, g := range t.ordered {
+		if g.matches(namespace, l) {
+			out = append(out, g)
+		}
+	}
+	t.matchCache[sig] = out
+	return out
+}
+
+func (t *topology) intern(g *topologyGroup) *topologyGroup {
+	if existing, ok := t.groups[g.id]; ok {
+		return existing
+	}
+	g.counts = map[string]int{}
+	g.owners = map[string]int{}
+	t.groups[g.id] = g
+	t.ordered = append(t.ordered, g)
+	if g.kind == topologyAntiAffinity {
+		t.antiOnly = append(t.antiOnly, g)
+	}
+	// A new group invalidates cached matches.
+	t.matchCache = map[string][]*topologyGroup{}
+	return g
+}
+
+// addPod registers the groups a pod declares. universe returns the domains a spread
+// on a key may use for this pod.
+func (t *topology) addPod(p *podInfo, universe func(key string, p *podInfo) sets.Set[string]) error {
+	pod := p.pod
+	for _, c := range pod.Spec.TopologySpreadConstraints {
+		sel, err := selectorWithMatchLabelKeys(c.LabelSelector, c.MatchLabelKeys, pod.Labels)
+		if err != nil {
+			return fmt.Errorf("pod %s: topology spread selector: %w", p.key, err)
+		}
+		minDomains := 0
+		if c.MinDomains != nil {
+			minDomains = int(*c.MinDomains)
+		}
+		g := &topologyGroup{
+			kind: topologySpread, key: normalizeKey(c.TopologyKey), namespaces: sets.New(pod.Namespace), selector: sel,
+			maxSkew: int(c.MaxSkew), minDomains: minDomains, preference: c.WhenUnsatisfiable == corev1.ScheduleAnyway,
+		}
+		g.id = fmt.Sprintf("spread|%s|%s|%s|%d|%d|%t", g.key, pod.Namespace, sel, g.maxSkew, minDomains, g.preference)
+		if g.key != v1.LabelHostname {
+			u := universe(g.key, p)
+			g.id += "|" + strings.Join(sets.List(u), ",")
+			g = t.intern(g)
+			if g.universe == nil {
+				g.universe = u
+			}
+		} else {
+			g = t.intern(g)
+		}
+		p.topology = append(p.topology, g)
+	}
+	aff := pod.Spec.Affinity
+	if aff == nil {
+		return nil
+	}
+	addTerms := func(kind topologyKind, required []corev1.PodAffinityTerm, preferred []corev1.WeightedPodAffinityTerm) error {
+		terms := make([]corev1.PodAffinityTerm, 0, len(required)+len(preferred))
+		terms = append(terms, required...)
+		for _, w := range preferred {
+			terms = append(terms, w.PodAffinityTerm)
+		}
+		for i, term := range terms {
+			sel, err := selectorWithMatchLabelKeys(term.LabelSelector, term.MatchLabelKeys, pod.Labels)
+			if err != nil {
+				return fmt.Errorf("pod %s: %s selector: %w", p.key, kind, err)
+			}
+			var ns sets.Set[string]
+			if term.NamespaceSelector == nil {
+				ns = sets.New(term.Namespaces...)
+				if ns.Len() == 0 {
+					ns.Insert(pod.Namespace)
+				}
+			} else if len(term.NamespaceSelector.MatchLabels) > 0 || len(term.NamespaceSelector.MatchExpressions) > 0 {
+				// Namespace labels are not known to the engine; scope to the named
+				// namespaces and the pod's own, the common case.
+				ns = sets.New(append(term.Namespaces, pod.Namespace)...)
+			}
+			g := &topologyGroup{kind: kind, key: normalizeKey(term.TopologyKey), namespaces: ns, selector: sel, preference: i >= len(required)}
+			nsList := "*"
+			if ns != nil {
+				nsList = strings.Join(sets.List(ns), ",")
+			}
+			g.id = fmt.Sprintf("%d|%s|%s|%s|%t", kind, g.key, nsList, sel, g.preference)
+			p.topology = append(p.topology, t.intern(g))
+		}
+		return nil
+	}
+	if aff.PodAffinity != nil {
+		if err := addTerms(topologyAffinity, aff.PodAffinity.RequiredDuringSchedulingIgnoredDuringExecution, aff.PodAffinity.PreferredDuringSchedulingIgnoredDuringExecution); err != nil {
+			return err
+		}
+	}
+	if aff.PodAntiAffinity != nil {
+		if err := addTerms(topologyAntiAffinity, aff.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution, aff.PodAntiAffinity.PreferredDuringSchedulingIgnoredDuringExecution); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func selectorWithMatchLabelKeys(ls *metav1.LabelSelector, keys []string, podLabels map[string]string) (labels.Selector, error) {
+	if ls == nil {
+		return labels.Nothing(), nil
+	}
+	merged := ls.DeepCopy()
+	for _, k := range keys {
+		if v, ok := podLabels[k]; ok {
+			merged.MatchExpressions = append(merged.MatchExpressions, metav1.LabelSelectorRequirement{Key: k, Operator: metav1.LabelSelectorOpIn, Values: []string{v}})
+		}
+	}
+	return metav1.LabelSelectorAsSelector(merged)
+}
+
+// record counts a pod placed in the given domains (key -> domain).
+func (t *topology) record(namespace string, podLabels map[string]string, owned []*topologyGroup, domainOf func(key string) (string, bool)) {
+	for _, g := range t.matching(namespace, podLabels) {
+		if d, ok := domainOf(g.key); ok {
+			g.counts[d]++
+			g.total++
+		}
+	}
+	for _, g := range owned {
+		if g.kind != topologyAntiAffinity {
+			continue
+		}
+		if d, ok := domainOf(g.key); ok {
+			g.owners[d]++
+		}
+	}
+}
+
+// allows reports whether pod p may join domain d of group g's key, with the reason.
+func (g *topologyGroup) allows(p *podInfo, d string) error {
+	self := g.matches(p.pod.Namespace, p.pod.Labels)
+	switch g.kind {
+	case topologySpread:
+		minCount := 0
+		if g.key != v1.LabelHostname && g.universe.Len() >= g.minDomains {
+			minCount = -1
+			for u := range g.universe {
+				if c := g.counts[u]; minCount < 0 || c < minCount {
+					minCount = c
+				}
+			}
+			if minCount < 0 {
+				minCount = 0
+			}
+		}
+		n := g.counts[d]
+		if self {
+			n++
+		}
+		if n-minCount > g.maxSkew {
+			return fmt.Errorf("would violate topology spread on %s (maxSkew %d)", g.key, g.maxSkew)
+		}
+	case topologyAffinity:
+		if g.counts[d] == 0 && !(g.total == 0 && self) {
+			return fmt.Errorf("pod affinity on %s found no matching pod in %s", g.key, d)
+		}
+	case topologyAntiAffinity:
+		if g.counts[d] > 0 {
+			return fmt.Errorf("pod anti-affinity on %s: a matching pod is already in %s", g.key, d)
+		}
+	}
+	return nil
+}
+
+// inverseAllows checks the anti-affinity other pods declared against p.
+func (t *topology) inverseAllows(p *podInfo, domainOf func(key string) (string, bool)) error {
+	if len(t.antiOnly) == 0 {
+		return nil
+	}
+	for _, g := range t.matching(p.pod.Namespace, p.pod.Labels) {
+		if g.kind != topologyAntiAffinity {
+			continue
+		}
+		if d, ok := domainOf(g.key); ok && g.owners[d] > 0 {
+			return fmt.Errorf("a pod with anti-affinity to it is already in %s", d)
+		}
+	}
+	return nil
+}
+
+// preferredDomains orders candidate domains for a spread: least populated first.
+func (g *topologyGroup) preferredDomains(candidates []string) []string {
+	out := append([]string(nil), candidates...)
+	sort.SliceStable(out, func(i, j int) bool {
+		ci, cj := g.counts[out[i]], g.counts[out[j]]
+		if ci != cj {
+			return ci < cj
+		}
+		return out[i] < out[j]
+	})
+	return out
+}
