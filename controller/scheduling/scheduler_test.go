@@ -148,7 +148,9 @@ func TestConstraints(t *testing.T) {
 			[]corev1.NodeSelectorRequirement{{Key: v1.LabelInstanceType, Operator: corev1.NodeSelectorOpIn, Values: []string{"x1.32xlarge"}}},
 			[]corev1.NodeSelectorRequirement{{Key: v1.LabelInstanceType, Operator: corev1.NodeSelectorOpIn, Values: []string{"r5.large"}}},
 		)), []*v1.NodePool{general},
-			func(t *testing.T, nc *NodeClaimPlan, reason string) { wantLabel(t, nc, reason, v1.LabelInstanceType, "r5.large") }},
+			func(t *testing.T, nc *NodeClaimPlan, reason string) {
+				wantLabel(t, nc, reason, v1.LabelInstanceType, "r5.large")
+			}},
 		{"preferred affinity is honoured when possible", pod("a", "1", "1Gi", withPreferred(10,
 			corev1.NodeSelectorRequirement{Key: v1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"us-west-2c"}})), []*v1.NodePool{general},
 			func(t *testing.T, nc *NodeClaimPlan, reason string) {
@@ -158,7 +160,9 @@ func TestConstraints(t *testing.T) {
 			corev1.NodeSelectorRequirement{Key: v1.LabelTopologyZone, Operator: corev1.NodeSelectorOpIn, Values: []string{"eu-west-1a"}})), []*v1.NodePool{general},
 			func(t *testing.T, nc *NodeClaimPlan, reason string) { wantPool(t, nc, reason, "default") }},
 		{"Gt on instance cpu", pod("a", "1", "1Gi", withRequiredTerms([]corev1.NodeSelectorRequirement{{Key: v1.LabelInstanceCPU, Operator: corev1.NodeSelectorOpGt, Values: []string{"8"}}})), []*v1.NodePool{general},
-			func(t *testing.T, nc *NodeClaimPlan, reason string) { wantLabel(t, nc, reason, v1.LabelInstanceCPU, "16") }},
+			func(t *testing.T, nc *NodeClaimPlan, reason string) {
+				wantLabel(t, nc, reason, v1.LabelInstanceCPU, "16")
+			}},
 		{"spot requirement picks a spot offering", pod("a", "1", "1Gi", withNodeSelector(v1.LabelCapacityType, v1.CapacityTypeSpot)),
 			[]*v1.NodePool{nodePool("flex", withRequirements(req(v1.LabelCapacityType, v1.OpIn, v1.CapacityTypeSpot, v1.CapacityTypeOnDemand)))},
 			func(t *testing.T, nc *NodeClaimPlan, reason string) {
