@@ -169,6 +169,31 @@ func (f *File) ForEngine(settings scheduling.AllocatableSettings) []*scheduling.
 	return out
 }
 
+// InZones moves every offering onto the given zones, keeping each type's prices per
+// capacity type: how a catalog captured in one region serves another whose prices are
+// not known (the same fallback the AWS provider uses until the Pricing API answers).
+func (f *File) InZones(zones []string) *File {
+	out := &File{InstanceTypes: make([]Entry, len(f.InstanceTypes))}
+	for i, e := range f.InstanceTypes {
+		price := map[string]float64{}
+		var order []string
+		for _, o := range e.Offerings {
+			if _, ok := price[o.CapacityType]; !ok {
+				order = append(order, o.CapacityType)
+				price[o.CapacityType] = o.Price
+			}
+		}
+		e.Offerings = nil
+		for _, z := range zones {
+			for _, ct := range order {
+				e.Offerings = append(e.Offerings, Offering{Zone: z, CapacityType: ct, Price: price[ct], Available: true})
+			}
+		}
+		out.InstanceTypes[i] = e
+	}
+	return out
+}
+
 // Find returns the entry named name.
 func (f *File) Find(name string) (Entry, bool) {
 	for _, e := range f.InstanceTypes {

@@ -35,8 +35,8 @@ type podInfo struct {
 	matchingAntiAffinity []*topologyGroup
 	// class identifies pods with identical scheduling constraints, for caches.
 	class int
-	// firstPool is the index of the first NodePool the pod could use, for demand.
-	firstPool int
+	// pools are the indexes of the NodePools that admit the pod, for demand.
+	pools []int
 }
 
 type hostPort struct {
@@ -46,7 +46,7 @@ type hostPort struct {
 }
 
 func newPodInfo(pod *corev1.Pod) (*podInfo, error) {
-	p := &podInfo{pod: pod, key: pod.Namespace + "/" + pod.Name, requests: PodRequests(pod), tolerations: pod.Spec.Tolerations, firstPool: -1}
+	p := &podInfo{pod: pod, key: pod.Namespace + "/" + pod.Name, requests: PodRequests(pod), tolerations: pod.Spec.Tolerations}
 	base := Requirements{}
 	for k, v := range pod.Spec.NodeSelector {
 		base.Add(MustRequirement(k, v1.OpIn, v))

@@ -99,8 +99,8 @@ type poolState struct {
 	limits         corev1.ResourceList
 	usage          Resources
 	nodes          int64
-	// demand is the unplaced requests of pods whose first choice is this pool; it
-	// steers which instance type a new claim is sized for.
+	// demand is the unplaced requests of the pods this pool admits; it steers which
+	// instance type a new claim is sized for.
 	demand    Resources
 	universes map[string]sets.Set[string]
 }
@@ -134,12 +134,13 @@ type solver struct {
 	minPod     Resources
 	errors     []PodError
 	admitCache map[admitKey]error
+	catalogs   map[string][]*InstanceType
 }
 
 // Solve places pods onto existing capacity and new NodeClaims. It never fails as a
 // whole: a pod that cannot be placed is reported with its reason.
 func Solve(in Input) *Results {
-	s := &solver{topology: newTopology(), admitCache: map[admitKey]error{}}
+	s := &solver{topology: newTopology(), admitCache: map[admitKey]error{}, catalogs: in.InstanceTypes}
 	s.buildPools(in)
 	pods := s.buildPods(in.Pods)
 	s.buildNodes(in.Nodes, pods)
@@ -235,10 +236,9 @@ func (s *solver) buildPods(pods []*corev1.Pod) []*podInfo {
 		}
 		p.class = classes[sig]
 		for _, ps := range s.pools {
-			if s.poolAdmits(ps, p) == nil {
-				p.firstPool = ps.index
+			if s.admits(ps, p) == nil {
+				p.pools = append(p.pools, ps.index)
 				ps.demand = ps.demand.Add(p.requests)
-				break
 			}
 		}
 		out = append(out, p)
@@ -370,9 +370,8 @@ func (s *solver) place(p *podInfo) {
 			break
 		}
 	}
-	if p.firstPool >= 0 {
-		ps := s.pools[p.firstPool]
-		ps.demand = ps.demand.Sub(p.requests)
+	for _, i := range p.pools {
+		s.pools[i].demand = s.pools[i].demand.Sub(p.requests)
 	}
 }
 
@@ -805,7 +804,7 @@ func (s *solver) withinLimits(ps *poolState, it *InstanceType) bool {
 // explainNoInstanceType says which constraint ruled out every instance type.
 func (s *solver) explainNoInstanceType(ps *poolState, reqs Requirements, need Resources) error {
 	if len(ps.instanceTypes) == 0 {
-		return fmt.Errorf("no instance type satisfies the NodePool's requirements")
+		return fmt.Errorf("no instance type satisfies the NodePool's requirements%s", s.blockingRequirement(ps))
 	}
 	compatible, fitting := 0, 0
 	var biggest Resources
@@ -829,6 +828,39 @@ func (s *solver) explainNoInstanceType(ps *poolState, reqs Requirements, need Re
 	default:
 		return fmt.Errorf("the NodePool's limits %s would be exceeded", formatLimits(ps.limits))
 	}
+}
+
+// blockingRequirement names the NodePool requirements that no instance type meets on
+// their own, so the user knows which line to change.
+func (s *solver) blockingRequirement(ps *poolState) string {
+	var all []*InstanceType
+	seen := map[*InstanceType]bool{}
+	for _, types := range s.catalogs {
+		for _, it := range types {
+			if !seen[it] {
+				seen[it] = true
+				all = append(all, it)
+			}
+		}
+	}
+	var blocking []string
+	for _, key := range ps.requirements.Keys() {
+		single := Requirements{key: ps.requirements[key]}
+		ok := false
+		for _, it := range all {
+			if it.compatible(single) {
+				ok = true
+				break
+			}
+		}
+		if !ok {
+			blocking = append(blocking, ps.requirements[key].String())
+		}
+	}
+	if len(blocking) == 0 {
+		return " together"
+	}
+	return ": none offers " + strings.Join(blocking, "; ")
 }
 
 func formatLimits(l corev1.ResourceList) string {

@@ -1,0 +1,129 @@
+// Command dovetail is the user-facing CLI: `dovetail simulate` plans workloads against
+// NodePools without a cluster.
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"k8s.io/utils/clock"
+
+	"github.com/dovetail-sh/dovetail/controller/catalog"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
+	"github.com/dovetail-sh/dovetail/controller/simulate"
+)
+
+const usage = `dovetail: Karpenter-compatible node autoscaling, planned before it happens.
+
+Usage:
+  dovetail simulate -f FILE [-f FILE ...] [--catalog FILE] [--zones Z1,Z2] [-o table|json]
+
+Commands:
+  simulate   plan pending workloads against NodePools and an instance-type catalog
+`
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+// run returns the exit code: 0 on success (unschedulable pods included), 1 for bad
+// input, 2 for bad usage.
+func run(args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		fmt.Fprint(stderr, usage)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	switch args[0] {
+	case "simulate":
+		return simulateCmd(args[1:], stdout, stderr)
+	default:
+		fmt.Fprintf(stderr, "dovetail: unknown command %q\n\n%s", args[0], usage)
+		return 2
+	}
+}
+
+type fileList []string
+
+func (f *fileList) String() string     { return strings.Join(*f, ",") }
+func (f *fileList) Set(v string) error { *f = append(*f, v); return nil }
+
+func simulateCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("simulate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	var files fileList
+	fs.Var(&files, "f", "manifest file (multi-document YAML or JSON); repeat for more, - for stdin")
+	catalogPath := fs.String("catalog", "", "instance-type catalog JSON (default: the embedded AWS catalog)")
+	output := fs.String("o", "table", "output format: table or json")
+	zones := fs.String("zones", "", "comma-separated zones to offer every catalog type in (e.g. us-west-2a,us-west-2b); prices are kept")
+	vmOverhead := fs.Float64("vm-memory-overhead-percent", 0.075, "share of memory the hypervisor keeps")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if len(files) == 0 {
+		fmt.Fprintln(stderr, "dovetail simulate: at least one -f FILE is required")
+		return 2
+	}
+	if *output != "table" && *output != "json" {
+		fmt.Fprintf(stderr, "dovetail simulate: -o %q is not a format; use table or json\n", *output)
+		return 2
+	}
+	in := &simulate.Inputs{}
+	for _, path := range files {
+		if err := readFile(in, path); err != nil {
+			fmt.Fprintf(stderr, "dovetail simulate: %v\n", err)
+			return 1
+		}
+	}
+	var cat *catalog.File
+	var err error
+	if *catalogPath != "" {
+		cat, err = catalog.Load(*catalogPath)
+	} else {
+		cat, err = catalog.EmbeddedAWS()
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "dovetail simulate: %v\n", err)
+		return 1
+	}
+	if *zones != "" {
+		cat = cat.InZones(strings.Split(*zones, ","))
+	}
+	settings := scheduling.DefaultAllocatableSettings()
+	settings.VMMemoryOverheadPercent = *vmOverhead
+	for _, w := range in.Warnings {
+		fmt.Fprintf(stderr, "dovetail simulate: warning: %s\n", w)
+	}
+	plan := simulate.Run(in, cat.ForEngine(settings), clock.RealClock{})
+	if *output == "json" {
+		err = plan.WriteJSON(stdout)
+	} else {
+		err = plan.WriteTable(stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "dovetail simulate: writing the plan, %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func readFile(in *simulate.Inputs, path string) error {
+	if path == "-" {
+		return in.Read(os.Stdin, "stdin")
+	}
+	f, err := os.Open(path)
+	if err != nil {
+		return fmt.Errorf("opening %s, %w", path, err)
+	}
+	defer f.Close()
+	return in.Read(f, path)
+}

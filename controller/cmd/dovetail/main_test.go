@@ -1,0 +1,121 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+const pool = `apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+`
+
+const deployment = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: inflate}
+spec:
+  replicas: 4
+  selector: {matchLabels: {app: inflate}}
+  template:
+    metadata: {labels: {app: inflate}}
+    spec:
+      containers:
+        - name: pause
+          image: pause
+          resources: {requests: {cpu: "1", memory: 1Gi}}
+`
+
+const catalogJSON = `{"instanceTypes": [{"name": "m5.xlarge", "architecture": "amd64", "cpu": "4", "memory": "16Gi", "pods": 58,
+  "offerings": [{"zone": "us-west-2a", "capacityType": "on-demand", "price": 0.192, "available": true}]}]}`
+
+func write(t *testing.T, name, body string) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), name)
+	if err := os.WriteFile(p, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestSimulateJSON(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run([]string{"simulate", "-f", write(t, "pool.yaml", pool), "-f", write(t, "d.yaml", deployment),
+		"--catalog", write(t, "c.json", catalogJSON), "-o", "json"}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	var plan struct {
+		NodeClaims []struct {
+			NodePool, InstanceType, Zone, CapacityType string
+			PricePerHour                               float64
+			InstanceTypeOptions                        int
+			Pods                                       []string
+		}
+		ExistingNodes []any
+		Unschedulable []any
+		Summary       struct {
+			Pods, Scheduled, NodeClaims int
+			PricePerHour, SolveSeconds  float64
+		}
+	}
+	if err := json.Unmarshal(out.Bytes(), &plan); err != nil {
+		t.Fatalf("output is not the documented JSON: %v\n%s", err, out.String())
+	}
+	// 4 pods of 1 cpu need two m5.xlarge (3920m allocatable each).
+	if plan.Summary.Pods != 4 || plan.Summary.Scheduled != 4 || plan.Summary.NodeClaims != 2 {
+		t.Errorf("summary = %+v, want 4 pods scheduled on 2 nodeclaims", plan.Summary)
+	}
+	if nc := plan.NodeClaims[0]; nc.InstanceType != "m5.xlarge" || nc.Zone != "us-west-2a" || nc.CapacityType != "on-demand" || nc.PricePerHour != 0.192 || nc.NodePool != "default" {
+		t.Errorf("nodeclaim = %+v", nc)
+	}
+	if plan.Summary.PricePerHour != 0.384 {
+		t.Errorf("total price = %v, want 0.384", plan.Summary.PricePerHour)
+	}
+}
+
+func TestSimulateExitCodes(t *testing.T) {
+	cat := write(t, "c.json", catalogJSON)
+	huge := strings.Replace(deployment, `cpu: "1"`, `cpu: "64"`, 1)
+	cases := []struct {
+		name     string
+		files    []string
+		wantCode int
+		wantText string
+	}{
+		{"unschedulable pods are not an input error", []string{pool, huge}, 0, "no instance type has enough resources"},
+		{"unknown kind names the object", []string{pool, "apiVersion: example.com/v1\nkind: Widget\nmetadata: {name: w}\n"}, 1, "unsupported kind example.com/v1 Widget"},
+		{"malformed YAML names the document", []string{pool, "kind: [unclosed\n"}, 1, "document 1"},
+		{"bad NodePool field is refused", []string{strings.Replace(pool, "nodeClassRef", "nodeClassReff", 1)}, 1, `unknown field "nodeClassReff"`},
+		{"bad operator names the requirement", []string{strings.Replace(pool, "operator: In", "operator: Within", 1)}, 1, "unknown operator"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := []string{"simulate", "--catalog", cat}
+			for i, body := range tc.files {
+				args = append(args, "-f", write(t, "f"+string(rune('a'+i))+".yaml", body))
+			}
+			var out, errOut bytes.Buffer
+			code := run(args, &out, &errOut)
+			if code != tc.wantCode {
+				t.Fatalf("exit %d, want %d; stderr: %s", code, tc.wantCode, errOut.String())
+			}
+			if all := out.String() + errOut.String(); !strings.Contains(all, tc.wantText) {
+				t.Errorf("output does not mention %q:\n%s", tc.wantText, all)
+			}
+		})
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"simulate"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "-f FILE is required") {
+		t.Errorf("missing -f: exit %d, %s", code, errOut.String())
+	}
+}

@@ -1,0 +1,224 @@
+// Package simulate runs the scheduling engine on manifests read from files: the logic
+// behind `dovetail simulate`. Reading, expansion of workloads into pods, and output
+// formatting live here; the engine itself stays in controller/scheduling.
+package simulate
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	appsv1 "k8s.io/api/apps/v1"
+	batchv1 "k8s.io/api/batch/v1"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/yaml"
+
+	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
+)
+
+// Inputs are the objects read from the files.
+type Inputs struct {
+	Pods          []*corev1.Pod
+	DaemonSetPods []*corev1.Pod
+	NodePools     []*v1.NodePool
+	NodeClasses   []*awsv1.EC2NodeClass
+	Nodes         []*corev1.Node
+	// BoundPods are pods with spec.nodeName set: existing load on those nodes.
+	BoundPods []*corev1.Pod
+	// Warnings are notes for the user: objects ignored, unknown fields dropped.
+	Warnings []string
+}
+
+// ignoredKinds carry no scheduling constraints; workload files commonly include them.
+var ignoredKinds = map[string]bool{
+	"Namespace": true, "Service": true, "ConfigMap": true, "Secret": true, "ServiceAccount": true,
+	"PodDisruptionBudget": true, "PersistentVolumeClaim": true, "Role": true, "RoleBinding": true,
+	"ClusterRole": true, "ClusterRoleBinding": true, "HorizontalPodAutoscaler": true, "Ingress": true,
+	"NetworkPolicy": true, "PriorityClass": true, "StorageClass": true,
+}
+
+// Read decodes every document of a multi-document YAML (or JSON) stream. Errors name
+// the source, the document and the object, and what to change.
+func (in *Inputs) Read(r io.Reader, source string) error {
+	reader := utilyaml.NewYAMLReader(bufio.NewReader(r))
+	for doc := 1; ; doc++ {
+		raw, err := reader.Read()
+		if errors.Is(err, io.EOF) {
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("%s: reading document %d, %w", source, doc, err)
+		}
+		if len(bytes.TrimSpace(stripComments(raw))) == 0 {
+			continue
+		}
+		if err := in.add(raw, fmt.Sprintf("%s (document %d)", source, doc)); err != nil {
+			return err
+		}
+	}
+}
+
+func stripComments(raw []byte) []byte {
+	var out bytes.Buffer
+	for _, line := range strings.Split(string(raw), "\n") {
+		if t := strings.TrimSpace(line); t == "" || strings.HasPrefix(t, "#") || t == "---" {
+			continue
+		}
+		out.WriteString(line)
+		out.WriteByte('\n')
+	}
+	return out.Bytes()
+}
+
+func (in *Inputs) add(raw []byte, where string) error {
+	var meta metav1.TypeMeta
+	if err := yaml.Unmarshal(raw, &meta); err != nil {
+		return fmt.Errorf("%s: malformed YAML, %w", where, err)
+	}
+	if meta.Kind == "" {
+		return fmt.Errorf("%s: no kind; every document needs apiVersion and kind", where)
+	}
+	// Dovetail's own kinds are decoded strictly, as the CRDs validate them. Workloads
+	// are Kubernetes' business: an unknown field there cannot change scheduling, so it
+	// is reported and dropped, as `kubectl apply --validate=false` would.
+	decode := func(obj any) error {
+		strictErr := yaml.UnmarshalStrict(raw, obj)
+		if strictErr == nil {
+			return nil
+		}
+		if strings.HasPrefix(meta.APIVersion, v1.Group) || strings.HasPrefix(meta.APIVersion, awsv1.Group) {
+			return fmt.Errorf("%s: %s %s: %w", where, meta.APIVersion, meta.Kind, strictErr)
+		}
+		if err := yaml.Unmarshal(raw, obj); err != nil {
+			return fmt.Errorf("%s: %s %s: %w", where, meta.APIVersion, meta.Kind, err)
+		}
+		in.Warnings = append(in.Warnings, fmt.Sprintf("%s: %s %s: %v; the field was ignored", where, meta.APIVersion, meta.Kind, strictErr))
+		return nil
+	}
+	named := func(m metav1.ObjectMeta) string {
+		if m.Namespace != "" {
+			return fmt.Sprintf("%s %s/%s", meta.Kind, m.Namespace, m.Name)
+		}
+		return fmt.Sprintf("%s %s", meta.Kind, m.Name)
+	}
+	switch gvk := meta.APIVersion + "/" + meta.Kind; gvk {
+	case "v1/Pod":
+		p := &corev1.Pod{}
+		if err := decode(p); err != nil {
+			return err
+		}
+		defaultNamespace(&p.ObjectMeta)
+		if p.Spec.NodeName != "" {
+			in.BoundPods = append(in.BoundPods, p)
+		} else {
+			in.Pods = append(in.Pods, p)
+		}
+	case "apps/v1/Deployment":
+		d := &appsv1.Deployment{}
+		if err := decode(d); err != nil {
+			return err
+		}
+		in.Pods = append(in.Pods, expand(d.ObjectMeta, d.Spec.Template, replicas(d.Spec.Replicas, 1))...)
+	case "apps/v1/ReplicaSet":
+		rs := &appsv1.ReplicaSet{}
+		if err := decode(rs); err != nil {
+			return err
+		}
+		in.Pods = append(in.Pods, expand(rs.ObjectMeta, rs.Spec.Template, replicas(rs.Spec.Replicas, 1))...)
+	case "apps/v1/StatefulSet":
+		ss := &appsv1.StatefulSet{}
+		if err := decode(ss); err != nil {
+			return err
+		}
+		in.Pods = append(in.Pods, expand(ss.ObjectMeta, ss.Spec.Template, replicas(ss.Spec.Replicas, 1))...)
+	case "batch/v1/Job":
+		j := &batchv1.Job{}
+		if err := decode(j); err != nil {
+			return err
+		}
+		n := replicas(j.Spec.Parallelism, 1)
+		if j.Spec.Completions != nil && *j.Spec.Completions < n {
+			n = *j.Spec.Completions
+		}
+		in.Pods = append(in.Pods, expand(j.ObjectMeta, j.Spec.Template, n)...)
+	case "apps/v1/DaemonSet":
+		ds := &appsv1.DaemonSet{}
+		if err := decode(ds); err != nil {
+			return err
+		}
+		in.DaemonSetPods = append(in.DaemonSetPods, expand(ds.ObjectMeta, ds.Spec.Template, 1)...)
+	case "v1/Node":
+		n := &corev1.Node{}
+		if err := decode(n); err != nil {
+			return err
+		}
+		if len(n.Status.Allocatable) == 0 {
+			return fmt.Errorf("%s: %s has no status.allocatable; existing nodes need their allocatable resources", where, named(n.ObjectMeta))
+		}
+		in.Nodes = append(in.Nodes, n)
+	case v1.SchemeGroupVersion.String() + "/NodePool":
+		np := &v1.NodePool{}
+		if err := decode(np); err != nil {
+			return err
+		}
+		if _, err := scheduling.FromNodePoolRequirements(np.Spec.Template.Spec.Requirements); err != nil {
+			return fmt.Errorf("%s: %s: spec.template.spec.requirements: %w", where, named(np.ObjectMeta), err)
+		}
+		for _, existing := range in.NodePools {
+			if existing.Name == np.Name {
+				return fmt.Errorf("%s: %s is defined twice; NodePool names must be unique", where, named(np.ObjectMeta))
+			}
+		}
+		in.NodePools = append(in.NodePools, np)
+	case awsv1.SchemeGroupVersion.String() + "/EC2NodeClass":
+		nc := &awsv1.EC2NodeClass{}
+		if err := decode(nc); err != nil {
+			return err
+		}
+		in.NodeClasses = append(in.NodeClasses, nc)
+	default:
+		if ignoredKinds[meta.Kind] {
+			in.Warnings = append(in.Warnings, fmt.Sprintf("%s: ignoring %s: it does not affect scheduling", where, meta.Kind))
+			return nil
+		}
+		return fmt.Errorf("%s: unsupported kind %s %s; simulate reads Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets, Nodes, NodePools and EC2NodeClasses", where, meta.APIVersion, meta.Kind)
+	}
+	return nil
+}
+
+func replicas(p *int32, def int32) int32 {
+	if p == nil {
+		return def
+	}
+	return *p
+}
+
+func defaultNamespace(m *metav1.ObjectMeta) {
+	if m.Namespace == "" {
+		m.Namespace = "default"
+	}
+}
+
+// expand turns a workload into its replicas. Replicas share the template's spec
+// (nothing mutates it), which also lets the engine recognise them as one class.
+func expand(owner metav1.ObjectMeta, tmpl corev1.PodTemplateSpec, n int32) []*corev1.Pod {
+	defaultNamespace(&owner)
+	out := make([]*corev1.Pod, 0, n)
+	for i := int32(0); i < n; i++ {
+		p := &corev1.Pod{ObjectMeta: *tmpl.ObjectMeta.DeepCopy(), Spec: tmpl.Spec}
+		p.Name = fmt.Sprintf("%s-%d", owner.Name, i)
+		p.Namespace = owner.Namespace
+		if p.Labels == nil {
+			p.Labels = map[string]string{}
+		}
+		out = append(out, p)
+	}
+	return out
+}
