@@ -149,10 +149,10 @@ func eksReservedMilliCPU(milliCPU int64) int64 {
 
 // cheapestOffering returns the cheapest available offering the requirements allow.
 func (it *InstanceType) cheapestOffering(reqs Requirements) (Offering, bool) {
-	zone, ct := reqs.Get(v1.LabelTopologyZone), reqs.Get(v1.LabelCapacityType)
+	zone, ct := reqs[v1.LabelTopologyZone], reqs[v1.LabelCapacityType]
 	best, found := Offering{}, false
 	for _, o := range it.Offerings {
-		if !o.Available || !zone.Has(o.Zone) || !ct.Has(o.CapacityType) {
+		if !o.Available || (zone != nil && !zone.Has(o.Zone)) || (ct != nil && !ct.Has(o.CapacityType)) {
 			continue
 		}
 		if !found || o.Price < best.Price || (o.Price == best.Price && o.Zone < best.Zone) {
@@ -169,12 +169,32 @@ func (it *InstanceType) compatible(reqs Requirements) bool {
 		if !ok {
 			continue
 		}
-		if mine.Intersection(r).Empty() {
+		if !mine.Overlaps(r) {
 			return false
 		}
 	}
 	_, ok := it.cheapestOffering(reqs)
 	return ok
+}
+
+// compatibleOn is compatible restricted to some keys; offerings are rechecked when a
+// zone or capacity type changed.
+func (it *InstanceType) compatibleOn(reqs Requirements, keys []string) bool {
+	offerings := false
+	for _, key := range keys {
+		if key == v1.LabelTopologyZone || key == v1.LabelCapacityType {
+			offerings = true
+		}
+		mine, ok := it.Requirements[key]
+		if ok && !mine.Overlaps(reqs[key]) {
+			return false
+		}
+	}
+	if offerings {
+		_, ok := it.cheapestOffering(reqs)
+		return ok
+	}
+	return true
 }
 
 // sortByPrice orders instance types cheapest first, by name for ties.

@@ -34,7 +34,8 @@ type podInfo struct {
 	// matchingAntiAffinity lists groups whose anti-affinity selects this pod.
 	matchingAntiAffinity []*topologyGroup
 	// class identifies pods with identical scheduling constraints, for caches.
-	class int
+	class  int
+	placed bool
 	// pools are the indexes of the NodePools that admit the pod, for demand.
 	pools []int
 }

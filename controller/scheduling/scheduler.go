@@ -134,13 +134,17 @@ type solver struct {
 	minPod     Resources
 	errors     []PodError
 	admitCache map[admitKey]error
-	catalogs   map[string][]*InstanceType
+	buckets    []*bucket
+	// optionCache holds, per pod class and pool, the pool's types compatible with
+	// the pod's requirements, before resources: replicas reuse it.
+	optionCache map[admitKey][]*InstanceType
+	catalogs    map[string][]*InstanceType
 }
 
 // Solve places pods onto existing capacity and new NodeClaims. It never fails as a
 // whole: a pod that cannot be placed is reported with its reason.
 func Solve(in Input) *Results {
-	s := &solver{topology: newTopology(), admitCache: map[admitKey]error{}, catalogs: in.InstanceTypes}
+	s := &solver{topology: newTopology(), admitCache: map[admitKey]error{}, optionCache: map[admitKey][]*InstanceType{}, catalogs: in.InstanceTypes}
 	s.buildPools(in)
 	pods := s.buildPods(in.Pods)
 	s.buildNodes(in.Nodes, pods)
@@ -149,6 +153,19 @@ func Solve(in Input) *Results {
 		s.minPod.MilliCPU = min(s.minPod.MilliCPU, p.requests.MilliCPU)
 		s.minPod.Memory = min(s.minPod.Memory, p.requests.Memory)
 	}
+	sortPods(pods)
+	s.buildBuckets(pods)
+	for _, p := range pods {
+		if p.placed {
+			continue
+		}
+		s.place(p)
+	}
+	return s.results()
+}
+
+// sortPods orders pods largest first (cpu, then memory): first-fit decreasing.
+func sortPods(pods []*podInfo) {
 	sort.SliceStable(pods, func(i, j int) bool {
 		a, b := pods[i].requests, pods[j].requests
 		if a.MilliCPU != b.MilliCPU {
@@ -159,10 +176,6 @@ func Solve(in Input) *Results {
 		}
 		return pods[i].key < pods[j].key
 	})
-	for _, p := range pods {
-		s.place(p)
-	}
-	return s.results()
 }
 
 func (s *solver) buildPools(in Input) {
@@ -356,20 +369,33 @@ func (s *solver) poolAdmits(ps *poolState, p *podInfo) error {
 	return nil
 }
 
+// place puts one pod on existing capacity, an open claim, or a new claim, relaxing
+// its preferences until one works. A pod that cannot be placed is done with too: it
+// is reported, and no later fill picks it up.
 func (s *solver) place(p *podInfo) {
+	defer s.markPlaced(p)
 	for {
 		if s.tryExisting(p) || s.tryClaims(p) {
-			break
+			return
 		}
-		err := s.tryNewClaim(p)
+		c, err := s.tryNewClaim(p)
 		if err == nil {
-			break
+			s.markPlaced(p)
+			s.fill(c)
+			return
 		}
 		if !p.relax() {
 			s.errors = append(s.errors, PodError{Pod: p.pod, Reason: err.Error()})
-			break
+			return
 		}
 	}
+}
+
+func (s *solver) markPlaced(p *podInfo) {
+	if p.placed {
+		return
+	}
+	p.placed = true
 	for _, i := range p.pools {
 		s.pools[i].demand = s.pools[i].demand.Sub(p.requests)
 	}
@@ -473,20 +499,26 @@ func (s *solver) addToClaim(c *claim, p *podInfo) error {
 	if err != nil {
 		return err
 	}
+	// requests already holds the daemonset overhead.
 	total := c.requests.Add(p.requests)
-	options := filterOptions(c.options, reqs, total, c.pool.daemonOverhead, !sameRequirements(reqs, c.reqs))
-	if len(options) == 0 {
-		return fmt.Errorf("no instance type holds the pods")
+	options, target := c.options, c.target
+	if changed := changedKeys(c.reqs, reqs); len(changed) > 0 {
+		options = filterCompatible(c.options, reqs, changed)
 	}
-	if err := checkMinValues(reqs, options); err != nil {
-		return err
-	}
-	target := c.target
-	if !containsType(options, target) {
-		target = chooseTarget(options, reqs, c.pool.daemonOverhead, c.pool.demand.Add(p.requests))
+	if len(options) != len(c.options) && !containsType(options, target) {
+		fitting := filterFits(options, total)
+		if len(fitting) == 0 {
+			return fmt.Errorf("no instance type holds the pods")
+		}
+		target = chooseTarget(fitting, reqs, c.pool.daemonOverhead, c.pool.demand.Add(p.requests))
 	}
 	if !total.Fits(target.Allocatable) {
 		return fmt.Errorf("does not fit the claim's instance type")
+	}
+	if hasMinValues(reqs) {
+		if err := checkMinValues(reqs, filterFits(options, total)); err != nil {
+			return err
+		}
 	}
 	c.reqs, c.options, c.target, c.requests = reqs, options, target, total
 	c.remaining = target.Allocatable.Sub(total)
@@ -494,6 +526,27 @@ func (s *solver) addToClaim(c *claim, p *podInfo) error {
 	c.hostPorts = append(c.hostPorts, p.hostPorts...)
 	s.topology.record(p.pod.Namespace, p.pod.Labels, p.topology, claimDomain(c))
 	return nil
+}
+
+// changedKeys lists the keys whose requirement differs; requirements are immutable,
+// so pointer identity is enough.
+func changedKeys(before, after Requirements) []string {
+	var out []string
+	for k, v := range after {
+		if before[k] != v {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func hasMinValues(reqs Requirements) bool {
+	for _, r := range reqs {
+		if r.MinValues != nil {
+			return true
+		}
+	}
+	return false
 }
 
 // narrows reports whether adding pod requirements could change the claim's.
@@ -629,17 +682,24 @@ func (s *solver) claimDomains(c *claim, key string, reqs Requirements) []string 
 	return sets.List(vals)
 }
 
-func filterOptions(options []*InstanceType, reqs Requirements, total, overhead Resources, recheckRequirements bool) []*InstanceType {
-	need := total.Add(overhead)
+// filterCompatible keeps the types that still meet reqs on the changed keys.
+func filterCompatible(options []*InstanceType, reqs Requirements, keys []string) []*InstanceType {
 	out := make([]*InstanceType, 0, len(options))
 	for _, it := range options {
-		if !need.Fits(it.Allocatable) {
-			continue
+		if it.compatibleOn(reqs, keys) {
+			out = append(out, it)
 		}
-		if recheckRequirements && !it.compatible(reqs) {
-			continue
+	}
+	return out
+}
+
+// filterFits keeps the types whose allocatable holds need.
+func filterFits(options []*InstanceType, need Resources) []*InstanceType {
+	out := make([]*InstanceType, 0, len(options))
+	for _, it := range options {
+		if need.Fits(it.Allocatable) {
+			out = append(out, it)
 		}
-		out = append(out, it)
 	}
 	return out
 }
@@ -720,27 +780,27 @@ func chooseTarget(options []*InstanceType, reqs Requirements, overhead, demand R
 }
 
 // tryNewClaim opens a claim on the first NodePool, by weight, that can hold the pod.
-func (s *solver) tryNewClaim(p *podInfo) error {
+func (s *solver) tryNewClaim(p *podInfo) (*claim, error) {
 	if len(s.pools) == 0 {
-		return fmt.Errorf("no NodePool can launch nodes (none exist, or all are static)")
+		return nil, fmt.Errorf("no NodePool can launch nodes (none exist, or all are static)")
 	}
 	var reasons []string
 	for _, ps := range s.pools {
-		err := s.openClaim(ps, p)
+		c, err := s.openClaim(ps, p)
 		if err == nil {
-			return nil
+			return c, nil
 		}
 		reasons = append(reasons, fmt.Sprintf("nodepool %q: %s", ps.np.Name, err))
 	}
-	return fmt.Errorf("%s", strings.Join(reasons, "; "))
+	return nil, fmt.Errorf("%s", strings.Join(reasons, "; "))
 }
 
-func (s *solver) openClaim(ps *poolState, p *podInfo) error {
+func (s *solver) openClaim(ps *poolState, p *podInfo) (*claim, error) {
 	if err := s.admits(ps, p); err != nil {
-		return err
+		return nil, err
 	}
 	if n, ok := ps.limits[v1.ResourceNodes]; ok && ps.nodes+1 > n.Value() {
-		return fmt.Errorf("limit of %d nodes reached", n.Value())
+		return nil, fmt.Errorf("limit of %d nodes reached", n.Value())
 	}
 	reqs := ps.requirements.Copy()
 	for _, r := range p.requirements {
@@ -748,27 +808,37 @@ func (s *solver) openClaim(ps *poolState, p *podInfo) error {
 	}
 	c := &claim{name: fmt.Sprintf("%s-%d", ps.np.Name, len(s.claims)+1), pool: ps, reqs: reqs}
 	need := p.requests.Add(ps.daemonOverhead)
-	for _, it := range ps.instanceTypes {
-		if need.Fits(it.Allocatable) && it.compatible(reqs) && s.withinLimits(ps, it) {
+	k := admitKey{p.class, p.term, p.preferred, ps.index}
+	compatible, ok := s.optionCache[k]
+	if !ok {
+		for _, it := range ps.instanceTypes {
+			if it.compatible(reqs) {
+				compatible = append(compatible, it)
+			}
+		}
+		s.optionCache[k] = compatible
+	}
+	for _, it := range compatible {
+		if need.Fits(it.Allocatable) && s.withinLimits(ps, it) {
 			c.options = append(c.options, it)
 		}
 	}
 	if len(c.options) == 0 {
-		return s.explainNoInstanceType(ps, reqs, need)
+		return nil, s.explainNoInstanceType(ps, reqs, need)
 	}
 	var err error
 	if reqs, err = s.pinTopology(c, p, reqs); err != nil {
-		return err
+		return nil, err
 	}
-	if !sameRequirements(reqs, c.reqs) {
+	if changed := changedKeys(c.reqs, reqs); len(changed) > 0 {
 		c.reqs = reqs
-		c.options = filterOptions(c.options, reqs, Resources{}, need, true)
+		c.options = filterCompatible(c.options, reqs, changed)
 		if len(c.options) == 0 {
-			return fmt.Errorf("no instance type is offered in the domain the pod's topology needs")
+			return nil, fmt.Errorf("no instance type is offered in the domain the pod's topology needs")
 		}
 	}
 	if err := checkMinValues(reqs, c.options); err != nil {
-		return err
+		return nil, err
 	}
 	c.target = chooseTarget(c.options, reqs, ps.daemonOverhead, ps.demand.Add(p.requests))
 	c.requests = ps.daemonOverhead.Add(p.requests)
@@ -782,7 +852,7 @@ func (s *solver) openClaim(ps *poolState, p *podInfo) error {
 		s.active = append(s.active, c)
 	}
 	s.topology.record(p.pod.Namespace, p.pod.Labels, p.topology, claimDomain(c))
-	return nil
+	return c, nil
 }
 
 func (s *solver) withinLimits(ps *poolState, it *InstanceType) bool {
@@ -880,7 +950,7 @@ func formatLimits(l corev1.ResourceList) string {
 func (s *solver) results() *Results {
 	r := &Results{Unschedulable: s.errors}
 	for _, c := range s.claims {
-		options := append([]*InstanceType(nil), c.options...)
+		options := filterFits(c.options, c.requests)
 		prices := make(map[*InstanceType]Offering, len(options))
 		for _, it := range options {
 			o, _ := it.cheapestOffering(c.reqs)
@@ -940,4 +1010,87 @@ func constraintSignature(pod *corev1.Pod) string {
 		Tolerations []corev1.Toleration
 	}{pod.Namespace, pod.Spec.NodeSelector, pod.Spec.Affinity, pod.Spec.Tolerations})
 	return string(raw)
+}
+
+// bucket holds the pending replicas of one workload shape: same constraints, labels
+// and requests, so one answer about the head pod holds for the rest.
+type bucket struct {
+	pods []*podInfo
+	next int
+}
+
+func (b *bucket) head() *podInfo {
+	for b.next < len(b.pods) && b.pods[b.next].placed {
+		b.next++
+	}
+	if b.next == len(b.pods) {
+		return nil
+	}
+	return b.pods[b.next]
+}
+
+func (s *solver) buildBuckets(pods []*podInfo) {
+	index := map[string]*bucket{}
+	for _, p := range pods {
+		raw, _ := json.Marshal(p.pod.Spec.TopologySpreadConstraints)
+		key := fmt.Sprintf("%d|%s|%s|%s", p.class, raw, labelSignature(p.pod.Namespace, p.pod.Labels), p.requests)
+		b, ok := index[key]
+		if !ok {
+			b = &bucket{}
+			index[key] = b
+			s.buckets = append(s.buckets, b)
+		}
+		b.pods = append(b.pods, p)
+	}
+}
+
+// fill packs a newly opened claim with pending pods, each time taking the workload
+// whose request best aligns with the claim's remaining capacity (the dot-product
+// heuristic for vector bin packing). Filling node by node this way uses cpu and
+// memory together, where first-fit in size order fills one and strands the other.
+func (s *solver) fill(c *claim) {
+	failed := map[*bucket]bool{}
+	for {
+		var best *bucket
+		bestScore := -1.0
+		a := c.target.Allocatable
+		if a.MilliCPU == 0 || a.Memory == 0 {
+			return
+		}
+		remCPU := float64(c.remaining.MilliCPU) / float64(a.MilliCPU)
+		remMem := float64(c.remaining.Memory) / float64(a.Memory)
+		live := s.buckets[:0]
+		for _, b := range s.buckets {
+			p := b.head()
+			if p == nil {
+				continue
+			}
+			live = append(live, b)
+			if failed[b] || !p.requests.Fits(c.remaining) {
+				continue
+			}
+			score := float64(p.requests.MilliCPU)/float64(a.MilliCPU)*remCPU + float64(p.requests.Memory)/float64(a.Memory)*remMem
+			if score > bestScore {
+				best, bestScore = b, score
+			}
+		}
+		s.buckets = live
+		if best == nil {
+			break
+		}
+		p := best.head()
+		if s.addToClaim(c, p) != nil {
+			failed[best] = true
+			continue
+		}
+		s.markPlaced(p)
+	}
+	if !s.minPod.Fits(c.remaining) {
+		for i, open := range s.active {
+			if open == c {
+				s.active = append(s.active[:i], s.active[i+1:]...)
+				break
+			}
+		}
+	}
 }
