@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Builds the pinned control-plane binaries and Go tools into bin/ from the Go module
-# proxy. Each binary is skipped when bin/ already holds it at the pinned version, so a
-# warm machine pays nothing. Kubernetes and etcd cannot be `go install`ed directly
+# Builds the pinned control-plane binaries (etcd, kube-apiserver, kube-scheduler,
+# kube-controller-manager for the Deployment and ReplicaSet controllers, kwok) and Go
+# tools into bin/ from the Go module proxy. Each binary is skipped when bin/ already
+# holds it at the pinned version, so a warm machine pays nothing. Kubernetes and etcd cannot be `go install`ed directly
 # (their go.mod files carry relative replace directives), so each is built from a
 # scratch module that points the staging modules at their published versions.
 set -euo pipefail
@@ -24,7 +25,7 @@ stamp() { echo "$2" >"$BIN/.$1.version"; }
 
 build_kube() {
   local want=() b
-  for b in kube-apiserver kube-scheduler; do have "$b" "$KUBE_VERSION" || want+=("$b"); done
+  for b in kube-apiserver kube-scheduler kube-controller-manager; do have "$b" "$KUBE_VERSION" || want+=("$b"); done
   [ ${#want[@]} -eq 0 ] && return
   echo "tools: building ${want[*]} $KUBE_VERSION (several minutes on a cold cache)"
   local dir=$SCRATCH/kube staging=v0${KUBE_VERSION#v1}
@@ -46,6 +47,7 @@ package tools
 import (
 	_ "k8s.io/kubernetes/cmd/kube-apiserver"
 	_ "k8s.io/kubernetes/cmd/kube-scheduler"
+	_ "k8s.io/kubernetes/cmd/kube-controller-manager"
 )
 GO
   go mod tidy >/dev/null

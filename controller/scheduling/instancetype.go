@@ -206,3 +206,11 @@ func sortByPrice(its []*InstanceType) {
 		return its[i].Name < its[j].Name
 	})
 }
+
+// CheapestOffering is the cheapest available offering of it that reqs allow.
+func CheapestOffering(it *InstanceType, reqs Requirements) (Offering, bool) {
+	return it.cheapestOffering(reqs)
+}
+
+// Compatible reports whether it's labels and offerings meet reqs.
+func Compatible(it *InstanceType, reqs Requirements) bool { return it.compatible(reqs) }

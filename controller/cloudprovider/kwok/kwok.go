@@ -1,0 +1,164 @@
+// Package kwok is a cloud provider whose "instances" are Node objects that kwok keeps
+// Ready: Create writes a Node with the labels and capacity of the chosen instance type,
+// so provisioning, registration and termination run end to end on a local control
+// plane with no cloud.
+package kwok
+
+import (
+	"context"
+	"fmt"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/catalog"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
+)
+
+const (
+	// NodeAnnotation marks Nodes kwok should manage; kwok runs with
+	// --manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake.
+	NodeAnnotation = "kwok.x-k8s.io/node"
+	// ProviderIDPrefix starts every providerID this provider hands out.
+	ProviderIDPrefix = "kwok://"
+	// labelManaged marks Nodes this provider created, for List.
+	labelManaged = "dovetail.sh/kwok"
+)
+
+// CloudProvider launches kwok Nodes from a catalog.
+type CloudProvider struct {
+	client  client.Client
+	catalog *catalog.File
+	types   []*scheduling.InstanceType
+}
+
+// New builds the provider. settings shape allocatable as on EKS.
+func New(c client.Client, cat *catalog.File, settings scheduling.AllocatableSettings) *CloudProvider {
+	return &CloudProvider{client: c, catalog: cat, types: cat.ForEngine(settings)}
+}
+
+func (p *CloudProvider) Name() string { return "kwok" }
+
+func (p *CloudProvider) GetInstanceTypes(context.Context, *v1.NodePool) ([]*scheduling.InstanceType, error) {
+	return p.types, nil
+}
+
+func (p *CloudProvider) IsDrifted(context.Context, *v1.NodeClaim) (cloudprovider.DriftReason, error) {
+	return "", nil
+}
+
+// Create writes the Node for the claim. The Node carries the unregistered taint, as a
+// real kubelet would, so the registration controller has the same work to do.
+func (p *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeClaim, error) {
+	it, offering, err := cloudprovider.CheapestCompatible(nc, p.types)
+	if err != nil {
+		return nil, err
+	}
+	entry, _ := p.catalog.Find(it.Name)
+	reqs, _ := cloudprovider.Requirements(nc)
+	labels := map[string]string{}
+	for k, v := range reqs.Labels() {
+		labels[k] = v
+	}
+	for k, v := range entry.NodeLabels() {
+		labels[k] = v
+	}
+	for k, v := range nc.Labels {
+		labels[k] = v
+	}
+	labels[v1.LabelTopologyZone] = offering.Zone
+	labels[v1.LabelCapacityType] = offering.CapacityType
+	labels[v1.LabelInstanceType] = it.Name
+	labels[v1.LabelHostname] = nc.Name
+	labels[labelManaged] = "true"
+	taints := append(append([]corev1.Taint{}, nc.Spec.Taints...), nc.Spec.StartupTaints...)
+	taints = append(taints, v1.UnregisteredNoExecuteTaint)
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:        nc.Name,
+			Labels:      labels,
+			Annotations: map[string]string{NodeAnnotation: "fake"},
+		},
+		Spec: corev1.NodeSpec{ProviderID: ProviderIDPrefix + nc.Name, Taints: taints},
+		Status: corev1.NodeStatus{
+			Capacity:    it.Capacity.ToResourceList(),
+			Allocatable: it.Allocatable.ToResourceList(),
+			NodeInfo:    corev1.NodeSystemInfo{Architecture: labels[v1.LabelArch], OperatingSystem: labels[v1.LabelOS], KubeletVersion: "v1.33.13"},
+		},
+	}
+	if err := p.client.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
+		return nil, fmt.Errorf("creating kwok node, %w", err)
+	}
+	// The status subresource is ignored on create; write it separately.
+	node.Status.Capacity, node.Status.Allocatable = it.Capacity.ToResourceList(), it.Allocatable.ToResourceList()
+	if err := p.client.Status().Update(ctx, node); err != nil {
+		return nil, fmt.Errorf("writing kwok node capacity, %w", err)
+	}
+	launched := nc.DeepCopy()
+	launched.Status.ProviderID = node.Spec.ProviderID
+	launched.Status.Capacity = it.Capacity.ToResourceList()
+	launched.Status.Allocatable = it.Allocatable.ToResourceList()
+	launched.Status.ImageID = "kwok"
+	if launched.Labels == nil {
+		launched.Labels = map[string]string{}
+	}
+	for _, k := range []string{v1.LabelInstanceType, v1.LabelTopologyZone, v1.LabelCapacityType, v1.LabelArch, v1.LabelOS} {
+		launched.Labels[k] = labels[k]
+	}
+	return launched, nil
+}
+
+func (p *CloudProvider) Delete(ctx context.Context, nc *v1.NodeClaim) error {
+	name, ok := strings.CutPrefix(nc.Status.ProviderID, ProviderIDPrefix)
+	if !ok {
+		return cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("providerID %q is not a kwok one", nc.Status.ProviderID))
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}
+	if err := p.client.Delete(ctx, node); err != nil {
+		if apierrors.IsNotFound(err) {
+			return cloudprovider.NewNodeClaimNotFoundError(err)
+		}
+		return fmt.Errorf("deleting kwok node, %w", err)
+	}
+	return nil
+}
+
+func (p *CloudProvider) Get(ctx context.Context, providerID string) (*v1.NodeClaim, error) {
+	name, ok := strings.CutPrefix(providerID, ProviderIDPrefix)
+	if !ok {
+		return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("providerID %q is not a kwok one", providerID))
+	}
+	node := &corev1.Node{}
+	if err := p.client.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, cloudprovider.NewNodeClaimNotFoundError(err)
+		}
+		return nil, err
+	}
+	return toNodeClaim(node), nil
+}
+
+func (p *CloudProvider) List(ctx context.Context) ([]*v1.NodeClaim, error) {
+	nodes := &corev1.NodeList{}
+	if err := p.client.List(ctx, nodes, client.MatchingLabels{labelManaged: "true"}); err != nil {
+		return nil, err
+	}
+	out := make([]*v1.NodeClaim, 0, len(nodes.Items))
+	for i := range nodes.Items {
+		out = append(out, toNodeClaim(&nodes.Items[i]))
+	}
+	return out, nil
+}
+
+func toNodeClaim(node *corev1.Node) *v1.NodeClaim {
+	nc := &v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: node.Name, Labels: node.Labels}}
+	nc.Status.ProviderID = node.Spec.ProviderID
+	nc.Status.Capacity = node.Status.Capacity
+	nc.Status.Allocatable = node.Status.Allocatable
+	return nc
+}

@@ -1,0 +1,32 @@
+// Command dovetail-controller is the in-cluster autoscaler: it provisions nodes for
+// pending pods and manages their lifecycle.
+package main
+
+import (
+	"flag"
+	"fmt"
+	"os"
+
+	"go.uber.org/zap/zapcore"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log/zap"
+
+	"github.com/dovetail-sh/dovetail/controller/operator"
+)
+
+func main() {
+	var opts operator.Options
+	opts.AddFlags(flag.CommandLine)
+	flag.Parse()
+	level := map[string]zapcore.Level{"debug": zapcore.DebugLevel, "info": zapcore.InfoLevel, "error": zapcore.ErrorLevel}[opts.LogLevel]
+	ctrl.SetLogger(zap.New(zap.UseDevMode(false), zap.Level(level), zap.JSONEncoder()))
+	cfg, err := ctrl.GetConfig()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "dovetail-controller: finding the cluster (set --kubeconfig or KUBECONFIG, or run in a pod): %v\n", err)
+		os.Exit(1)
+	}
+	if err := operator.Run(ctrl.SetupSignalHandler(), opts, cfg); err != nil {
+		fmt.Fprintf(os.Stderr, "dovetail-controller: %v\n", err)
+		os.Exit(1)
+	}
+}

@@ -1,0 +1,306 @@
+// Package lifecycle drives a NodeClaim from creation to a node ready for pods:
+// launch through the cloud provider, registration of the Node that appears with its
+// providerID, initialization once it is Ready with its startup taints gone, and a
+// registration timeout that gives up on a node that never comes.
+package lifecycle
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
+	"github.com/dovetail-sh/dovetail/controller/metrics"
+)
+
+// ProviderIDIndex indexes Nodes by spec.providerID.
+const ProviderIDIndex = "spec.providerID"
+
+// Controller is the NodeClaim lifecycle controller.
+type Controller struct {
+	kube            client.Client
+	cloud           cloudprovider.CloudProvider
+	clock           clock.Clock
+	recorder        record.EventRecorder
+	registrationTTL time.Duration
+}
+
+// NewController wires the controller.
+func NewController(kube client.Client, cloud cloudprovider.CloudProvider, clk clock.Clock, recorder record.EventRecorder, registrationTTL time.Duration) *Controller {
+	return &Controller{kube: kube, cloud: cloud, clock: clk, recorder: recorder, registrationTTL: registrationTTL}
+}
+
+func (c *Controller) Name() string { return "nodeclaim.lifecycle" }
+
+// Register indexes Nodes by providerID and watches NodeClaims and their Nodes.
+func (c *Controller) Register(ctx context.Context, mgr manager.Manager) error {
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Node{}, ProviderIDIndex, func(o client.Object) []string {
+		return []string{o.(*corev1.Node).Spec.ProviderID}
+	}); err != nil {
+		return fmt.Errorf("indexing nodes by providerID, %w", err)
+	}
+	return builder.ControllerManagedBy(mgr).Named(c.Name()).
+		For(&v1.NodeClaim{}).
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(c.claimForNode)).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 50}).
+		Complete(reconcile.AsReconciler(mgr.GetClient(), c))
+}
+
+// claimForNode maps a Node event to its NodeClaim by providerID.
+func (c *Controller) claimForNode(ctx context.Context, o client.Object) []reconcile.Request {
+	node := o.(*corev1.Node)
+	if node.Spec.ProviderID == "" {
+		return nil
+	}
+	var claims v1.NodeClaimList
+	if err := c.kube.List(ctx, &claims); err != nil {
+		return nil
+	}
+	for _, nc := range claims.Items {
+		if nc.Status.ProviderID == node.Spec.ProviderID {
+			return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: nc.Name}}}
+		}
+	}
+	return nil
+}
+
+func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile.Result, error) {
+	if nc.DeletionTimestamp != nil {
+		return reconcile.Result{}, nil
+	}
+	if !controllerutil.ContainsFinalizer(nc, v1.TerminationFinalizer) {
+		patch := client.MergeFrom(nc.DeepCopy())
+		controllerutil.AddFinalizer(nc, v1.TerminationFinalizer)
+		if err := c.kube.Patch(ctx, nc, patch); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+	}
+	if nc.Status.ProviderID == "" {
+		return c.launch(ctx, nc)
+	}
+	node, err := c.nodeFor(ctx, nc)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if node == nil {
+		return c.awaitRegistration(ctx, nc)
+	}
+	if err := c.register(ctx, nc, node); err != nil {
+		return reconcile.Result{}, err
+	}
+	return c.initialize(ctx, nc, node)
+}
+
+func (c *Controller) launch(ctx context.Context, nc *v1.NodeClaim) (reconcile.Result, error) {
+	launched, err := c.cloud.Create(ctx, nc)
+	if err != nil {
+		if cloudprovider.IsInsufficientCapacity(err) {
+			c.recorder.Eventf(nc, corev1.EventTypeWarning, "InsufficientCapacityError", "NodeClaim %s event: %v", nc.Name, err)
+			log.FromContext(ctx).Error(err, "launch failed, deleting the nodeclaim so its pods are planned again")
+			return reconcile.Result{}, client.IgnoreNotFound(c.kube.Delete(ctx, nc))
+		}
+		return reconcile.Result{}, fmt.Errorf("launching nodeclaim, %w", err)
+	}
+	patch := client.MergeFrom(nc.DeepCopy())
+	nc.Labels = launched.Labels
+	if err := c.kube.Patch(ctx, nc, patch); err != nil {
+		return reconcile.Result{}, fmt.Errorf("labelling launched nodeclaim, %w", err)
+	}
+	statusPatch := client.MergeFrom(nc.DeepCopy())
+	nc.Status.ProviderID = launched.Status.ProviderID
+	nc.Status.ImageID = launched.Status.ImageID
+	nc.Status.Capacity = launched.Status.Capacity
+	nc.Status.Allocatable = launched.Status.Allocatable
+	c.setCondition(nc, v1.ConditionTypeLaunched, metav1.ConditionTrue, "Launched", "")
+	c.setCondition(nc, v1.ConditionTypeRegistered, metav1.ConditionUnknown, "AwaitingRegistration", "waiting for the node to register")
+	if err := c.kube.Status().Patch(ctx, nc, statusPatch); err != nil {
+		return reconcile.Result{}, fmt.Errorf("recording launch, %w", err)
+	}
+	metrics.NodeClaimsLaunched.WithLabelValues(nc.Labels[v1.LabelNodePool]).Inc()
+	log.FromContext(ctx).Info("launched nodeclaim", "providerID", nc.Status.ProviderID, "instanceType", nc.Labels[v1.LabelInstanceType],
+		"zone", nc.Labels[v1.LabelTopologyZone], "capacityType", nc.Labels[v1.LabelCapacityType])
+	c.recorder.Eventf(nc, corev1.EventTypeNormal, "Launched", "Launched %s in %s (%s)", nc.Labels[v1.LabelInstanceType], nc.Labels[v1.LabelTopologyZone], nc.Labels[v1.LabelCapacityType])
+	return reconcile.Result{RequeueAfter: time.Second}, nil
+}
+
+func (c *Controller) nodeFor(ctx context.Context, nc *v1.NodeClaim) (*corev1.Node, error) {
+	var nodes corev1.NodeList
+	if err := c.kube.List(ctx, &nodes, client.MatchingFields{ProviderIDIndex: nc.Status.ProviderID}); err != nil {
+		return nil, fmt.Errorf("finding the node of nodeclaim, %w", err)
+	}
+	if len(nodes.Items) == 0 {
+		return nil, nil
+	}
+	return &nodes.Items[0], nil
+}
+
+func (c *Controller) awaitRegistration(ctx context.Context, nc *v1.NodeClaim) (reconcile.Result, error) {
+	if meta.IsStatusConditionTrue(nc.Status.Conditions, v1.ConditionTypeRegistered) {
+		// The node was registered and is gone: the instance went away under us.
+		c.recorder.Event(nc, corev1.EventTypeWarning, "NodeDeleted", "The node of this NodeClaim was deleted; deleting the NodeClaim")
+		return reconcile.Result{}, client.IgnoreNotFound(c.kube.Delete(ctx, nc))
+	}
+	launched := meta.FindStatusCondition(nc.Status.Conditions, v1.ConditionTypeLaunched)
+	since := nc.CreationTimestamp.Time
+	if launched != nil {
+		since = launched.LastTransitionTime.Time
+	}
+	if waited := c.clock.Since(since); waited > c.registrationTTL {
+		c.recorder.Eventf(nc, corev1.EventTypeWarning, "RegistrationTimeout", "The node did not register within %s; deleting the NodeClaim", c.registrationTTL)
+		log.FromContext(ctx).Info("registration timed out, deleting nodeclaim", "waited", waited.String())
+		metrics.NodeClaimsTerminated.WithLabelValues("registration_timeout", nc.Labels[v1.LabelNodePool]).Inc()
+		return reconcile.Result{}, client.IgnoreNotFound(c.kube.Delete(ctx, nc))
+	}
+	return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
+}
+
+// register adopts the Node: the claim's labels and taints, its owner, and the end of
+// the unregistered taint.
+func (c *Controller) register(ctx context.Context, nc *v1.NodeClaim, node *corev1.Node) error {
+	desired := node.DeepCopy()
+	if desired.Labels == nil {
+		desired.Labels = map[string]string{}
+	}
+	for k, v := range nc.Labels {
+		desired.Labels[k] = v
+	}
+	desired.Labels[v1.LabelNodeRegistered] = "true"
+	taints := make([]corev1.Taint, 0, len(desired.Spec.Taints))
+	for _, t := range desired.Spec.Taints {
+		if t.MatchTaint(&v1.UnregisteredNoExecuteTaint) {
+			continue
+		}
+		taints = append(taints, t)
+	}
+	if !meta.IsStatusConditionTrue(nc.Status.Conditions, v1.ConditionTypeRegistered) {
+		// Taints are synced once, at registration; afterwards they belong to the node.
+		for _, want := range nc.Spec.Taints {
+			if !hasTaint(taints, want) {
+				taints = append(taints, want)
+			}
+		}
+	}
+	desired.Spec.Taints = taints
+	if !ownedBy(desired, nc) {
+		desired.OwnerReferences = append(desired.OwnerReferences, metav1.OwnerReference{
+			APIVersion: v1.SchemeGroupVersion.String(), Kind: "NodeClaim", Name: nc.Name, UID: nc.UID, BlockOwnerDeletion: ptrTo(true),
+		})
+	}
+	if !equality.Semantic.DeepEqual(desired.Labels, node.Labels) || !equality.Semantic.DeepEqual(desired.Spec.Taints, node.Spec.Taints) || len(desired.OwnerReferences) != len(node.OwnerReferences) {
+		if err := c.kube.Patch(ctx, desired, client.MergeFrom(node)); err != nil {
+			return fmt.Errorf("syncing the node of nodeclaim, %w", err)
+		}
+	}
+	if meta.IsStatusConditionTrue(nc.Status.Conditions, v1.ConditionTypeRegistered) && nc.Status.NodeName == node.Name {
+		return nil
+	}
+	patch := client.MergeFrom(nc.DeepCopy())
+	nc.Status.NodeName = node.Name
+	c.setCondition(nc, v1.ConditionTypeRegistered, metav1.ConditionTrue, "Registered", "")
+	c.setCondition(nc, v1.ConditionTypeInitialized, metav1.ConditionUnknown, "AwaitingInitialization", "waiting for the node to be ready")
+	if err := c.kube.Status().Patch(ctx, nc, patch); err != nil {
+		return fmt.Errorf("recording registration, %w", err)
+	}
+	metrics.NodeClaimsRegistered.WithLabelValues(nc.Labels[v1.LabelNodePool]).Inc()
+	return nil
+}
+
+// initialize marks the claim ready once its node is Ready, its startup taints are
+// gone and every extended resource its pods asked for is advertised.
+func (c *Controller) initialize(ctx context.Context, nc *v1.NodeClaim, node *corev1.Node) (reconcile.Result, error) {
+	if meta.IsStatusConditionTrue(nc.Status.Conditions, v1.ConditionTypeInitialized) {
+		return reconcile.Result{}, nil
+	}
+	if reason := notInitialized(nc, node); reason != "" {
+		patch := client.MergeFrom(nc.DeepCopy())
+		if c.setCondition(nc, v1.ConditionTypeInitialized, metav1.ConditionUnknown, "NotInitialized", reason) {
+			if err := c.kube.Status().Patch(ctx, nc, patch); err != nil {
+				return reconcile.Result{}, err
+			}
+		}
+		return reconcile.Result{RequeueAfter: 2 * time.Second}, nil
+	}
+	nodePatch := client.MergeFrom(node.DeepCopy())
+	node.Labels[v1.LabelNodeInitialized] = "true"
+	if err := c.kube.Patch(ctx, node, nodePatch); err != nil {
+		return reconcile.Result{}, fmt.Errorf("labelling initialized node, %w", err)
+	}
+	patch := client.MergeFrom(nc.DeepCopy())
+	c.setCondition(nc, v1.ConditionTypeInitialized, metav1.ConditionTrue, "Initialized", "")
+	c.setCondition(nc, v1.ConditionTypeReady, metav1.ConditionTrue, "Ready", "")
+	if err := c.kube.Status().Patch(ctx, nc, patch); err != nil {
+		return reconcile.Result{}, fmt.Errorf("recording initialization, %w", err)
+	}
+	metrics.NodeClaimsInitialized.WithLabelValues(nc.Labels[v1.LabelNodePool]).Inc()
+	return reconcile.Result{}, nil
+}
+
+func notInitialized(nc *v1.NodeClaim, node *corev1.Node) string {
+	ready := false
+	for _, cond := range node.Status.Conditions {
+		if cond.Type == corev1.NodeReady && cond.Status == corev1.ConditionTrue {
+			ready = true
+		}
+	}
+	if !ready {
+		return "node is not Ready"
+	}
+	for _, t := range nc.Spec.StartupTaints {
+		if hasTaint(node.Spec.Taints, t) {
+			return fmt.Sprintf("startup taint %s is still on the node", t.ToString())
+		}
+	}
+	for name, q := range nc.Spec.Resources.Requests {
+		if name == corev1.ResourceCPU || name == corev1.ResourceMemory || name == corev1.ResourcePods || name == corev1.ResourceEphemeralStorage {
+			continue
+		}
+		if have, ok := node.Status.Allocatable[name]; !ok || have.Cmp(q) < 0 {
+			return fmt.Sprintf("resource %s is not advertised yet", name)
+		}
+	}
+	return ""
+}
+
+func hasTaint(taints []corev1.Taint, want corev1.Taint) bool {
+	for i := range taints {
+		if taints[i].MatchTaint(&want) {
+			return true
+		}
+	}
+	return false
+}
+
+func ownedBy(node *corev1.Node, nc *v1.NodeClaim) bool {
+	for _, o := range node.OwnerReferences {
+		if o.UID == nc.UID {
+			return true
+		}
+	}
+	return false
+}
+
+// setCondition sets a condition and reports whether anything changed.
+func (c *Controller) setCondition(nc *v1.NodeClaim, t string, status metav1.ConditionStatus, reason, message string) bool {
+	return meta.SetStatusCondition(&nc.Status.Conditions, metav1.Condition{
+		Type: t, Status: status, Reason: reason, Message: message, ObservedGeneration: nc.Generation,
+		LastTransitionTime: metav1.NewTime(c.clock.Now()),
+	})
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -1,0 +1,180 @@
+// Package termination runs a NodeClaim's finalizer: cordon its node, drain it through
+// the Eviction API so PodDisruptionBudgets are respected (until the NodePool's
+// terminationGracePeriod runs out), terminate the instance, and only then let the
+// NodeClaim go, so no instance outlives the record of it.
+package termination
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/controller"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
+	"github.com/dovetail-sh/dovetail/controller/metrics"
+)
+
+// Controller is the NodeClaim termination controller.
+type Controller struct {
+	kube     client.Client
+	cloud    cloudprovider.CloudProvider
+	clock    clock.Clock
+	recorder record.EventRecorder
+}
+
+// NewController wires the controller.
+func NewController(kube client.Client, cloud cloudprovider.CloudProvider, clk clock.Clock, recorder record.EventRecorder) *Controller {
+	return &Controller{kube: kube, cloud: cloud, clock: clk, recorder: recorder}
+}
+
+func (c *Controller) Name() string { return "nodeclaim.termination" }
+
+func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
+	return builder.ControllerManagedBy(mgr).Named(c.Name()).
+		For(&v1.NodeClaim{}).
+		WithOptions(controller.Options{MaxConcurrentReconciles: 50}).
+		Complete(reconcile.AsReconciler(mgr.GetClient(), c))
+}
+
+func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile.Result, error) {
+	if nc.DeletionTimestamp == nil || !controllerutil.ContainsFinalizer(nc, v1.TerminationFinalizer) {
+		return reconcile.Result{}, nil
+	}
+	node, err := c.node(ctx, nc)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if node != nil {
+		if err := c.cordon(ctx, node); err != nil {
+			return reconcile.Result{}, err
+		}
+		remaining, err := c.drain(ctx, nc, node)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if remaining > 0 {
+			return reconcile.Result{RequeueAfter: time.Second}, nil
+		}
+	}
+	if nc.Status.ProviderID != "" {
+		if err := c.cloud.Delete(ctx, nc); err != nil && !cloudprovider.IsNodeClaimNotFound(err) {
+			return reconcile.Result{}, fmt.Errorf("terminating instance, %w", err)
+		}
+	}
+	if node != nil {
+		if err := c.kube.Delete(ctx, node); client.IgnoreNotFound(err) != nil {
+			return reconcile.Result{}, fmt.Errorf("deleting node, %w", err)
+		}
+	}
+	patch := client.MergeFrom(nc.DeepCopy())
+	controllerutil.RemoveFinalizer(nc, v1.TerminationFinalizer)
+	if err := c.kube.Patch(ctx, nc, patch); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	metrics.NodeClaimsTerminated.WithLabelValues("deleted", nc.Labels[v1.LabelNodePool]).Inc()
+	log.FromContext(ctx).Info("terminated nodeclaim", "providerID", nc.Status.ProviderID)
+	return reconcile.Result{}, nil
+}
+
+func (c *Controller) node(ctx context.Context, nc *v1.NodeClaim) (*corev1.Node, error) {
+	if nc.Status.NodeName == "" {
+		return nil, nil
+	}
+	node := &corev1.Node{}
+	if err := c.kube.Get(ctx, client.ObjectKey{Name: nc.Status.NodeName}, node); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	return node, nil
+}
+
+// cordon taints the node so nothing new schedules while it drains.
+func (c *Controller) cordon(ctx context.Context, node *corev1.Node) error {
+	for _, t := range node.Spec.Taints {
+		if t.MatchTaint(&v1.DisruptedNoScheduleTaint) {
+			return nil
+		}
+	}
+	patch := client.MergeFrom(node.DeepCopy())
+	node.Spec.Taints = append(node.Spec.Taints, v1.DisruptedNoScheduleTaint)
+	if err := c.kube.Patch(ctx, node, patch); err != nil {
+		return fmt.Errorf("cordoning node, %w", err)
+	}
+	c.recorder.Event(node, corev1.EventTypeNormal, "Disrupted", "Cordoned and draining")
+	return nil
+}
+
+// drain evicts the node's pods and returns how many still have to leave. Past the
+// terminationGracePeriod, pods are deleted outright: the period exists so that a
+// blocking PDB or do-not-disrupt pod cannot hold a node forever.
+func (c *Controller) drain(ctx context.Context, nc *v1.NodeClaim, node *corev1.Node) (int, error) {
+	var pods corev1.PodList
+	if err := c.kube.List(ctx, &pods, client.MatchingFields{"spec.nodeName": node.Name}); err != nil {
+		return 0, fmt.Errorf("listing pods to drain, %w", err)
+	}
+	forceful := false
+	if tgp := nc.Spec.TerminationGracePeriod; tgp != nil && nc.DeletionTimestamp != nil {
+		forceful = c.clock.Since(nc.DeletionTimestamp.Time) >= tgp.Duration
+	}
+	remaining := 0
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		if !needsEviction(pod) {
+			continue
+		}
+		remaining++
+		if pod.DeletionTimestamp != nil {
+			continue
+		}
+		if forceful {
+			if err := c.kube.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
+				return 0, fmt.Errorf("deleting pod past the termination grace period, %w", err)
+			}
+			continue
+		}
+		eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
+		if err := c.kube.SubResource("eviction").Create(ctx, pod, eviction); err != nil {
+			switch {
+			case apierrors.IsNotFound(err):
+				remaining--
+			case apierrors.IsTooManyRequests(err):
+				c.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedDraining", "Eviction blocked by a PodDisruptionBudget; retrying")
+			default:
+				return 0, fmt.Errorf("evicting pod %s/%s, %w", pod.Namespace, pod.Name, err)
+			}
+		}
+	}
+	return remaining, nil
+}
+
+// needsEviction: daemonset pods, mirror pods and finished pods stay until the node goes.
+func needsEviction(pod *corev1.Pod) bool {
+	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+		return false
+	}
+	for _, o := range pod.OwnerReferences {
+		if o.Kind == "DaemonSet" {
+			return false
+		}
+	}
+	return true
+}

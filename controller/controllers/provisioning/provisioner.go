@@ -1,0 +1,419 @@
+// Package provisioning turns pending pods into NodeClaims: it batches pods that
+// kube-scheduler marked unschedulable, runs the scheduling engine on the cluster's
+// state, creates the NodeClaims it plans, and nominates the pods to them.
+package provisioning
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
+	"github.com/dovetail-sh/dovetail/controller/metrics"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
+)
+
+// maxInstanceTypes caps the options written to a NodeClaim, as Karpenter does: the
+// cheapest 60 leave the cloud plenty of choice and keep the object small.
+const maxInstanceTypes = 60
+
+// nominationTTL is how long a pod stays nominated to a node that is ready for it
+// before the provisioner considers it pending again.
+const nominationTTL = 30 * time.Second
+
+type nomination struct {
+	claim string
+	at    time.Time
+}
+
+// Provisioner is the provisioning loop.
+type Provisioner struct {
+	kube     client.Client
+	cloud    cloudprovider.CloudProvider
+	clock    clock.Clock
+	recorder record.EventRecorder
+	batcher  *Batcher
+
+	mu          sync.Mutex
+	nominations map[types.UID]nomination
+}
+
+// NewProvisioner wires a provisioner.
+func NewProvisioner(kube client.Client, cloud cloudprovider.CloudProvider, clk clock.Clock, recorder record.EventRecorder, batcher *Batcher) *Provisioner {
+	return &Provisioner{kube: kube, cloud: cloud, clock: clk, recorder: recorder, batcher: batcher, nominations: map[types.UID]nomination{}}
+}
+
+// Start runs the loop until ctx ends; the manager calls it on the leader only.
+func (p *Provisioner) Start(ctx context.Context) error {
+	logger := log.FromContext(ctx).WithName("provisioner")
+	for p.batcher.Wait(ctx) {
+		if err := p.Schedule(log.IntoContext(ctx, logger)); err != nil {
+			logger.Error(err, "provisioning")
+			// Try again after the idle window rather than spin.
+			p.batcher.Trigger()
+		}
+		p.batcher.Solved()
+	}
+	return nil
+}
+
+// NeedLeaderElection keeps followers from provisioning.
+func (p *Provisioner) NeedLeaderElection() bool { return true }
+
+// Trigger asks for a solve.
+func (p *Provisioner) Trigger() { p.batcher.Trigger() }
+
+// IsProvisionable reports whether a pod is waiting for capacity Dovetail could add.
+func IsProvisionable(pod *corev1.Pod) bool {
+	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
+		return false
+	}
+	if isDaemonSetPod(pod) {
+		return false
+	}
+	for _, c := range pod.Status.Conditions {
+		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
+			return true
+		}
+	}
+	return false
+}
+
+func isDaemonSetPod(pod *corev1.Pod) bool {
+	for _, o := range pod.OwnerReferences {
+		if o.Kind == "DaemonSet" {
+			return true
+		}
+	}
+	return false
+}
+
+// Schedule solves once over the current cluster state.
+func (p *Provisioner) Schedule(ctx context.Context) error {
+	logger := log.FromContext(ctx)
+	state, err := p.snapshot(ctx)
+	if err != nil {
+		return err
+	}
+	metrics.PodsPending.Set(float64(len(state.pending)))
+	if len(state.pending) == 0 {
+		return nil
+	}
+	start := p.clock.Now()
+	results := scheduling.Solve(scheduling.Input{
+		Pods: state.pending, Nodes: state.nodes, NodePools: state.pools,
+		InstanceTypes: state.instanceTypes, DaemonSetPods: state.daemonSetPods,
+	})
+	metrics.SchedulingDuration.Observe(p.clock.Since(start).Seconds())
+	metrics.PodsUnschedulable.Set(float64(len(results.Unschedulable)))
+	created := 0
+	for _, plan := range results.NodeClaims {
+		nc, err := p.create(ctx, state.poolByName[plan.NodePool], plan)
+		if err != nil {
+			logger.Error(err, "creating nodeclaim", "nodepool", plan.NodePool)
+			for _, pod := range plan.Pods {
+				p.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedScheduling", "Failed to create a NodeClaim for the pod: %v", err)
+			}
+			continue
+		}
+		created++
+		p.nominate(plan.Pods, nc.Name, fmt.Sprintf("Pod should schedule on: nodeclaim/%s", nc.Name))
+	}
+	for _, placement := range results.Existing {
+		target := placement.Node.Name
+		p.nominate(placement.Pods, target, fmt.Sprintf("Pod should schedule on: node/%s", target))
+	}
+	for _, u := range results.Unschedulable {
+		p.recorder.Eventf(u.Pod, corev1.EventTypeWarning, "FailedScheduling", "Failed to schedule pod, %s", u.Reason)
+	}
+	logger.Info("solved", "pods", len(state.pending), "nodeclaims", created, "existing", len(results.Existing),
+		"unschedulable", len(results.Unschedulable), "pricePerHour", fmt.Sprintf("%.4f", results.PricePerHour()), "duration", p.clock.Since(start).String())
+	return nil
+}
+
+func (p *Provisioner) nominate(pods []*corev1.Pod, target, message string) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := p.clock.Now()
+	for _, pod := range pods {
+		p.nominations[pod.UID] = nomination{claim: target, at: now}
+		p.recorder.Event(pod, corev1.EventTypeNormal, "Nominated", message)
+	}
+}
+
+type snapshot struct {
+	pending       []*corev1.Pod
+	nodes         []*scheduling.ExistingNode
+	pools         []*v1.NodePool
+	poolByName    map[string]*v1.NodePool
+	instanceTypes map[string][]*scheduling.InstanceType
+	daemonSetPods []*corev1.Pod
+}
+
+// snapshot reads the cluster: pending pods, nodes with their pods, in-flight
+// NodeClaims (with the pods already nominated to them, so a launch in progress is
+// not planned twice), ready NodePools and their instance types, and daemonsets.
+func (p *Provisioner) snapshot(ctx context.Context) (*snapshot, error) {
+	var pods corev1.PodList
+	if err := p.kube.List(ctx, &pods); err != nil {
+		return nil, fmt.Errorf("listing pods, %w", err)
+	}
+	var nodes corev1.NodeList
+	if err := p.kube.List(ctx, &nodes); err != nil {
+		return nil, fmt.Errorf("listing nodes, %w", err)
+	}
+	var claims v1.NodeClaimList
+	if err := p.kube.List(ctx, &claims); err != nil {
+		return nil, fmt.Errorf("listing nodeclaims, %w", err)
+	}
+	var pools v1.NodePoolList
+	if err := p.kube.List(ctx, &pools); err != nil {
+		return nil, fmt.Errorf("listing nodepools, %w", err)
+	}
+	s := &snapshot{poolByName: map[string]*v1.NodePool{}, instanceTypes: map[string][]*scheduling.InstanceType{}}
+	for i := range pools.Items {
+		np := &pools.Items[i]
+		// A pool whose node class is missing or invalid would only launch failures.
+		if np.DeletionTimestamp != nil || meta.IsStatusConditionFalse(np.Status.Conditions, v1.ConditionTypeReady) {
+			continue
+		}
+		types, err := p.cloud.GetInstanceTypes(ctx, np)
+		if err != nil {
+			return nil, fmt.Errorf("getting instance types for nodepool %s, %w", np.Name, err)
+		}
+		s.pools = append(s.pools, np)
+		s.poolByName[np.Name] = np
+		s.instanceTypes[np.Name] = types
+	}
+	bound := map[string][]*corev1.Pod{}
+	var provisionable []*corev1.Pod
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		switch {
+		case pod.Spec.NodeName != "" && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed:
+			bound[pod.Spec.NodeName] = append(bound[pod.Spec.NodeName], pod)
+		case IsProvisionable(pod):
+			provisionable = append(provisionable, pod)
+		}
+	}
+	nodeByProviderID := map[string]*corev1.Node{}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		nodeByProviderID[n.Spec.ProviderID] = n
+	}
+	// Nominations hold while their target exists and is not yet ready for the pod
+	// (or became ready only recently: kube-scheduler needs a moment to bind).
+	live := map[string]time.Time{} // target -> when it became ready (zero: not yet)
+	claimOfNode := map[string]string{}
+	for i := range claims.Items {
+		nc := &claims.Items[i]
+		if nc.DeletionTimestamp != nil {
+			continue
+		}
+		live[nc.Name] = initializedAt(nc)
+		if n, ok := nodeByProviderID[nc.Status.ProviderID]; ok && nc.Status.ProviderID != "" {
+			claimOfNode[n.Name] = nc.Name
+		}
+	}
+	for i := range nodes.Items {
+		if _, ok := claimOfNode[nodes.Items[i].Name]; !ok {
+			live[nodes.Items[i].Name] = nodes.Items[i].CreationTimestamp.Time
+		}
+	}
+	nominated := map[string][]*corev1.Pod{}
+	p.mu.Lock()
+	now := p.clock.Now()
+	for uid, nom := range p.nominations {
+		ready, ok := live[nom.claim]
+		if !ok || (!ready.IsZero() && now.Sub(maxTime(ready, nom.at)) > nominationTTL) {
+			delete(p.nominations, uid)
+		}
+	}
+	for _, pod := range provisionable {
+		if nom, ok := p.nominations[pod.UID]; ok {
+			nominated[nom.claim] = append(nominated[nom.claim], pod)
+			continue
+		}
+		s.pending = append(s.pending, pod)
+	}
+	p.mu.Unlock()
+
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if n.DeletionTimestamp != nil || n.Spec.Unschedulable || hasTaint(n, v1.DisruptedNoScheduleTaint.Key) {
+			continue
+		}
+		en := &scheduling.ExistingNode{
+			Name: n.Name, Labels: n.Labels, Taints: withoutStartupTaints(n.Spec.Taints),
+			Capacity: scheduling.FromResourceList(n.Status.Capacity), Allocatable: scheduling.FromResourceList(n.Status.Allocatable),
+			Pods: bound[n.Name], NodePool: n.Labels[v1.LabelNodePool],
+		}
+		if claim, ok := claimOfNode[n.Name]; ok {
+			en.Pods = append(append([]*corev1.Pod{}, en.Pods...), nominated[claim]...)
+		}
+		en.Pods = append(en.Pods, nominated[n.Name]...)
+		s.nodes = append(s.nodes, en)
+	}
+	for i := range claims.Items {
+		nc := &claims.Items[i]
+		if nc.DeletionTimestamp != nil {
+			continue
+		}
+		if _, registered := nodeByProviderID[nc.Status.ProviderID]; registered && nc.Status.ProviderID != "" {
+			continue
+		}
+		s.nodes = append(s.nodes, inFlight(nc, nominated[nc.Name]))
+	}
+	daemonSets, err := p.daemonSetPods(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.daemonSetPods = daemonSets
+	return s, nil
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func initializedAt(nc *v1.NodeClaim) time.Time {
+	for _, c := range nc.Status.Conditions {
+		if c.Type == v1.ConditionTypeInitialized && c.Status == metav1.ConditionTrue {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
+}
+
+func hasTaint(n *corev1.Node, key string) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// withoutStartupTaints drops taints that go away on their own (the unregistered
+// taint, and node conditions' taints) so capacity being born is still usable.
+func withoutStartupTaints(taints []corev1.Taint) []corev1.Taint {
+	out := make([]corev1.Taint, 0, len(taints))
+	for _, t := range taints {
+		if t.Key == v1.UnregisteredNoExecuteTaint.Key || strings.HasPrefix(t.Key, "node.kubernetes.io/") || strings.HasPrefix(t.Key, "node.cloudprovider.kubernetes.io/") {
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+// inFlight describes a launched-or-launching claim as capacity: its requirements'
+// labels, and its allocatable once known, else the requests it was planned with.
+func inFlight(nc *v1.NodeClaim, pods []*corev1.Pod) *scheduling.ExistingNode {
+	labels := map[string]string{}
+	if reqs, err := cloudprovider.Requirements(nc); err == nil {
+		for k, v := range reqs.Labels() {
+			labels[k] = v
+		}
+	}
+	for k, v := range nc.Labels {
+		labels[k] = v
+	}
+	labels[v1.LabelHostname] = nc.Name
+	allocatable := scheduling.FromResourceList(nc.Status.Allocatable)
+	capacity := scheduling.FromResourceList(nc.Status.Capacity)
+	if len(nc.Status.Allocatable) == 0 {
+		allocatable = scheduling.FromResourceList(nc.Spec.Resources.Requests)
+		capacity = allocatable
+	}
+	return &scheduling.ExistingNode{
+		Name: nc.Name, Labels: labels, Taints: nc.Spec.Taints, Capacity: capacity, Allocatable: allocatable,
+		Pods: pods, NodePool: nc.Labels[v1.LabelNodePool],
+	}
+}
+
+func (p *Provisioner) daemonSetPods(ctx context.Context) ([]*corev1.Pod, error) {
+	var list appsv1.DaemonSetList
+	if err := p.kube.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing daemonsets, %w", err)
+	}
+	out := make([]*corev1.Pod, 0, len(list.Items))
+	for i := range list.Items {
+		ds := &list.Items[i]
+		out = append(out, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: ds.Name, Namespace: ds.Namespace, Labels: ds.Spec.Template.Labels}, Spec: ds.Spec.Template.Spec})
+	}
+	return out, nil
+}
+
+// create writes one planned NodeClaim.
+func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *scheduling.NodeClaimPlan) (*v1.NodeClaim, error) {
+	if np == nil {
+		return nil, fmt.Errorf("nodepool %s disappeared", plan.NodePool)
+	}
+	reqs := plan.Requirements.ToNodeSelectorRequirements()
+	for i := range reqs {
+		if reqs[i].Key == v1.LabelInstanceType && len(reqs[i].Values) > maxInstanceTypes {
+			names := make([]string, 0, maxInstanceTypes)
+			for _, it := range plan.InstanceTypeOptions[:maxInstanceTypes] {
+				names = append(names, it.Name)
+			}
+			sort.Strings(names)
+			reqs[i].Values = names
+		}
+	}
+	labels := map[string]string{v1.LabelNodePool: np.Name}
+	for k, v := range np.Spec.Template.Labels {
+		labels[k] = v
+	}
+	annotations := map[string]string{v1.NodePoolHashVersionAnnotationKey: v1.NodePoolHashVersion}
+	for k, v := range np.Spec.Template.Annotations {
+		annotations[k] = v
+	}
+	nc := &v1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: np.Name + "-",
+			Labels:       labels,
+			Annotations:  annotations,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: v1.SchemeGroupVersion.String(), Kind: "NodePool", Name: np.Name, UID: np.UID,
+				BlockOwnerDeletion: ptrTo(true),
+			}},
+			Finalizers: []string{v1.TerminationFinalizer},
+		},
+		Spec: v1.NodeClaimSpec{
+			Taints: np.Spec.Template.Spec.Taints, StartupTaints: np.Spec.Template.Spec.StartupTaints,
+			Requirements: reqs, NodeClassRef: np.Spec.Template.Spec.NodeClassRef,
+			Resources:              v1.ResourceRequirements{Requests: plan.Requests.ToResourceList()},
+			TerminationGracePeriod: np.Spec.Template.Spec.TerminationGracePeriod,
+			ExpireAfter:            np.Spec.Template.Spec.ExpireAfter,
+		},
+	}
+	if err := p.kube.Create(ctx, nc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("creating nodeclaim, the NodeClaim CRD is not installed: %w", err)
+		}
+		return nil, fmt.Errorf("creating nodeclaim, %w", err)
+	}
+	metrics.NodeClaimsCreated.WithLabelValues("provisioning", np.Name).Inc()
+	return nc, nil
+}
+
+func ptrTo[T any](v T) *T { return &v }

@@ -1,0 +1,56 @@
+// Package metrics defines the controller's Prometheus metrics, named as Karpenter names them.
+package metrics
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+)
+
+// Metrics use Karpenter's names so existing dashboards and alerts keep working.
+var (
+	NodeClaimsCreated = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "karpenter", Subsystem: "nodeclaims", Name: "created_total",
+		Help: "NodeClaims created, by reason and nodepool.",
+	}, []string{"reason", "nodepool"})
+	NodeClaimsLaunched = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "karpenter", Subsystem: "nodeclaims", Name: "launched_total",
+		Help: "NodeClaims launched by the cloud provider, by nodepool.",
+	}, []string{"nodepool"})
+	NodeClaimsRegistered = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "karpenter", Subsystem: "nodeclaims", Name: "registered_total",
+		Help: "NodeClaims whose node registered, by nodepool.",
+	}, []string{"nodepool"})
+	NodeClaimsInitialized = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "karpenter", Subsystem: "nodeclaims", Name: "initialized_total",
+		Help: "NodeClaims whose node became ready for pods, by nodepool.",
+	}, []string{"nodepool"})
+	NodeClaimsTerminated = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "karpenter", Subsystem: "nodeclaims", Name: "terminated_total",
+		Help: "NodeClaims terminated, by reason and nodepool.",
+	}, []string{"reason", "nodepool"})
+	SchedulingDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "karpenter", Subsystem: "provisioner", Name: "scheduling_duration_seconds",
+		Help: "Time to solve one provisioning batch.", Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+	})
+	PodsPending = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "karpenter", Subsystem: "provisioner", Name: "pending_pods",
+		Help: "Pods the last provisioning batch considered.",
+	})
+	PodsUnschedulable = prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "karpenter", Subsystem: "scheduler", Name: "unschedulable_pods_count",
+		Help: "Pods the last provisioning batch could not place.",
+	})
+	NodePoolUsage = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "karpenter", Subsystem: "nodepools", Name: "usage",
+		Help: "Resources of a nodepool's nodes.",
+	}, []string{"nodepool", "resource_type"})
+	NodePoolLimit = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "karpenter", Subsystem: "nodepools", Name: "limit",
+		Help: "A nodepool's limits.",
+	}, []string{"nodepool", "resource_type"})
+)
+
+func init() {
+	crmetrics.Registry.MustRegister(NodeClaimsCreated, NodeClaimsLaunched, NodeClaimsRegistered, NodeClaimsInitialized,
+		NodeClaimsTerminated, SchedulingDuration, PodsPending, PodsUnschedulable, NodePoolUsage, NodePoolLimit)
+}

@@ -1,0 +1,137 @@
+package operator
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/catalog"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider/kwok"
+	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/lifecycle"
+	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/termination"
+	"github.com/dovetail-sh/dovetail/controller/controllers/nodepool/counter"
+	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
+)
+
+// Controller is what every controller provides to be wired.
+type Controller interface {
+	Name() string
+	Register(ctx context.Context, mgr manager.Manager) error
+}
+
+// PodNodeNameIndex indexes Pods by spec.nodeName, for draining.
+const PodNodeNameIndex = "spec.nodeName"
+
+// Scheme is the API machinery the controller speaks.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1.AddToScheme, awsv1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}
+
+// Run builds the manager with every controller and runs it until ctx ends.
+func Run(ctx context.Context, opts Options, cfg *rest.Config) error {
+	if err := opts.Validate(); err != nil {
+		return err
+	}
+	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
+		Scheme:                  Scheme(),
+		Metrics:                 metricsserver.Options{BindAddress: portAddress(opts.MetricsPort)},
+		HealthProbeBindAddress:  portAddress(opts.HealthProbePort),
+		LeaderElection:          opts.LeaderElect,
+		LeaderElectionID:        "dovetail-leader-election",
+		LeaderElectionNamespace: opts.LeaderElectionNamespace,
+		// Managed fields are most of a cached object's size and never read here.
+		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+	})
+	if err != nil {
+		return fmt.Errorf("creating manager, %w", err)
+	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, PodNodeNameIndex, func(o client.Object) []string {
+		return []string{o.(*corev1.Pod).Spec.NodeName}
+	}); err != nil {
+		return fmt.Errorf("indexing pods by node, %w", err)
+	}
+	cloud, err := newCloudProvider(opts, mgr.GetClient())
+	if err != nil {
+		return err
+	}
+	clk := clock.RealClock{}
+	recorder := mgr.GetEventRecorderFor("dovetail")
+	provisioner := provisioning.NewProvisioner(mgr.GetClient(), cloud, clk, recorder,
+		provisioning.NewBatcher(clk, opts.BatchIdleDuration, opts.BatchMaxDuration))
+	if err := mgr.Add(provisioner); err != nil {
+		return fmt.Errorf("adding provisioner, %w", err)
+	}
+	controllers := []Controller{
+		provisioning.NewPodController(mgr.GetClient(), provisioner),
+		lifecycle.NewController(mgr.GetClient(), cloud, clk, recorder, opts.RegistrationTTL),
+		termination.NewController(mgr.GetClient(), cloud, clk, recorder),
+		counter.NewController(mgr.GetClient(), clk),
+	}
+	for _, c := range controllers {
+		if err := c.Register(ctx, mgr); err != nil {
+			return fmt.Errorf("registering %s, %w", c.Name(), err)
+		}
+	}
+	if err := mgr.AddHealthzCheck("ping", healthz.Ping); err != nil {
+		return err
+	}
+	if err := mgr.AddReadyzCheck("cache", func(req *http.Request) error {
+		if !mgr.GetCache().WaitForCacheSync(req.Context()) {
+			return fmt.Errorf("informer caches are not synced")
+		}
+		return nil
+	}); err != nil {
+		return err
+	}
+	ctrl.Log.WithName("operator").Info("starting", "cloudProvider", cloud.Name(), "clusterName", opts.ClusterName,
+		"batchIdleDuration", opts.BatchIdleDuration.String(), "batchMaxDuration", opts.BatchMaxDuration.String(), "featureGates", opts.FeatureGates.String())
+	return mgr.Start(ctx)
+}
+
+func newCloudProvider(opts Options, kube client.Client) (cloudprovider.CloudProvider, error) {
+	settings := scheduling.DefaultAllocatableSettings()
+	settings.VMMemoryOverheadPercent = opts.VMMemoryOverheadPercent
+	var cat *catalog.File
+	var err error
+	if opts.KwokCatalog != "" {
+		cat, err = catalog.Load(opts.KwokCatalog)
+	} else {
+		cat, err = catalog.EmbeddedAWS()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("loading the kwok provider's catalog (--kwok-catalog), %w", err)
+	}
+	return kwok.New(kube, cat, settings), nil
+}
+
+func portAddress(port int) string {
+	if port == 0 {
+		return "0"
+	}
+	return net.JoinHostPort("", strconv.Itoa(port))
+}

@@ -1,0 +1,148 @@
+// Package operator holds the controller's settings, metrics and the one place where
+// controllers are wired into a controller-runtime manager.
+package operator
+
+import (
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Options are the controller's settings. Each flag also reads an environment
+// variable, so the Deployment the Terraform provider renders can set them as env.
+type Options struct {
+	ClusterName             string
+	CloudProvider           string
+	KwokCatalog             string
+	BatchIdleDuration       time.Duration
+	BatchMaxDuration        time.Duration
+	FeatureGates            FeatureGates
+	MetricsPort             int
+	HealthProbePort         int
+	LeaderElect             bool
+	LeaderElectionNamespace string
+	LogLevel                string
+	VMMemoryOverheadPercent float64
+	RegistrationTTL         time.Duration
+}
+
+// FeatureGates are the toggles Karpenter users know.
+type FeatureGates struct {
+	SpotToSpotConsolidation bool
+	NodeRepair              bool
+}
+
+func (f *FeatureGates) String() string {
+	return fmt.Sprintf("SpotToSpotConsolidation=%t,NodeRepair=%t", f.SpotToSpotConsolidation, f.NodeRepair)
+}
+
+// Set parses "Name=bool,Name=bool".
+func (f *FeatureGates) Set(v string) error {
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, val, ok := strings.Cut(part, "=")
+		if !ok {
+			return fmt.Errorf("feature gate %q: want Name=true or Name=false", part)
+		}
+		b, err := strconv.ParseBool(val)
+		if err != nil {
+			return fmt.Errorf("feature gate %s: %q is not true or false", name, val)
+		}
+		switch name {
+		case "SpotToSpotConsolidation":
+			f.SpotToSpotConsolidation = b
+		case "NodeRepair":
+			f.NodeRepair = b
+		default:
+			return fmt.Errorf("unknown feature gate %q; known gates are SpotToSpotConsolidation and NodeRepair", name)
+		}
+	}
+	return nil
+}
+
+// AddFlags registers the options on fs with their environment defaults.
+func (o *Options) AddFlags(fs *flag.FlagSet) {
+	fs.StringVar(&o.ClusterName, "cluster-name", env("CLUSTER_NAME", ""), "name of the cluster, used to tag and find its instances [CLUSTER_NAME]")
+	fs.StringVar(&o.CloudProvider, "cloud-provider", env("CLOUD_PROVIDER", "kwok"), "cloud provider: kwok (local, simulated instances) [CLOUD_PROVIDER]")
+	fs.StringVar(&o.KwokCatalog, "kwok-catalog", env("KWOK_CATALOG", ""), "instance-type catalog for the kwok provider; default: the embedded AWS catalog [KWOK_CATALOG]")
+	fs.DurationVar(&o.BatchIdleDuration, "batch-idle-duration", envDuration("BATCH_IDLE_DURATION", time.Second), "close a provisioning batch after this long without new pending pods [BATCH_IDLE_DURATION]")
+	fs.DurationVar(&o.BatchMaxDuration, "batch-max-duration", envDuration("BATCH_MAX_DURATION", 10*time.Second), "close a provisioning batch after this long regardless [BATCH_MAX_DURATION]")
+	fs.Var(&o.FeatureGates, "feature-gates", "Name=bool,... (SpotToSpotConsolidation, NodeRepair) [FEATURE_GATES]")
+	fs.IntVar(&o.MetricsPort, "metrics-port", envInt("METRICS_PORT", 8080), "port of the Prometheus /metrics endpoint; 0 turns it off [METRICS_PORT]")
+	fs.IntVar(&o.HealthProbePort, "health-probe-port", envInt("HEALTH_PROBE_PORT", 8081), "port of /healthz and /readyz; 0 turns them off [HEALTH_PROBE_PORT]")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", envBool("LEADER_ELECT", true), "elect a leader so replicas do not act twice [LEADER_ELECT]")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", env("POD_NAMESPACE", "kube-system"), "namespace of the leader-election lease [POD_NAMESPACE]")
+	fs.StringVar(&o.LogLevel, "log-level", env("LOG_LEVEL", "info"), "debug, info or error [LOG_LEVEL]")
+	fs.Float64Var(&o.VMMemoryOverheadPercent, "vm-memory-overhead-percent", envFloat("VM_MEMORY_OVERHEAD_PERCENT", 0.075), "share of instance memory the hypervisor keeps [VM_MEMORY_OVERHEAD_PERCENT]")
+	fs.DurationVar(&o.RegistrationTTL, "registration-ttl", envDuration("REGISTRATION_TTL", 15*time.Minute), "delete a NodeClaim whose node has not registered after this long [REGISTRATION_TTL]")
+	if v := os.Getenv("FEATURE_GATES"); v != "" {
+		_ = o.FeatureGates.Set(v)
+	}
+}
+
+// Validate reports bad settings by flag name, with the fix.
+func (o *Options) Validate() error {
+	var errs []string
+	if o.BatchIdleDuration <= 0 {
+		errs = append(errs, "--batch-idle-duration must be positive")
+	}
+	if o.BatchMaxDuration < o.BatchIdleDuration {
+		errs = append(errs, "--batch-max-duration must be at least --batch-idle-duration")
+	}
+	if o.CloudProvider != "kwok" {
+		errs = append(errs, fmt.Sprintf("--cloud-provider %q is not available; use kwok", o.CloudProvider))
+	}
+	if o.VMMemoryOverheadPercent < 0 || o.VMMemoryOverheadPercent >= 1 {
+		errs = append(errs, "--vm-memory-overhead-percent must be in [0, 1), e.g. 0.075")
+	}
+	switch o.LogLevel {
+	case "debug", "info", "error":
+	default:
+		errs = append(errs, fmt.Sprintf("--log-level %q: use debug, info or error", o.LogLevel))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("invalid options: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+func env(key, def string) string {
+	if v, ok := os.LookupEnv(key); ok {
+		return v
+	}
+	return def
+}
+
+func envDuration(key string, def time.Duration) time.Duration {
+	if d, err := time.ParseDuration(os.Getenv(key)); err == nil {
+		return d
+	}
+	return def
+}
+
+func envInt(key string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(key)); err == nil {
+		return n
+	}
+	return def
+}
+
+func envFloat(key string, def float64) float64 {
+	if f, err := strconv.ParseFloat(os.Getenv(key), 64); err == nil {
+		return f
+	}
+	return def
+}
+
+func envBool(key string, def bool) bool {
+	if b, err := strconv.ParseBool(os.Getenv(key)); err == nil {
+		return b
+	}
+	return def
+}

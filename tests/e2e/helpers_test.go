@@ -1,0 +1,177 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+)
+
+func nodeClass() *awsv1.EC2NodeClass {
+	return &awsv1.EC2NodeClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "default"},
+		Spec: awsv1.EC2NodeClassSpec{
+			Role:                       "KarpenterNodeRole-e2e",
+			AMISelectorTerms:           []awsv1.AMISelectorTerm{{Alias: "al2023@latest"}},
+			SubnetSelectorTerms:        []awsv1.SubnetSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": "e2e"}}},
+			SecurityGroupSelectorTerms: []awsv1.SecurityGroupSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": "e2e"}}},
+		},
+	}
+}
+
+func requirement(key string, op v1.RequirementOperator, values ...string) v1.NodePoolRequirement {
+	return v1.NodePoolRequirement{Key: key, RequirementBody: v1.RequirementBody{Operator: op, Values: values}}
+}
+
+func nodePool(name string, reqs ...v1.NodePoolRequirement) *v1.NodePool {
+	return &v1.NodePool{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: v1.NodePoolSpec{Template: v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{
+			Requirements: reqs,
+			NodeClassRef: &v1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: "default"},
+			ExpireAfter:  v1.MustParseNillableDuration("720h"),
+		}}, Disruption: v1.Disruption{ConsolidateAfter: v1.MustParseNillableDuration("Never"), ConsolidationPolicy: v1.ConsolidationPolicyWhenEmptyOrUnderutilized, Budgets: []v1.Budget{{Nodes: "10%"}}}},
+	}
+}
+
+func deployment(name string, replicas int32, cpu, memory string, mutate ...func(*corev1.PodSpec)) *appsv1.Deployment {
+	labels := map[string]string{"app": name}
+	spec := corev1.PodSpec{
+		TerminationGracePeriodSeconds: ptr(int64(0)),
+		Containers: []corev1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)},
+		}}},
+	}
+	for _, m := range mutate {
+		m(&spec)
+	}
+	return &appsv1.Deployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: appsv1.DeploymentSpec{
+			Replicas: ptr(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec},
+		},
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+func scale(t *testing.T, c client.Client, name string, replicas int32) {
+	t.Helper()
+	d := &appsv1.Deployment{}
+	if err := c.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: name}, d); err != nil {
+		t.Fatal(err)
+	}
+	patch := client.MergeFrom(d.DeepCopy())
+	d.Spec.Replicas = &replicas
+	if err := c.Patch(context.Background(), d, patch); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// eventually polls cond until it returns nil or the timeout passes.
+func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		time.Sleep(250 * time.Millisecond)
+	}
+	t.Fatalf("%s: not within %s: %v", what, timeout, err)
+}
+
+func podsOf(c client.Client, app string) ([]corev1.Pod, error) {
+	var pods corev1.PodList
+	if err := c.List(context.Background(), &pods, client.InNamespace("default"), client.MatchingLabels{"app": app}); err != nil {
+		return nil, err
+	}
+	return pods.Items, nil
+}
+
+// allRunning waits for exactly n Running pods of app and returns them.
+func allRunning(t *testing.T, c client.Client, app string, n int, timeout time.Duration) []corev1.Pod {
+	t.Helper()
+	var running []corev1.Pod
+	eventually(t, timeout, fmt.Sprintf("%d pods of %s Running", n, app), func() error {
+		pods, err := podsOf(c, app)
+		if err != nil {
+			return err
+		}
+		running = running[:0]
+		var waiting []string
+		for _, p := range pods {
+			if p.DeletionTimestamp != nil {
+				continue
+			}
+			if p.Status.Phase == corev1.PodRunning {
+				running = append(running, p)
+			} else {
+				waiting = append(waiting, p.Name+"="+string(p.Status.Phase))
+			}
+		}
+		if len(running) != n || len(waiting) > 0 {
+			if len(waiting) > 5 {
+				waiting = append(waiting[:5], "...")
+			}
+			return fmt.Errorf("%d Running, not yet: %s", len(running), strings.Join(waiting, ", "))
+		}
+		return nil
+	})
+	return running
+}
+
+// verifyPlacement checks, with Kubernetes' own matchers, that each pod's node
+// satisfies the pod's node affinity and taints, and that the node is one Dovetail
+// launched with the labels a Karpenter user relies on.
+func verifyPlacement(t *testing.T, c client.Client, pods []corev1.Pod, wantPool string) {
+	t.Helper()
+	for i := range pods {
+		p := &pods[i]
+		node := &corev1.Node{}
+		if err := c.Get(context.Background(), client.ObjectKey{Name: p.Spec.NodeName}, node); err != nil {
+			t.Fatalf("pod %s: node %s: %v", p.Name, p.Spec.NodeName, err)
+		}
+		if ok, err := nodeaffinity.GetRequiredNodeAffinity(p).Match(node); !ok || err != nil {
+			t.Errorf("pod %s runs on %s whose labels do not satisfy its affinity", p.Name, node.Name)
+		}
+		for _, taint := range node.Spec.Taints {
+			if taint.Effect == corev1.TaintEffectPreferNoSchedule {
+				continue
+			}
+			tolerated := false
+			for _, tol := range p.Spec.Tolerations {
+				tolerated = tolerated || tol.ToleratesTaint(&taint)
+			}
+			if !tolerated {
+				t.Errorf("pod %s runs on %s despite untolerated taint %s", p.Name, node.Name, taint.ToString())
+			}
+		}
+		for _, key := range []string{v1.LabelInstanceType, v1.LabelTopologyZone, v1.LabelArch, v1.LabelCapacityType, v1.LabelNodePool, v1.LabelNodeRegistered, v1.LabelNodeInitialized} {
+			if node.Labels[key] == "" {
+				t.Errorf("node %s has no %s label", node.Name, key)
+			}
+		}
+		if wantPool != "" && node.Labels[v1.LabelNodePool] != wantPool {
+			t.Errorf("pod %s runs on nodepool %s, want %s", p.Name, node.Labels[v1.LabelNodePool], wantPool)
+		}
+		alloc := node.Status.Allocatable
+		if alloc.Cpu().IsZero() || alloc.Memory().IsZero() {
+			t.Errorf("node %s advertises no allocatable resources", node.Name)
+		}
+	}
+}
