@@ -57,10 +57,14 @@ func Run(ctx context.Context, opts Options, cfg *rest.Config) error {
 	if err := opts.Validate(); err != nil {
 		return err
 	}
+	cfg = rest.CopyConfig(cfg)
+	if opts.KubeClientQPS > 0 {
+		cfg.QPS, cfg.Burst = float32(opts.KubeClientQPS), opts.KubeClientBurst
+	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  Scheme(),
-		Metrics:                 metricsserver.Options{BindAddress: portAddress(opts.MetricsPort)},
-		HealthProbeBindAddress:  portAddress(opts.HealthProbePort),
+		Metrics:                 metricsserver.Options{BindAddress: portAddress(opts.BindAddress, opts.MetricsPort)},
+		HealthProbeBindAddress:  portAddress(opts.BindAddress, opts.HealthProbePort),
 		LeaderElection:          opts.LeaderElect,
 		LeaderElectionID:        "dovetail-leader-election",
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,
@@ -129,9 +133,9 @@ func newCloudProvider(opts Options, kube client.Client) (cloudprovider.CloudProv
 	return kwok.New(kube, cat, settings), nil
 }
 
-func portAddress(port int) string {
+func portAddress(host string, port int) string {
 	if port == 0 {
 		return "0"
 	}
-	return net.JoinHostPort("", strconv.Itoa(port))
+	return net.JoinHostPort(host, strconv.Itoa(port))
 }

@@ -20,6 +20,7 @@ type Options struct {
 	BatchIdleDuration       time.Duration
 	BatchMaxDuration        time.Duration
 	FeatureGates            FeatureGates
+	BindAddress             string
 	MetricsPort             int
 	HealthProbePort         int
 	LeaderElect             bool
@@ -27,6 +28,8 @@ type Options struct {
 	LogLevel                string
 	VMMemoryOverheadPercent float64
 	RegistrationTTL         time.Duration
+	KubeClientQPS           float64
+	KubeClientBurst         int
 }
 
 // FeatureGates are the toggles Karpenter users know.
@@ -74,6 +77,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.BatchIdleDuration, "batch-idle-duration", envDuration("BATCH_IDLE_DURATION", time.Second), "close a provisioning batch after this long without new pending pods [BATCH_IDLE_DURATION]")
 	fs.DurationVar(&o.BatchMaxDuration, "batch-max-duration", envDuration("BATCH_MAX_DURATION", 10*time.Second), "close a provisioning batch after this long regardless [BATCH_MAX_DURATION]")
 	fs.Var(&o.FeatureGates, "feature-gates", "Name=bool,... (SpotToSpotConsolidation, NodeRepair) [FEATURE_GATES]")
+	fs.StringVar(&o.BindAddress, "bind-address", env("BIND_ADDRESS", ""), "address the metrics and health servers listen on; empty means all [BIND_ADDRESS]")
 	fs.IntVar(&o.MetricsPort, "metrics-port", envInt("METRICS_PORT", 8080), "port of the Prometheus /metrics endpoint; 0 turns it off [METRICS_PORT]")
 	fs.IntVar(&o.HealthProbePort, "health-probe-port", envInt("HEALTH_PROBE_PORT", 8081), "port of /healthz and /readyz; 0 turns them off [HEALTH_PROBE_PORT]")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", envBool("LEADER_ELECT", true), "elect a leader so replicas do not act twice [LEADER_ELECT]")
@@ -81,6 +85,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.LogLevel, "log-level", env("LOG_LEVEL", "info"), "debug, info or error [LOG_LEVEL]")
 	fs.Float64Var(&o.VMMemoryOverheadPercent, "vm-memory-overhead-percent", envFloat("VM_MEMORY_OVERHEAD_PERCENT", 0.075), "share of instance memory the hypervisor keeps [VM_MEMORY_OVERHEAD_PERCENT]")
 	fs.DurationVar(&o.RegistrationTTL, "registration-ttl", envDuration("REGISTRATION_TTL", 15*time.Minute), "delete a NodeClaim whose node has not registered after this long [REGISTRATION_TTL]")
+	fs.Float64Var(&o.KubeClientQPS, "kube-client-qps", envFloat("KUBE_CLIENT_QPS", 200), "requests per second to the API server [KUBE_CLIENT_QPS]")
+	fs.IntVar(&o.KubeClientBurst, "kube-client-burst", envInt("KUBE_CLIENT_BURST", 300), "burst of requests to the API server [KUBE_CLIENT_BURST]")
 	if v := os.Getenv("FEATURE_GATES"); v != "" {
 		_ = o.FeatureGates.Set(v)
 	}

@@ -9,62 +9,11 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
-	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 )
-
-func nodeClass() *awsv1.EC2NodeClass {
-	return &awsv1.EC2NodeClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "default"},
-		Spec: awsv1.EC2NodeClassSpec{
-			Role:                       "KarpenterNodeRole-e2e",
-			AMISelectorTerms:           []awsv1.AMISelectorTerm{{Alias: "al2023@latest"}},
-			SubnetSelectorTerms:        []awsv1.SubnetSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": "e2e"}}},
-			SecurityGroupSelectorTerms: []awsv1.SecurityGroupSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": "e2e"}}},
-		},
-	}
-}
-
-func requirement(key string, op v1.RequirementOperator, values ...string) v1.NodePoolRequirement {
-	return v1.NodePoolRequirement{Key: key, RequirementBody: v1.RequirementBody{Operator: op, Values: values}}
-}
-
-func nodePool(name string, reqs ...v1.NodePoolRequirement) *v1.NodePool {
-	return &v1.NodePool{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: v1.NodePoolSpec{Template: v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{
-			Requirements: reqs,
-			NodeClassRef: &v1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: "default"},
-			ExpireAfter:  v1.MustParseNillableDuration("720h"),
-		}}, Disruption: v1.Disruption{ConsolidateAfter: v1.MustParseNillableDuration("Never"), ConsolidationPolicy: v1.ConsolidationPolicyWhenEmptyOrUnderutilized, Budgets: []v1.Budget{{Nodes: "10%"}}}},
-	}
-}
-
-func deployment(name string, replicas int32, cpu, memory string, mutate ...func(*corev1.PodSpec)) *appsv1.Deployment {
-	labels := map[string]string{"app": name}
-	spec := corev1.PodSpec{
-		TerminationGracePeriodSeconds: ptr(int64(0)),
-		Containers: []corev1.Container{{Name: "pause", Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{
-			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)},
-		}}},
-	}
-	for _, m := range mutate {
-		m(&spec)
-	}
-	return &appsv1.Deployment{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: appsv1.DeploymentSpec{
-			Replicas: ptr(replicas),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: spec},
-		},
-	}
-}
 
 func ptr[T any](v T) *T { return &v }
 

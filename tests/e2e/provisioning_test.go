@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/tests/localstack"
 	"github.com/dovetail-sh/dovetail/tests/testenv"
 )
 
@@ -30,24 +31,21 @@ func TestProvisioningEndToEnd(t *testing.T) {
 	c := stack.Client
 	ctx := context.Background()
 
-	must(t, c.Create(ctx, nodeClass()))
-	general := nodePool("default",
-		requirement(v1.LabelCapacityType, v1.OpIn, v1.CapacityTypeOnDemand),
-		requirement(v1.LabelArch, v1.OpIn, v1.ArchitectureAmd64, v1.ArchitectureArm64),
-		requirement(v1.LabelInstanceCategory, v1.OpIn, "c", "m", "r"))
+	must(t, c.Create(ctx, localstack.NodeClass("default")))
+	general := localstack.GeneralNodePool("default")
 	// The general pool is preferred; pods that need a team's pool say so.
 	general.Spec.Weight = ptr(int32(10))
-	gpu := nodePool("gpu", requirement(v1.LabelInstanceFamily, v1.OpIn, "g4dn", "g5"))
+	gpu := localstack.NodePool("gpu", localstack.Requirement(v1.LabelInstanceFamily, v1.OpIn, "g4dn", "g5"))
 	gpu.Spec.Template.Spec.Taints = []corev1.Taint{{Key: "nvidia.com/gpu", Value: "true", Effect: corev1.TaintEffectNoSchedule}}
-	billing := nodePool("billing",
-		requirement(v1.LabelCapacityType, v1.OpIn, v1.CapacityTypeSpot, v1.CapacityTypeOnDemand),
-		requirement(v1.LabelInstanceCategory, v1.OpIn, "c", "m"))
+	billing := localstack.NodePool("billing",
+		localstack.Requirement(v1.LabelCapacityType, v1.OpIn, v1.CapacityTypeSpot, v1.CapacityTypeOnDemand),
+		localstack.Requirement(v1.LabelInstanceCategory, v1.OpIn, "c", "m"))
 	billing.Spec.Template.Labels = map[string]string{"billing-team": "my-team"}
 	for _, np := range []*v1.NodePool{general, gpu, billing} {
 		must(t, c.Create(ctx, np))
 	}
 
-	must(t, c.Create(ctx, deployment("inflate", 0, "1", "1Gi")))
+	must(t, c.Create(ctx, localstack.Deployment("inflate", 0, "1", "1Gi")))
 
 	t.Run("scale inflate to 3", func(t *testing.T) {
 		scale(t, c, "inflate", 3)
@@ -60,7 +58,7 @@ func TestProvisioningEndToEnd(t *testing.T) {
 	})
 
 	t.Run("GPU pods land only on the GPU pool", func(t *testing.T) {
-		must(t, c.Create(ctx, deployment("gpu-job", 2, "1", "2Gi", func(s *corev1.PodSpec) {
+		must(t, c.Create(ctx, localstack.Deployment("gpu-job", 2, "1", "2Gi", func(s *corev1.PodSpec) {
 			s.Containers[0].Resources.Requests["nvidia.com/gpu"] = resource.MustParse("1")
 			s.Containers[0].Resources.Limits = corev1.ResourceList{"nvidia.com/gpu": resource.MustParse("1")}
 			s.Tolerations = []corev1.Toleration{{Key: "nvidia.com/gpu", Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
@@ -77,7 +75,7 @@ func TestProvisioningEndToEnd(t *testing.T) {
 	})
 
 	t.Run("billing-team affinity lands only on the billing pool", func(t *testing.T) {
-		must(t, c.Create(ctx, deployment("billing", 4, "500m", "512Mi", func(s *corev1.PodSpec) {
+		must(t, c.Create(ctx, localstack.Deployment("billing", 4, "500m", "512Mi", func(s *corev1.PodSpec) {
 			s.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{
 				NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "billing-team", Operator: corev1.NodeSelectorOpIn, Values: []string{"my-team"}}}}},
 			}}}

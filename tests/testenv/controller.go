@@ -21,6 +21,7 @@ func DefaultOptions(t testing.TB) operator.Options {
 		ClusterName: "e2e", CloudProvider: "kwok", KwokCatalog: WriteCatalog(t),
 		BatchIdleDuration: time.Second, BatchMaxDuration: 10 * time.Second,
 		LogLevel: "info", VMMemoryOverheadPercent: 0.075, RegistrationTTL: 15 * time.Minute,
+		KubeClientQPS: 200, KubeClientBurst: 300,
 	}
 }
 
@@ -28,7 +29,7 @@ func DefaultOptions(t testing.TB) operator.Options {
 // test ends. Its JSON log goes to a file, printed if the test fails.
 func (s *Stack) RunController(t testing.TB, opts operator.Options) {
 	t.Helper()
-	logPath := filepath.Join(s.dir, "controller.log")
+	logPath := filepath.Join(s.Dir, "controller.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)

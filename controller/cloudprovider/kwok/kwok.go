@@ -91,12 +91,15 @@ func (p *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 			NodeInfo:    corev1.NodeSystemInfo{Architecture: labels[v1.LabelArch], OperatingSystem: labels[v1.LabelOS], KubeletVersion: "v1.33.13"},
 		},
 	}
+	status := node.Status
 	if err := p.client.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
 		return nil, fmt.Errorf("creating kwok node, %w", err)
 	}
-	// The status subresource is ignored on create; write it separately.
-	node.Status.Capacity, node.Status.Allocatable = it.Capacity.ToResourceList(), it.Allocatable.ToResourceList()
-	if err := p.client.Status().Update(ctx, node); err != nil {
+	// The status subresource is ignored on create; patch it in. A patch, not an
+	// update: kwok starts writing the node's conditions the moment it appears.
+	base := node.DeepCopy()
+	node.Status.Capacity, node.Status.Allocatable, node.Status.NodeInfo = status.Capacity, status.Allocatable, status.NodeInfo
+	if err := p.client.Status().Patch(ctx, node, client.MergeFrom(base)); err != nil {
 		return nil, fmt.Errorf("writing kwok node capacity, %w", err)
 	}
 	launched := nc.DeepCopy()

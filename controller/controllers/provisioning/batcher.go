@@ -14,6 +14,7 @@ import (
 // long) and max (a hard cap).
 type Batcher struct {
 	trigger   chan struct{}
+	recheck   chan struct{}
 	idle, max time.Duration
 	clock     clock.Clock
 	lastSolve time.Time
@@ -21,7 +22,7 @@ type Batcher struct {
 
 // NewBatcher makes a batcher with the given windows.
 func NewBatcher(clk clock.Clock, idle, max time.Duration) *Batcher {
-	return &Batcher{trigger: make(chan struct{}, 1), idle: idle, max: max, clock: clk}
+	return &Batcher{trigger: make(chan struct{}, 1), recheck: make(chan struct{}, 1), idle: idle, max: max, clock: clk}
 }
 
 // Trigger notes that a pod may need capacity. It never blocks.
@@ -32,11 +33,22 @@ func (b *Batcher) Trigger() {
 	}
 }
 
+// Recheck asks for a solve without opening a batch: nothing new arrived, the state
+// only needs another look. It never extends a batch that new pods opened.
+func (b *Batcher) Recheck() {
+	select {
+	case b.recheck <- struct{}{}:
+	default:
+	}
+}
+
 // Wait blocks until a batch should be solved; false when ctx ends.
 func (b *Batcher) Wait(ctx context.Context) bool {
 	select {
 	case <-ctx.Done():
 		return false
+	case <-b.recheck:
+		return true
 	case <-b.trigger:
 	}
 	if b.lastSolve.IsZero() || b.clock.Since(b.lastSolve) >= b.idle {

@@ -1,6 +1,6 @@
 // Package provisioning turns pending pods into NodeClaims: it batches pods that
-// kube-scheduler marked unschedulable, runs the scheduling engine on the cluster's
-// state, creates the NodeClaims it plans, and nominates the pods to them.
+// kube-scheduler cannot place, runs the scheduling engine on the cluster's state,
+// creates the NodeClaims it plans, and nominates the pods to them.
 package provisioning
 
 import (
@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -31,6 +32,9 @@ import (
 // maxInstanceTypes caps the options written to a NodeClaim, as Karpenter does: the
 // cheapest 60 leave the cloud plenty of choice and keep the object small.
 const maxInstanceTypes = 60
+
+// recheckInterval is how soon the provisioner looks again while nominated pods wait.
+const recheckInterval = 2 * time.Second
 
 // nominationTTL is how long a pod stays nominated to a node that is ready for it
 // before the provisioner considers it pending again.
@@ -51,21 +55,41 @@ type Provisioner struct {
 
 	mu          sync.Mutex
 	nominations map[types.UID]nomination
+	// unschedulable holds the pods the last solve could not place. Their status keeps
+	// changing as kube-scheduler retries them; only new pods, or a change to the
+	// cluster, should open a new batch.
+	unschedulable map[types.UID]bool
+	// seen holds the pods that triggered the batch being gathered: their later
+	// status updates must not keep extending it.
+	seen map[types.UID]bool
 }
 
 // NewProvisioner wires a provisioner.
 func NewProvisioner(kube client.Client, cloud cloudprovider.CloudProvider, clk clock.Clock, recorder record.EventRecorder, batcher *Batcher) *Provisioner {
-	return &Provisioner{kube: kube, cloud: cloud, clock: clk, recorder: recorder, batcher: batcher, nominations: map[types.UID]nomination{}}
+	return &Provisioner{kube: kube, cloud: cloud, clock: clk, recorder: recorder, batcher: batcher,
+		nominations: map[types.UID]nomination{}, unschedulable: map[types.UID]bool{}, seen: map[types.UID]bool{}}
 }
 
 // Start runs the loop until ctx ends; the manager calls it on the leader only.
 func (p *Provisioner) Start(ctx context.Context) error {
 	logger := log.FromContext(ctx).WithName("provisioner")
 	for p.batcher.Wait(ctx) {
-		if err := p.Schedule(log.IntoContext(ctx, logger)); err != nil {
+		waiting, err := p.Schedule(log.IntoContext(ctx, logger))
+		if err != nil {
 			logger.Error(err, "provisioning")
 			// Try again after the idle window rather than spin.
 			p.batcher.Trigger()
+		}
+		if waiting {
+			// Nominated pods are still pending: look again soon, so a nomination that
+			// kube-scheduler did not honour is noticed without waiting for a new pod.
+			go func() {
+				select {
+				case <-p.clock.After(recheckInterval):
+					p.batcher.Recheck()
+				case <-ctx.Done():
+				}
+			}()
 		}
 		p.batcher.Solved()
 	}
@@ -78,20 +102,44 @@ func (p *Provisioner) NeedLeaderElection() bool { return true }
 // Trigger asks for a solve.
 func (p *Provisioner) Trigger() { p.batcher.Trigger() }
 
-// IsProvisionable reports whether a pod is waiting for capacity Dovetail could add.
+// TriggerFor asks for a solve for a pod the provisioner has no answer for yet: not
+// nominated, not found unschedulable by the last solve, and not already waiting in
+// the batch being gathered. It reports whether it triggered.
+func (p *Provisioner) TriggerFor(pod *corev1.Pod) bool {
+	p.mu.Lock()
+	_, nominated := p.nominations[pod.UID]
+	known := nominated || p.unschedulable[pod.UID] || p.seen[pod.UID]
+	if !known {
+		p.seen[pod.UID] = true
+	}
+	p.mu.Unlock()
+	if !known {
+		p.batcher.Trigger()
+	}
+	return !known
+}
+
+// IsProvisionable reports whether a pod is waiting for capacity Dovetail could add:
+// unbound, alive, not a daemonset's, not gated, for the default scheduler, and either
+// rejected by kube-scheduler or not yet looked at. Waiting for the rejection would
+// cost seconds in a burst (kube-scheduler marks a few hundred pods a second), and is
+// not needed for safety: the engine fills existing capacity before it launches any.
 func IsProvisionable(pod *corev1.Pod) bool {
 	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		return false
 	}
-	if isDaemonSetPod(pod) {
+	if isDaemonSetPod(pod) || len(pod.Spec.SchedulingGates) > 0 {
+		return false
+	}
+	if name := pod.Spec.SchedulerName; name != "" && name != corev1.DefaultSchedulerName {
 		return false
 	}
 	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable {
-			return true
+		if c.Type == corev1.PodScheduled {
+			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
 		}
 	}
-	return false
+	return true
 }
 
 func isDaemonSetPod(pod *corev1.Pod) bool {
@@ -103,47 +151,74 @@ func isDaemonSetPod(pod *corev1.Pod) bool {
 	return false
 }
 
-// Schedule solves once over the current cluster state.
-func (p *Provisioner) Schedule(ctx context.Context) error {
+// Schedule solves once over the current cluster state. It reports whether pods are
+// still waiting on nominations, which calls for another look soon.
+func (p *Provisioner) Schedule(ctx context.Context) (bool, error) {
 	logger := log.FromContext(ctx)
 	state, err := p.snapshot(ctx)
 	if err != nil {
-		return err
+		return false, err
 	}
 	metrics.PodsPending.Set(float64(len(state.pending)))
+	p.mu.Lock()
+	p.seen = map[types.UID]bool{}
+	p.mu.Unlock()
 	if len(state.pending) == 0 {
-		return nil
+		logger.V(1).Info("nothing to provision", "nominatedPods", state.nominated)
+		return state.nominated > 0, nil
 	}
 	start := p.clock.Now()
 	results := scheduling.Solve(scheduling.Input{
 		Pods: state.pending, Nodes: state.nodes, NodePools: state.pools,
 		InstanceTypes: state.instanceTypes, DaemonSetPods: state.daemonSetPods,
 	})
-	metrics.SchedulingDuration.Observe(p.clock.Since(start).Seconds())
+	solveDuration := p.clock.Since(start)
+	metrics.SchedulingDuration.Observe(solveDuration.Seconds())
 	metrics.PodsUnschedulable.Set(float64(len(results.Unschedulable)))
+	// Creates run in parallel: each one is a round trip through the CRD's validation,
+	// and a burst can plan dozens of nodes.
+	claims := make([]*v1.NodeClaim, len(results.NodeClaims))
+	errs := make([]error, len(results.NodeClaims))
+	workqueue.ParallelizeUntil(ctx, 16, len(results.NodeClaims), func(i int) {
+		plan := results.NodeClaims[i]
+		claims[i], errs[i] = p.create(ctx, state.poolByName[plan.NodePool], plan)
+	})
 	created := 0
-	for _, plan := range results.NodeClaims {
-		nc, err := p.create(ctx, state.poolByName[plan.NodePool], plan)
-		if err != nil {
-			logger.Error(err, "creating nodeclaim", "nodepool", plan.NodePool)
+	for i, plan := range results.NodeClaims {
+		if errs[i] != nil {
+			logger.Error(errs[i], "creating nodeclaim", "nodepool", plan.NodePool)
 			for _, pod := range plan.Pods {
-				p.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedScheduling", "Failed to create a NodeClaim for the pod: %v", err)
+				p.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedScheduling", "Failed to create a NodeClaim for the pod: %v", errs[i])
 			}
 			continue
 		}
 		created++
-		p.nominate(plan.Pods, nc.Name, fmt.Sprintf("Pod should schedule on: nodeclaim/%s", nc.Name))
+		p.nominate(plan.Pods, claims[i].Name, fmt.Sprintf("Pod should schedule on: nodeclaim/%s", claims[i].Name))
 	}
 	for _, placement := range results.Existing {
 		target := placement.Node.Name
 		p.nominate(placement.Pods, target, fmt.Sprintf("Pod should schedule on: node/%s", target))
 	}
+	unschedulable := make(map[types.UID]bool, len(results.Unschedulable))
 	for _, u := range results.Unschedulable {
+		unschedulable[u.Pod.UID] = true
 		p.recorder.Eventf(u.Pod, corev1.EventTypeWarning, "FailedScheduling", "Failed to schedule pod, %s", u.Reason)
 	}
+	p.mu.Lock()
+	p.unschedulable = unschedulable
+	p.mu.Unlock()
+	var free scheduling.Resources
+	for _, n := range state.nodes {
+		f := n.Allocatable
+		for _, pod := range n.Pods {
+			f = f.Sub(scheduling.PodRequests(pod))
+		}
+		free = free.Add(f)
+	}
+	logger.V(1).Info("capacity before the solve", "nodes", len(state.nodes), "freeCPU", free.MilliCPU, "pending", len(state.pending))
 	logger.Info("solved", "pods", len(state.pending), "nodeclaims", created, "existing", len(results.Existing),
-		"unschedulable", len(results.Unschedulable), "pricePerHour", fmt.Sprintf("%.4f", results.PricePerHour()), "duration", p.clock.Since(start).String())
-	return nil
+		"unschedulable", len(results.Unschedulable), "pricePerHour", fmt.Sprintf("%.4f", results.PricePerHour()), "solveDuration", solveDuration.String(), "totalDuration", p.clock.Since(start).String())
+	return true, nil
 }
 
 func (p *Provisioner) nominate(pods []*corev1.Pod, target, message string) {
@@ -158,6 +233,7 @@ func (p *Provisioner) nominate(pods []*corev1.Pod, target, message string) {
 
 type snapshot struct {
 	pending       []*corev1.Pod
+	nominated     int
 	nodes         []*scheduling.ExistingNode
 	pools         []*v1.NodePool
 	poolByName    map[string]*v1.NodePool
@@ -247,6 +323,7 @@ func (p *Provisioner) snapshot(ctx context.Context) (*snapshot, error) {
 	for _, pod := range provisionable {
 		if nom, ok := p.nominations[pod.UID]; ok {
 			nominated[nom.claim] = append(nominated[nom.claim], pod)
+			s.nominated++
 			continue
 		}
 		s.pending = append(s.pending, pod)
@@ -263,10 +340,24 @@ func (p *Provisioner) snapshot(ctx context.Context) (*snapshot, error) {
 			Capacity: scheduling.FromResourceList(n.Status.Capacity), Allocatable: scheduling.FromResourceList(n.Status.Allocatable),
 			Pods: bound[n.Name], NodePool: n.Labels[v1.LabelNodePool],
 		}
-		if claim, ok := claimOfNode[n.Name]; ok {
-			en.Pods = append(append([]*corev1.Pod{}, en.Pods...), nominated[claim]...)
+		targets := []string{n.Name}
+		if claim, ok := claimOfNode[n.Name]; ok && claim != n.Name {
+			targets = append(targets, claim)
 		}
-		en.Pods = append(en.Pods, nominated[n.Name]...)
+		var candidates []*corev1.Pod
+		for _, t := range targets {
+			candidates = append(candidates, nominated[t]...)
+		}
+		// kube-scheduler may bind other pods than the ones nominated here; a
+		// nomination that no longer fits is void and its pod is pending again.
+		kept, void := fitNominations(en, candidates)
+		if len(void) > 0 {
+			log.FromContext(ctx).V(1).Info("nominations no longer fit", "node", n.Name, "bound", len(en.Pods), "kept", len(kept), "void", len(void))
+		}
+		en.Pods = append(append([]*corev1.Pod{}, en.Pods...), kept...)
+		s.pending = append(s.pending, void...)
+		s.nominated -= len(void)
+		p.forget(void)
 		s.nodes = append(s.nodes, en)
 	}
 	for i := range claims.Items {
@@ -285,6 +376,32 @@ func (p *Provisioner) snapshot(ctx context.Context) (*snapshot, error) {
 	}
 	s.daemonSetPods = daemonSets
 	return s, nil
+}
+
+// fitNominations keeps the nominated pods that still fit beside the node's bound pods.
+func fitNominations(n *scheduling.ExistingNode, nominated []*corev1.Pod) (kept, void []*corev1.Pod) {
+	free := n.Allocatable
+	for _, pod := range n.Pods {
+		free = free.Sub(scheduling.PodRequests(pod))
+	}
+	for _, pod := range nominated {
+		req := scheduling.PodRequests(pod)
+		if req.Fits(free) {
+			free = free.Sub(req)
+			kept = append(kept, pod)
+			continue
+		}
+		void = append(void, pod)
+	}
+	return kept, void
+}
+
+func (p *Provisioner) forget(pods []*corev1.Pod) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pod := range pods {
+		delete(p.nominations, pod.UID)
+	}
 }
 
 func maxTime(a, b time.Time) time.Time {

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -35,9 +36,9 @@ func (c *PodController) Register(_ context.Context, mgr manager.Manager) error {
 		Complete(reconcile.AsReconciler(mgr.GetClient(), c))
 }
 
-func (c *PodController) Reconcile(_ context.Context, pod *corev1.Pod) (reconcile.Result, error) {
-	if IsProvisionable(pod) {
-		c.provisioner.Trigger()
+func (c *PodController) Reconcile(ctx context.Context, pod *corev1.Pod) (reconcile.Result, error) {
+	if IsProvisionable(pod) && c.provisioner.TriggerFor(pod) {
+		log.FromContext(ctx).V(1).Info("pod needs capacity")
 	}
 	return reconcile.Result{}, nil
 }

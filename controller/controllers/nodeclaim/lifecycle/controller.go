@@ -7,6 +7,7 @@ package lifecycle
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,6 +40,8 @@ type Controller struct {
 	clock           clock.Clock
 	recorder        record.EventRecorder
 	registrationTTL time.Duration
+	// launched remembers launches until they are recorded on the claim.
+	launched sync.Map
 }
 
 // NewController wires the controller.
@@ -108,6 +111,10 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 }
 
 func (c *Controller) launch(ctx context.Context, nc *v1.NodeClaim) (reconcile.Result, error) {
+	// The cache can lag our own status write; never launch twice for one claim.
+	if launched, ok := c.launched.Load(nc.UID); ok {
+		return c.recordLaunch(ctx, nc, launched.(*v1.NodeClaim))
+	}
 	launched, err := c.cloud.Create(ctx, nc)
 	if err != nil {
 		if cloudprovider.IsInsufficientCapacity(err) {
@@ -117,11 +124,17 @@ func (c *Controller) launch(ctx context.Context, nc *v1.NodeClaim) (reconcile.Re
 		}
 		return reconcile.Result{}, fmt.Errorf("launching nodeclaim, %w", err)
 	}
-	patch := client.MergeFrom(nc.DeepCopy())
-	nc.Labels = launched.Labels
-	if err := c.kube.Patch(ctx, nc, patch); err != nil {
-		return reconcile.Result{}, fmt.Errorf("labelling launched nodeclaim, %w", err)
-	}
+	c.launched.Store(nc.UID, launched)
+	metrics.NodeClaimsLaunched.WithLabelValues(nc.Labels[v1.LabelNodePool]).Inc()
+	log.FromContext(ctx).Info("launched nodeclaim", "providerID", launched.Status.ProviderID, "instanceType", launched.Labels[v1.LabelInstanceType],
+		"zone", launched.Labels[v1.LabelTopologyZone], "capacityType", launched.Labels[v1.LabelCapacityType])
+	c.recorder.Eventf(nc, corev1.EventTypeNormal, "Launched", "Launched %s in %s (%s)", launched.Labels[v1.LabelInstanceType], launched.Labels[v1.LabelTopologyZone], launched.Labels[v1.LabelCapacityType])
+	return c.recordLaunch(ctx, nc, launched)
+}
+
+// recordLaunch writes the launch to the claim: status first, so that any event our
+// own writes cause already carries the providerID.
+func (c *Controller) recordLaunch(ctx context.Context, nc, launched *v1.NodeClaim) (reconcile.Result, error) {
 	statusPatch := client.MergeFrom(nc.DeepCopy())
 	nc.Status.ProviderID = launched.Status.ProviderID
 	nc.Status.ImageID = launched.Status.ImageID
@@ -132,10 +145,12 @@ func (c *Controller) launch(ctx context.Context, nc *v1.NodeClaim) (reconcile.Re
 	if err := c.kube.Status().Patch(ctx, nc, statusPatch); err != nil {
 		return reconcile.Result{}, fmt.Errorf("recording launch, %w", err)
 	}
-	metrics.NodeClaimsLaunched.WithLabelValues(nc.Labels[v1.LabelNodePool]).Inc()
-	log.FromContext(ctx).Info("launched nodeclaim", "providerID", nc.Status.ProviderID, "instanceType", nc.Labels[v1.LabelInstanceType],
-		"zone", nc.Labels[v1.LabelTopologyZone], "capacityType", nc.Labels[v1.LabelCapacityType])
-	c.recorder.Eventf(nc, corev1.EventTypeNormal, "Launched", "Launched %s in %s (%s)", nc.Labels[v1.LabelInstanceType], nc.Labels[v1.LabelTopologyZone], nc.Labels[v1.LabelCapacityType])
+	patch := client.MergeFrom(nc.DeepCopy())
+	nc.Labels = launched.Labels
+	if err := c.kube.Patch(ctx, nc, patch); err != nil {
+		return reconcile.Result{}, fmt.Errorf("labelling launched nodeclaim, %w", err)
+	}
+	c.launched.Delete(nc.UID)
 	return reconcile.Result{RequeueAfter: time.Second}, nil
 }
 

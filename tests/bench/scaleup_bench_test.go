@@ -1,0 +1,164 @@
+// Package bench measures Dovetail end to end on the local stack: how fast a burst of
+// pending pods becomes Running, and what the controller costs in memory. Figures are
+// reported, never asserted (make bench-e2e).
+package bench
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/tests/localstack"
+	"github.com/dovetail-sh/dovetail/tests/testenv"
+)
+
+func BenchmarkScaleUp(b *testing.B) {
+	for _, n := range []int32{100, 1000} {
+		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
+			for i := 0; i < b.N; i++ {
+				scaleUp(b, n)
+			}
+		})
+	}
+}
+
+// scaleUp scales a Deployment of pause pods (1 cpu, 1Gi) from 0 to n on a fresh stack
+// and reports the seconds to the first NodeClaim and to every pod Running, and the
+// controller's peak resident memory.
+func scaleUp(b *testing.B, n int32) {
+	b.Helper()
+	ctx := context.Background()
+	stack := testenv.StartStack(b)
+	controllerBin := filepath.Join(testenv.BinDir(b), "dovetail-controller")
+	if _, err := os.Stat(controllerBin); err != nil {
+		b.Fatalf("%s not found: run `make build`", controllerBin)
+	}
+	controller, err := stack.Run(controllerBin, "--kubeconfig="+stack.Kubeconfig, "--leader-elect=false",
+		"--metrics-port=0", "--health-probe-port=0", "--cluster-name=bench", "--log-level="+logLevel())
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := stack.Client
+	for _, obj := range []client.Object{localstack.NodeClass("default"), localstack.GeneralNodePool("default"), localstack.Deployment("inflate", 0, "1", "1Gi")} {
+		if err := c.Create(ctx, obj); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// Watch through an informer cache so polling costs the apiserver nothing.
+	informers, err := cache.New(stack.Config, cache.Options{Scheme: localstack.Scheme()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cacheCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	for _, obj := range []client.Object{&corev1.Pod{}, &v1.NodeClaim{}} {
+		if _, err := informers.GetInformer(cacheCtx, obj); err != nil {
+			b.Fatal(err)
+		}
+	}
+	go func() { _ = informers.Start(cacheCtx) }()
+	informers.WaitForCacheSync(cacheCtx)
+
+	b.ResetTimer()
+	start := time.Now()
+	d := &appsv1.Deployment{}
+	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "inflate"}, d); err != nil {
+		b.Fatal(err)
+	}
+	patch := client.MergeFrom(d.DeepCopy())
+	d.Spec.Replicas = &n
+	if err := c.Patch(ctx, d, patch); err != nil {
+		b.Fatal(err)
+	}
+	var firstClaim, allRunning time.Duration
+	lastLine := ""
+	deadline := start.Add(3 * time.Minute)
+	for allRunning == 0 {
+		if time.Now().After(deadline) {
+			b.Fatalf("pods not Running within 3 minutes")
+		}
+		if firstClaim == 0 {
+			var claims v1.NodeClaimList
+			if err := informers.List(ctx, &claims); err == nil && len(claims.Items) > 0 {
+				firstClaim = time.Since(start)
+			}
+		}
+		var pods corev1.PodList
+		if err := informers.List(ctx, &pods, client.InNamespace("default")); err != nil {
+			b.Fatal(err)
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				running++
+			}
+		}
+		if running == int(n) {
+			allRunning = time.Since(start)
+		}
+		if os.Getenv("BENCH_DEBUG") != "" {
+			bound := 0
+			for _, p := range pods.Items {
+				if p.Spec.NodeName != "" {
+					bound++
+				}
+			}
+			var claims v1.NodeClaimList
+			_ = informers.List(ctx, &claims)
+			line := fmt.Sprintf("pods=%d bound=%d running=%d claims=%d", len(pods.Items), bound, running, len(claims.Items))
+			if line != lastLine {
+				fmt.Fprintf(os.Stderr, "t=%.2fs %s\n", time.Since(start).Seconds(), line)
+				lastLine = line
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	b.StopTimer()
+	if os.Getenv("BENCH_DEBUG") != "" {
+		_ = os.WriteFile(fmt.Sprintf("/tmp/dovetail-bench-controller-%d.log", n), []byte(controller.Tail(1<<30)), 0o600)
+		fmt.Fprintf(os.Stderr, "scale started at %.3f\n", float64(start.UnixNano())/1e9)
+	}
+	var claims v1.NodeClaimList
+	_ = informers.List(ctx, &claims)
+	b.ReportMetric(firstClaim.Seconds(), "s-to-first-nodeclaim")
+	b.ReportMetric(allRunning.Seconds(), "s-to-all-running")
+	b.ReportMetric(float64(len(claims.Items)), "nodes")
+	b.ReportMetric(peakRSSMiB(b, controller.Pid()), "controller-peak-RSS-MiB")
+}
+
+// peakRSSMiB reads the high-water mark of a process's resident memory.
+func peakRSSMiB(b *testing.B, pid int) float64 {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		b.Fatalf("reading the controller's memory: %v", err)
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			if err != nil {
+				b.Fatal(err)
+			}
+			return kb / 1024
+		}
+	}
+	b.Fatal("no VmHWM in /proc status")
+	return 0
+}
+
+func logLevel() string {
+	if os.Getenv("BENCH_DEBUG") != "" {
+		return "debug"
+	}
+	return "info"
+}

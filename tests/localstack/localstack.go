@@ -1,0 +1,250 @@
+// Package localstack starts a whole Kubernetes control plane on loopback from the
+// binaries `make tools` builds: etcd and kube-apiserver (through controller-runtime's
+// envtest), kube-scheduler, kube-controller-manager (Deployments, ReplicaSets,
+// garbage collection, PDB status) and kwok, which keeps Nodes annotated
+// kwok.x-k8s.io/node=fake Ready and runs the pods bound to them. Tests, the demo and
+// the end-to-end benchmark all use it.
+package localstack
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/envtest"
+
+	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/templates"
+)
+
+//go:embed kwok-stages.yaml
+var kwokStages []byte
+
+// Scheme knows core Kubernetes types and Dovetail's APIs.
+func Scheme() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1.AddToScheme, awsv1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}
+
+// Options say where the binaries are and where state and logs go.
+type Options struct {
+	BinDir string
+	Dir    string
+	// ControlPlaneOnly starts just etcd and kube-apiserver.
+	ControlPlaneOnly bool
+}
+
+// Stack is a running local cluster.
+type Stack struct {
+	Config *rest.Config
+	Client client.Client
+	// Kubeconfig is a cluster-admin kubeconfig file.
+	Kubeconfig string
+	Dir        string
+	env        *envtest.Environment
+	procs      []*Process
+}
+
+// Process is a child process with its output in a log file.
+type Process struct {
+	Name    string
+	LogPath string
+	cmd     *exec.Cmd
+	exited  chan struct{}
+}
+
+// Start brings the stack up; on error everything started is stopped again.
+func Start(ctx context.Context, opts Options) (s *Stack, err error) {
+	for _, name := range requiredBinaries(opts.ControlPlaneOnly) {
+		if _, err := os.Stat(filepath.Join(opts.BinDir, name)); err != nil {
+			return nil, fmt.Errorf("%s not found in %s: run `make tools` (it builds the pinned control plane into bin/)", name, opts.BinDir)
+		}
+	}
+	crds, err := templates.CRDs()
+	if err != nil {
+		return nil, err
+	}
+	env := &envtest.Environment{BinaryAssetsDirectory: opts.BinDir, CRDs: crds, ErrorIfCRDPathMissing: true, Scheme: Scheme()}
+	// Without a node-lifecycle controller nothing would clear the not-ready taint
+	// this admission plugin puts on new Nodes; kwok reports readiness instead.
+	env.ControlPlane.GetAPIServer().Configure().Set("disable-admission-plugins", "TaintNodesByCondition,ServiceAccount")
+	cfg, err := env.Start()
+	if err != nil {
+		return nil, fmt.Errorf("starting kube-apiserver and etcd, %w", err)
+	}
+	s = &Stack{Config: cfg, Dir: opts.Dir, env: env}
+	defer func() {
+		if err != nil {
+			_ = s.Stop()
+			s = nil
+		}
+	}()
+	if s.Client, err = client.New(cfg, client.Options{Scheme: env.Scheme}); err != nil {
+		return s, err
+	}
+	admin, err := env.AddUser(envtest.User{Name: "stack-admin", Groups: []string{"system:masters"}}, nil)
+	if err != nil {
+		return s, err
+	}
+	kubeconfig, err := admin.KubeConfig()
+	if err != nil {
+		return s, err
+	}
+	s.Kubeconfig = filepath.Join(opts.Dir, "kubeconfig")
+	if err := os.WriteFile(s.Kubeconfig, kubeconfig, 0o600); err != nil {
+		return s, err
+	}
+	if opts.ControlPlaneOnly {
+		return s, nil
+	}
+	stages := filepath.Join(opts.Dir, "kwok-stages.yaml")
+	if err := os.WriteFile(stages, kwokStages, 0o600); err != nil {
+		return s, err
+	}
+	// kube-scheduler's default client rate (50 qps) would bind only ~50 pods a second.
+	schedulerConfig := filepath.Join(opts.Dir, "kube-scheduler.yaml")
+	if err := os.WriteFile(schedulerConfig, []byte(fmt.Sprintf(`apiVersion: kubescheduler.config.k8s.io/v1
+kind: KubeSchedulerConfiguration
+clientConnection:
+  kubeconfig: %q
+  qps: 1000
+  burst: 2000
+leaderElection:
+  leaderElect: false
+`, s.Kubeconfig)), 0o600); err != nil {
+		return s, err
+	}
+	bin := func(n string) string { return filepath.Join(opts.BinDir, n) }
+	for _, p := range []struct {
+		path string
+		args []string
+	}{
+		{bin("kube-scheduler"), []string{"--config=" + schedulerConfig, "--authentication-kubeconfig=" + s.Kubeconfig,
+			"--authorization-kubeconfig=" + s.Kubeconfig, "--secure-port=0", "--bind-address=127.0.0.1"}},
+		{bin("kube-controller-manager"), []string{"--kubeconfig=" + s.Kubeconfig,
+			"--controllers=deployment-controller,replicaset-controller,garbage-collector-controller,disruption-controller",
+			"--leader-elect=false", "--secure-port=0", "--bind-address=127.0.0.1", "--use-service-account-credentials=false",
+			"--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10", "--kube-api-qps=500", "--kube-api-burst=1000"}},
+		{bin("kwok"), []string{"--kubeconfig=" + s.Kubeconfig, "--config=" + stages,
+			"--manage-all-nodes=false", "--manage-nodes-with-annotation-selector=kwok.x-k8s.io/node=fake",
+			"--cidr=10.0.0.0/16", "--node-ip=127.0.0.1", "--server-address=127.0.0.1:0"}},
+	} {
+		if _, err := s.Run(p.path, p.args...); err != nil {
+			return s, err
+		}
+	}
+	return s, s.waitForScheduler(ctx)
+}
+
+func requiredBinaries(controlPlaneOnly bool) []string {
+	if controlPlaneOnly {
+		return []string{"etcd", "kube-apiserver"}
+	}
+	return []string{"etcd", "kube-apiserver", "kube-scheduler", "kube-controller-manager", "kwok"}
+}
+
+// Run starts a process that the stack stops with the rest.
+func (s *Stack) Run(path string, args ...string) (*Process, error) {
+	name := filepath.Base(path)
+	p := &Process{Name: name, LogPath: filepath.Join(s.Dir, name+".log"), exited: make(chan struct{})}
+	logFile, err := os.Create(p.LogPath)
+	if err != nil {
+		return nil, err
+	}
+	p.cmd = exec.Command(path, args...)
+	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
+	if err := p.cmd.Start(); err != nil {
+		_ = logFile.Close()
+		return nil, fmt.Errorf("starting %s, %w", name, err)
+	}
+	go func() { _ = p.cmd.Wait(); _ = logFile.Close(); close(p.exited) }()
+	s.procs = append(s.procs, p)
+	return p, nil
+}
+
+// Pid is the process id.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Exited is closed when the process ends.
+func (p *Process) Exited() <-chan struct{} { return p.exited }
+
+// Stop interrupts the process and waits for it.
+func (p *Process) Stop() {
+	select {
+	case <-p.exited:
+		return
+	default:
+	}
+	_ = p.cmd.Process.Signal(os.Interrupt)
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+		_ = p.cmd.Process.Kill()
+		<-p.exited
+	}
+}
+
+// Tail returns the last n bytes of the process's output.
+func (p *Process) Tail(n int) string {
+	raw, _ := os.ReadFile(p.LogPath)
+	if len(raw) > n {
+		raw = raw[len(raw)-n:]
+	}
+	return string(bytes.TrimSpace(raw))
+}
+
+// Processes are the stack's child processes, in start order.
+func (s *Stack) Processes() []*Process { return s.procs }
+
+// Stop stops every process, newest first, then the control plane.
+func (s *Stack) Stop() error {
+	for i := len(s.procs) - 1; i >= 0; i-- {
+		s.procs[i].Stop()
+	}
+	return s.env.Stop()
+}
+
+// waitForScheduler waits until kube-scheduler has marked a probe pod unschedulable,
+// which proves it is running and watching.
+func (s *Stack) waitForScheduler(ctx context.Context) error {
+	probe := &corev1.Pod{}
+	probe.Name, probe.Namespace = "stack-probe", "default"
+	probe.Spec.Containers = []corev1.Container{{Name: "c", Image: "pause"}}
+	probe.Spec.NodeSelector = map[string]string{"stack-probe": "never"}
+	if err := s.Client.Create(ctx, probe); err != nil {
+		return err
+	}
+	deadline := time.Now().Add(60 * time.Second)
+	for time.Now().Before(deadline) {
+		if err := s.Client.Get(ctx, client.ObjectKeyFromObject(probe), probe); err == nil {
+			for _, c := range probe.Status.Conditions {
+				if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionFalse {
+					return s.Client.Delete(ctx, probe, client.GracePeriodSeconds(0))
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	return fmt.Errorf("kube-scheduler did not mark a probe pod unschedulable within 60s")
+}
