@@ -207,15 +207,6 @@ func (p *Provisioner) Schedule(ctx context.Context) (bool, error) {
 	p.mu.Lock()
 	p.unschedulable = unschedulable
 	p.mu.Unlock()
-	var free scheduling.Resources
-	for _, n := range state.nodes {
-		f := n.Allocatable
-		for _, pod := range n.Pods {
-			f = f.Sub(scheduling.PodRequests(pod))
-		}
-		free = free.Add(f)
-	}
-	logger.V(1).Info("capacity before the solve", "nodes", len(state.nodes), "freeCPU", free.MilliCPU, "pending", len(state.pending))
 	logger.Info("solved", "pods", len(state.pending), "nodeclaims", created, "existing", len(results.Existing),
 		"unschedulable", len(results.Unschedulable), "pricePerHour", fmt.Sprintf("%.4f", results.PricePerHour()), "solveDuration", solveDuration.String(), "totalDuration", p.clock.Since(start).String())
 	return true, nil
@@ -296,6 +287,7 @@ func (p *Provisioner) snapshot(ctx context.Context) (*snapshot, error) {
 	// (or became ready only recently: kube-scheduler needs a moment to bind).
 	live := map[string]time.Time{} // target -> when it became ready (zero: not yet)
 	claimOfNode := map[string]string{}
+	launchedAllocatable := map[string]corev1.ResourceList{}
 	for i := range claims.Items {
 		nc := &claims.Items[i]
 		if nc.DeletionTimestamp != nil {
@@ -304,6 +296,7 @@ func (p *Provisioner) snapshot(ctx context.Context) (*snapshot, error) {
 		live[nc.Name] = initializedAt(nc)
 		if n, ok := nodeByProviderID[nc.Status.ProviderID]; ok && nc.Status.ProviderID != "" {
 			claimOfNode[n.Name] = nc.Name
+			launchedAllocatable[n.Name] = nc.Status.Allocatable
 		}
 	}
 	for i := range nodes.Items {
@@ -335,9 +328,16 @@ func (p *Provisioner) snapshot(ctx context.Context) (*snapshot, error) {
 		if n.DeletionTimestamp != nil || n.Spec.Unschedulable || hasTaint(n, v1.DisruptedNoScheduleTaint.Key) {
 			continue
 		}
+		allocatable := n.Status.Allocatable
+		if allocatable.Cpu().IsZero() && len(launchedAllocatable[n.Name]) > 0 {
+			// A node that has registered but not yet reported its resources has what
+			// its instance was launched with; reading it as empty would void every
+			// nomination to it and launch again.
+			allocatable = launchedAllocatable[n.Name]
+		}
 		en := &scheduling.ExistingNode{
 			Name: n.Name, Labels: n.Labels, Taints: withoutStartupTaints(n.Spec.Taints),
-			Capacity: scheduling.FromResourceList(n.Status.Capacity), Allocatable: scheduling.FromResourceList(n.Status.Allocatable),
+			Capacity: scheduling.FromResourceList(n.Status.Capacity), Allocatable: scheduling.FromResourceList(allocatable),
 			Pods: bound[n.Name], NodePool: n.Labels[v1.LabelNodePool],
 		}
 		targets := []string{n.Name}
