@@ -83,6 +83,20 @@ go_install() {
   stamp "$1" "$3"
 }
 
+# ensure_terraform: the machines ship terraform; building it from the module proxy is a
+# fallback that can fail, because its go.mod replaces nested backend modules the
+# proxy does not serve. Say so plainly rather than with Go's error alone.
+ensure_terraform() {
+  command -v terraform >/dev/null 2>&1 && return
+  have terraform "$TERRAFORM_VERSION" && return
+  if ! GOBIN=$BIN go install "github.com/hashicorp/terraform@$TERRAFORM_VERSION"; then
+    echo "tools: terraform is not on PATH and could not be built from github.com/hashicorp/terraform@$TERRAFORM_VERSION;" >&2
+    echo "tools: install terraform $TERRAFORM_VERSION on PATH (the Terraform provider's tests need it)" >&2
+    return 1
+  fi
+  stamp terraform "$TERRAFORM_VERSION"
+}
+
 targets=${*:-all}
 for t in $targets; do
   case $t in
@@ -91,17 +105,12 @@ for t in $targets; do
     kwok) go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION" ;;
     controller-gen) go_install controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_TOOLS_VERSION" ;;
     tfplugindocs) go_install tfplugindocs github.com/hashicorp/terraform-plugin-docs/cmd/tfplugindocs "$TFPLUGINDOCS_VERSION" ;;
-    terraform)
-      if ! command -v terraform >/dev/null 2>&1; then
-        go_install terraform github.com/hashicorp/terraform "$TERRAFORM_VERSION"
-      fi ;;
+    terraform) ensure_terraform ;;
     all)
       (build_etcd); (build_kube)
       go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
       go_install controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_TOOLS_VERSION"
-      if ! command -v terraform >/dev/null 2>&1; then
-        go_install terraform github.com/hashicorp/terraform "$TERRAFORM_VERSION"
-      fi ;;
+      ensure_terraform ;;
     *) echo "tools: unknown target $t" >&2; exit 2 ;;
   esac
 done
