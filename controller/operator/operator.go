@@ -16,6 +16,7 @@ import (
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
@@ -52,8 +53,19 @@ func Scheme() *runtime.Scheme {
 	return s
 }
 
-// Run builds the manager with every controller and runs it until ctx ends.
+// CloudProviderFactory builds a cloud provider on the manager's client.
+type CloudProviderFactory func(kube client.Client) (cloudprovider.CloudProvider, error)
+
+// Run builds the manager with every controller and runs it until ctx ends, with the
+// cloud provider the options name.
 func Run(ctx context.Context, opts Options, cfg *rest.Config) error {
+	return RunWith(ctx, opts, cfg, func(kube client.Client) (cloudprovider.CloudProvider, error) {
+		return newCloudProvider(opts, kube)
+	})
+}
+
+// RunWith is Run with the cloud provider given; tests use it to fail launches.
+func RunWith(ctx context.Context, opts Options, cfg *rest.Config, newCloud CloudProviderFactory) error {
 	if err := opts.Validate(); err != nil {
 		return err
 	}
@@ -69,7 +81,8 @@ func Run(ctx context.Context, opts Options, cfg *rest.Config) error {
 		LeaderElectionID:        "dovetail-leader-election",
 		LeaderElectionNamespace: opts.LeaderElectionNamespace,
 		// Managed fields are most of a cached object's size and never read here.
-		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Cache:      cache.Options{DefaultTransform: cache.TransformStripManagedFields()},
+		Controller: ctrlconfig.Controller{SkipNameValidation: &opts.AllowRepeatedControllers},
 	})
 	if err != nil {
 		return fmt.Errorf("creating manager, %w", err)
@@ -79,7 +92,7 @@ func Run(ctx context.Context, opts Options, cfg *rest.Config) error {
 	}); err != nil {
 		return fmt.Errorf("indexing pods by node, %w", err)
 	}
-	cloud, err := newCloudProvider(opts, mgr.GetClient())
+	cloud, err := newCloud(mgr.GetClient())
 	if err != nil {
 		return err
 	}

@@ -30,6 +30,9 @@ type Options struct {
 	RegistrationTTL         time.Duration
 	KubeClientQPS           float64
 	KubeClientBurst         int
+	// AllowRepeatedControllers lets one process run several managers, as tests do;
+	// controller-runtime otherwise refuses a controller name it has seen.
+	AllowRepeatedControllers bool
 }
 
 // FeatureGates are the toggles Karpenter users know.

@@ -9,6 +9,7 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -123,4 +124,9 @@ func verifyPlacement(t *testing.T, c client.Client, pods []corev1.Pod, wantPool 
 			t.Errorf("node %s advertises no allocatable resources", node.Name)
 		}
 	}
+}
+
+func resourceQuantity(s string) *resource.Quantity {
+	q := resource.MustParse(s)
+	return &q
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
@@ -21,7 +22,7 @@ func DefaultOptions(t testing.TB) operator.Options {
 		ClusterName: "e2e", CloudProvider: "kwok", KwokCatalog: WriteCatalog(t),
 		BatchIdleDuration: time.Second, BatchMaxDuration: 10 * time.Second,
 		LogLevel: "info", VMMemoryOverheadPercent: 0.075, RegistrationTTL: 15 * time.Minute,
-		KubeClientQPS: 200, KubeClientBurst: 300,
+		KubeClientQPS: 200, KubeClientBurst: 300, AllowRepeatedControllers: true,
 	}
 }
 
@@ -29,7 +30,14 @@ func DefaultOptions(t testing.TB) operator.Options {
 // test ends. Its JSON log goes to a file, printed if the test fails.
 func (s *Stack) RunController(t testing.TB, opts operator.Options) {
 	t.Helper()
-	logPath := filepath.Join(s.Dir, "controller.log")
+	RunController(t, s.Config, s.Dir, opts, nil)
+}
+
+// RunController runs the controller against any API server; a nil factory means the
+// provider the options name.
+func RunController(t testing.TB, cfg *rest.Config, dir string, opts operator.Options, newCloud operator.CloudProviderFactory) {
+	t.Helper()
+	logPath := filepath.Join(dir, "controller.log")
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
@@ -37,7 +45,13 @@ func (s *Stack) RunController(t testing.TB, opts operator.Options) {
 	ctrl.SetLogger(zap.New(zap.WriteTo(logFile), zap.JSONEncoder()))
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- operator.Run(ctx, opts, s.Config) }()
+	go func() {
+		if newCloud == nil {
+			done <- operator.Run(ctx, opts, cfg)
+			return
+		}
+		done <- operator.RunWith(ctx, opts, cfg, newCloud)
+	}()
 	t.Cleanup(func() {
 		cancel()
 		select {

@@ -288,6 +288,7 @@ func (p *Provisioner) snapshot(ctx context.Context) (*snapshot, error) {
 	live := map[string]time.Time{} // target -> when it became ready (zero: not yet)
 	claimOfNode := map[string]string{}
 	launchedAllocatable := map[string]corev1.ResourceList{}
+	startupTaints := map[string][]corev1.Taint{}
 	for i := range claims.Items {
 		nc := &claims.Items[i]
 		if nc.DeletionTimestamp != nil {
@@ -297,6 +298,9 @@ func (p *Provisioner) snapshot(ctx context.Context) (*snapshot, error) {
 		if n, ok := nodeByProviderID[nc.Status.ProviderID]; ok && nc.Status.ProviderID != "" {
 			claimOfNode[n.Name] = nc.Name
 			launchedAllocatable[n.Name] = nc.Status.Allocatable
+			if initializedAt(nc).IsZero() {
+				startupTaints[n.Name] = nc.Spec.StartupTaints
+			}
 		}
 	}
 	for i := range nodes.Items {
@@ -336,7 +340,7 @@ func (p *Provisioner) snapshot(ctx context.Context) (*snapshot, error) {
 			allocatable = launchedAllocatable[n.Name]
 		}
 		en := &scheduling.ExistingNode{
-			Name: n.Name, Labels: n.Labels, Taints: withoutStartupTaints(n.Spec.Taints),
+			Name: n.Name, Labels: n.Labels, Taints: withoutStartupTaints(n.Spec.Taints, startupTaints[n.Name]),
 			Capacity: scheduling.FromResourceList(n.Status.Capacity), Allocatable: scheduling.FromResourceList(allocatable),
 			Pods: bound[n.Name], NodePool: n.Labels[v1.LabelNodePool],
 		}
@@ -430,16 +434,29 @@ func hasTaint(n *corev1.Node, key string) bool {
 }
 
 // withoutStartupTaints drops taints that go away on their own (the unregistered
-// taint, and node conditions' taints) so capacity being born is still usable.
-func withoutStartupTaints(taints []corev1.Taint) []corev1.Taint {
+// taint, node conditions' taints, and the NodePool's startup taints until the node
+// initializes) so capacity being born is still usable: pods need not tolerate them.
+func withoutStartupTaints(taints, startup []corev1.Taint) []corev1.Taint {
 	out := make([]corev1.Taint, 0, len(taints))
 	for _, t := range taints {
 		if t.Key == v1.UnregisteredNoExecuteTaint.Key || strings.HasPrefix(t.Key, "node.kubernetes.io/") || strings.HasPrefix(t.Key, "node.cloudprovider.kubernetes.io/") {
 			continue
 		}
+		if matchesAny(t, startup) {
+			continue
+		}
 		out = append(out, t)
 	}
 	return out
+}
+
+func matchesAny(t corev1.Taint, taints []corev1.Taint) bool {
+	for i := range taints {
+		if taints[i].MatchTaint(&t) {
+			return true
+		}
+	}
+	return false
 }
 
 // inFlight describes a launched-or-launching claim as capacity: its requirements'
