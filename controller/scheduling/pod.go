@@ -138,6 +138,16 @@ func (p *podInfo) relax() bool {
 	return false
 }
 
+// needsHostnameAffinity reports whether the pod must run beside pods already placed.
+func (p *podInfo) needsHostnameAffinity() bool {
+	for _, g := range p.topology {
+		if g.kind == topologyAffinity && !g.preference && g.key == v1.LabelHostname && g.total > 0 {
+			return true
+		}
+	}
+	return false
+}
+
 // toleratesAll reports whether the pod tolerates every NoSchedule/NoExecute taint,
 // and if not, names the first it does not.
 func toleratesAll(tolerations []corev1.Toleration, taints []corev1.Taint) error {

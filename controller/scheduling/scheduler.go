@@ -461,6 +461,16 @@ func (s *solver) topologyBlocks(p *podInfo, domainOf func(string) (string, bool)
 }
 
 func (s *solver) tryClaims(p *podInfo) bool {
+	if p.needsHostnameAffinity() {
+		// Full claims are retired from the active list, but the claim holding this
+		// pod's peers may grow for it.
+		for _, c := range s.claims {
+			if s.addToClaim(c, p) == nil {
+				return true
+			}
+		}
+		return false
+	}
 	for i := 0; i < len(s.active); i++ {
 		c := s.active[i]
 		if !p.requests.Fits(c.remaining) {
@@ -513,7 +523,16 @@ func (s *solver) addToClaim(c *claim, p *podInfo) error {
 		target = chooseTarget(fitting, reqs, c.pool.daemonOverhead, c.pool.demand.Add(p.requests))
 	}
 	if !total.Fits(target.Allocatable) {
-		return fmt.Errorf("does not fit the claim's instance type")
+		// A pod that must share a node with pods on this claim has nowhere else to
+		// go: let the claim grow to a larger option rather than strand it.
+		if !p.needsHostnameAffinity() {
+			return fmt.Errorf("does not fit the claim's instance type")
+		}
+		fitting := filterFits(options, total)
+		if len(fitting) == 0 {
+			return fmt.Errorf("no instance type holds the pod with the pods it must share a node with")
+		}
+		target = chooseTarget(fitting, reqs, c.pool.daemonOverhead, total)
 	}
 	if hasMinValues(reqs) {
 		if err := checkMinValues(reqs, filterFits(options, total)); err != nil {

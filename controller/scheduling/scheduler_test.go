@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
@@ -379,5 +380,83 @@ func TestStaticPoolsAreNotProvisioned(t *testing.T) {
 	r := solve(t, pods(1, "p", "1", "1Gi"), []*v1.NodePool{static})
 	if len(r.NodeClaims) != 0 || len(r.Unschedulable) != 1 {
 		t.Errorf("static pools are sized by replicas, not by pods; got %d claims", len(r.NodeClaims))
+	}
+}
+
+func TestCapacityTypeSpread(t *testing.T) {
+	flex := nodePool("flex", withRequirements(req(v1.LabelCapacityType, v1.OpIn, v1.CapacityTypeSpot, v1.CapacityTypeOnDemand)))
+	match := map[string]string{"app": "ct"}
+	ps := pods(4, "ct", "1", "1Gi", withPodLabel("app", "ct"), withSpread(v1.LabelCapacityType, 1, corev1.DoNotSchedule, match))
+	r := solve(t, ps, []*v1.NodePool{flex})
+	counts := map[string]int{}
+	for _, p := range ps {
+		counts[label(claimOf(r, p.Name), v1.LabelCapacityType)]++
+	}
+	if counts[v1.CapacityTypeSpot] != 2 || counts[v1.CapacityTypeOnDemand] != 2 {
+		t.Errorf("capacity-type spread = %v, want 2 spot and 2 on-demand", counts)
+	}
+}
+
+func TestMinDomainsForcesNewDomains(t *testing.T) {
+	match := map[string]string{"app": "md"}
+	three := int32(3)
+	// With one allowed zone and minDomains 3 the global minimum counts as 0, so
+	// maxSkew 1 allows only one pod in that zone; the second cannot be placed.
+	ps := pods(2, "md", "100m", "128Mi", withPodLabel("app", "md"), withNodeSelector(v1.LabelTopologyZone, "us-west-2a"), func(p *corev1.Pod) {
+		p.Spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: v1.LabelTopologyZone, MinDomains: &three,
+			WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: &metav1.LabelSelector{MatchLabels: match}}}
+	})
+	r := solve(t, ps, []*v1.NodePool{nodePool("default")})
+	if len(r.Unschedulable) != 1 || !strings.Contains(r.Unschedulable[0].Reason, "topology") {
+		t.Errorf("want one pod refused by the spread, got %d unschedulable %v", len(r.Unschedulable), r.Unschedulable)
+	}
+}
+
+func TestScheduleAnywayIsRelaxedWhenItCannotHold(t *testing.T) {
+	match := map[string]string{"app": "soft"}
+	// Only one zone is possible, so a hard zone spread of 3 pods would strand two of
+	// them; ScheduleAnyway lets them all run there.
+	ps := pods(3, "soft", "100m", "128Mi", withPodLabel("app", "soft"), withNodeSelector(v1.LabelTopologyZone, "us-west-2a"),
+		withSpread(v1.LabelHostname, 1, corev1.ScheduleAnyway, match))
+	one := nodePool("one", withLimit(v1.ResourceNodes, "1"))
+	r := solve(t, ps, []*v1.NodePool{one})
+	if len(r.Unschedulable) != 0 || len(r.NodeClaims) != 1 {
+		t.Errorf("ScheduleAnyway should yield to the one-node limit: %d claims, unschedulable %v", len(r.NodeClaims), r.Unschedulable)
+	}
+	hard := pods(3, "hard", "100m", "128Mi", withPodLabel("app", "soft"), withSpread(v1.LabelHostname, 1, corev1.DoNotSchedule, match))
+	r = solve(t, hard, []*v1.NodePool{nodePool("one", withLimit(v1.ResourceNodes, "1"))})
+	if len(r.Unschedulable) != 2 {
+		t.Errorf("DoNotSchedule must not be relaxed: want 2 unschedulable, got %d", len(r.Unschedulable))
+	}
+}
+
+func TestPreferredAntiAffinityIsRelaxed(t *testing.T) {
+	ps := pods(2, "pref", "100m", "128Mi", withPodLabel("app", "pref"), func(p *corev1.Pod) {
+		ensureAffinity(p).PodAntiAffinity = &corev1.PodAntiAffinity{PreferredDuringSchedulingIgnoredDuringExecution: []corev1.WeightedPodAffinityTerm{{
+			Weight: 10, PodAffinityTerm: corev1.PodAffinityTerm{TopologyKey: v1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "pref"}}},
+		}}}
+	})
+	r := solve(t, ps, []*v1.NodePool{nodePool("default")})
+	if len(r.NodeClaims) != 2 {
+		t.Errorf("preferred anti-affinity should separate the pods when it can: %d claims", len(r.NodeClaims))
+	}
+	r = solve(t, ps, []*v1.NodePool{nodePool("one", withLimit(v1.ResourceNodes, "1"))})
+	if len(r.Unschedulable) != 0 || len(r.NodeClaims) != 1 {
+		t.Errorf("preferred anti-affinity should yield to a one-node limit: %d claims, %v", len(r.NodeClaims), r.Unschedulable)
+	}
+}
+
+func TestHostnamePodAffinityColocates(t *testing.T) {
+	cache := pod("cache", "1", "1Gi", withPodLabel("app", "cache"))
+	web := pods(2, "web", "500m", "512Mi", withAffinity(v1.LabelHostname, map[string]string{"app": "cache"}))
+	r := solve(t, append(web, cache), []*v1.NodePool{nodePool("default")})
+	if len(r.Unschedulable) != 0 {
+		t.Fatalf("unschedulable: %v", r.Unschedulable)
+	}
+	home := claimOf(r, "cache").Name
+	for _, w := range web {
+		if got := claimOf(r, w.Name).Name; got != home {
+			t.Errorf("%s is on %s, want with the cache on %s", w.Name, got, home)
+		}
 	}
 }

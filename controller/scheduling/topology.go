@@ -110,7 +110,8 @@ func (t *topology) intern(g *topologyGroup) *topologyGroup {
 	g.owners = map[string]int{}
 	t.groups[g.id] = g
 	t.ordered = append(t.ordered, g)
-	if g.kind == topologyAntiAffinity {
+	// Only required anti-affinity binds other pods; a preference binds its owner only.
+	if g.kind == topologyAntiAffinity && !g.preference {
 		t.antiOnly = append(t.antiOnly, g)
 	}
 	// A new group invalidates cached matches.
@@ -219,7 +220,7 @@ func (t *topology) record(namespace string, podLabels map[string]string, owned [
 		}
 	}
 	for _, g := range owned {
-		if g.kind != topologyAntiAffinity {
+		if g.kind != topologyAntiAffinity || g.preference {
 			continue
 		}
 		if d, ok := domainOf(g.key); ok {
@@ -270,7 +271,7 @@ func (t *topology) inverseAllows(p *podInfo, domainOf func(key string) (string, 
 		return nil
 	}
 	for _, g := range t.matching(p.pod.Namespace, p.pod.Labels) {
-		if g.kind != topologyAntiAffinity {
+		if g.kind != topologyAntiAffinity || g.preference {
 			continue
 		}
 		if d, ok := domainOf(g.key); ok && g.owners[d] > 0 {
