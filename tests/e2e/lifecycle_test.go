@@ -3,6 +3,10 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -148,6 +152,7 @@ func TestInsufficientCapacityIsReplanned(t *testing.T) {
 	}
 	stack := testenv.StartStack(t)
 	opts := testenv.DefaultOptions(t)
+	opts.BindAddress, opts.MetricsPort, opts.HealthProbePort = "127.0.0.1", freePort(t), freePort(t)
 	cloud := &testCloud{insufficient: 1}
 	testenv.RunController(t, stack.Config, stack.Dir, opts, kwokFactory(t, opts, func(p cloudprovider.CloudProvider) cloudprovider.CloudProvider {
 		cloud.CloudProvider = p
@@ -157,6 +162,9 @@ func TestInsufficientCapacityIsReplanned(t *testing.T) {
 	ctx := context.Background()
 	must(t, c.Create(ctx, localstack.NodeClass("default")))
 	must(t, c.Create(ctx, localstack.GeneralNodePool("default")))
+	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", opts.MetricsPort)
+	// Counters are per process and earlier tests share it: compare before and after.
+	before := httpGet(t, metricsURL)
 	must(t, c.Create(ctx, localstack.Deployment("retry", 3, "1", "1Gi")))
 	verifyPlacement(t, c, allRunning(t, c, "retry", 3, 60*time.Second), "default")
 	if creates, _ := cloud.counts(); creates < 2 {
@@ -171,6 +179,58 @@ func TestInsufficientCapacityIsReplanned(t *testing.T) {
 	if !found {
 		t.Errorf("no InsufficientCapacityError event on the refused NodeClaim")
 	}
+	for _, probe := range []string{"healthz", "readyz"} {
+		if body := httpGet(t, fmt.Sprintf("http://127.0.0.1:%d/%s", opts.HealthProbePort, probe)); !strings.Contains(body, "ok") {
+			t.Errorf("/%s answered %q", probe, body)
+		}
+	}
+	after := httpGet(t, metricsURL)
+	for series, want := range map[string]float64{
+		`karpenter_nodeclaims_created_total{nodepool="default",reason="provisioning"}`: 2, // refused, then launched
+		`karpenter_nodeclaims_launched_total{nodepool="default"}`:                      1,
+		`karpenter_nodeclaims_initialized_total{nodepool="default"}`:                   1,
+	} {
+		if got := metricValue(after, series) - metricValue(before, series); got != want {
+			t.Errorf("%s rose by %v, want %v", series, got, want)
+		}
+	}
+	if metricValue(after, "karpenter_provisioner_scheduling_duration_seconds_count") <= metricValue(before, "karpenter_provisioner_scheduling_duration_seconds_count") {
+		t.Errorf("no solve was timed in karpenter_provisioner_scheduling_duration_seconds")
+	}
+	if got := metricValue(after, `karpenter_nodepools_usage{nodepool="default",resource_type="nodes"}`); got != 1 {
+		t.Errorf("karpenter_nodepools_usage nodes = %v, want 1", got)
+	}
+}
+
+// metricValue reads one series from Prometheus text; 0 when absent.
+func metricValue(text, series string) float64 {
+	for _, line := range strings.Split(text, "\n") {
+		if rest, ok := strings.CutPrefix(line, series+" "); ok {
+			v, err := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			if err == nil {
+				return v
+			}
+		}
+	}
+	return 0
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
+}
+
+func httpGet(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	must(t, err)
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	must(t, err)
+	return string(body)
 }
 
 func TestStartupTaintsGateInitialization(t *testing.T) {
