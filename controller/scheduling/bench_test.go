@@ -101,13 +101,7 @@ func BenchmarkSolve(b *testing.B) {
 	}
 	types := cat.ForEngine(scheduling.DefaultAllocatableSettings())
 	pool := benchPool()
-	reqs, _ := scheduling.FromNodePoolRequirements(pool.Spec.Template.Spec.Requirements)
-	var compatible []*scheduling.InstanceType
-	for _, it := range types {
-		if compatibleWith(it, reqs) {
-			compatible = append(compatible, it)
-		}
-	}
+	compatible := poolTypes(pool, types)
 	for _, n := range []int{1000, 5000, 20000} {
 		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
 			pods := generateWorkload(n, []string{"us-east-1a", "us-east-1b", "us-east-1c"}, 42)
@@ -166,11 +160,14 @@ func sampleHeap(peak *uint64) (stop func()) {
 	return func() { close(done); <-finished }
 }
 
-func compatibleWith(it *scheduling.InstanceType, reqs scheduling.Requirements) bool {
-	for key, r := range reqs {
-		if mine, ok := it.Requirements[key]; ok && mine.Intersection(r).Empty() {
-			return false
+// poolTypes are the types a pool's requirements allow, for the lower bound.
+func poolTypes(pool *v1.NodePool, types []*scheduling.InstanceType) []*scheduling.InstanceType {
+	reqs, _ := scheduling.FromNodePoolRequirements(pool.Spec.Template.Spec.Requirements)
+	var out []*scheduling.InstanceType
+	for _, it := range types {
+		if scheduling.Compatible(it, reqs) {
+			out = append(out, it)
 		}
 	}
-	return true
+	return out
 }

@@ -21,13 +21,7 @@ func TestGeneratedWorkloadIsPackedTightAndCorrectly(t *testing.T) {
 	}
 	types := cat.ForEngine(scheduling.DefaultAllocatableSettings())
 	pool := benchPool()
-	reqs, _ := scheduling.FromNodePoolRequirements(pool.Spec.Template.Spec.Requirements)
-	var compatible []*scheduling.InstanceType
-	for _, it := range types {
-		if compatibleWith(it, reqs) {
-			compatible = append(compatible, it)
-		}
-	}
+	compatible := poolTypes(pool, types)
 	zones := []string{"us-east-1a", "us-east-1b", "us-east-1c"}
 	pods := generateWorkload(5000, zones, 7)
 	r := scheduling.Solve(scheduling.Input{Pods: pods, NodePools: []*v1.NodePool{pool}, InstanceTypes: map[string][]*scheduling.InstanceType{"default": types}})

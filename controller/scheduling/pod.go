@@ -84,17 +84,7 @@ func newPodInfo(pod *corev1.Pod) (*podInfo, error) {
 	}
 	p.preferred = len(p.preferredTerms)
 	p.rebuildRequirements()
-	for _, c := range pod.Spec.Containers {
-		for _, port := range c.Ports {
-			if port.HostPort > 0 {
-				proto := port.Protocol
-				if proto == "" {
-					proto = corev1.ProtocolTCP
-				}
-				p.hostPorts = append(p.hostPorts, hostPort{protocol: proto, ip: port.HostIP, port: port.HostPort})
-			}
-		}
-	}
+	p.hostPorts = podHostPorts(pod)
 	return p, nil
 }
 
@@ -188,7 +178,7 @@ func hostPortsConflict(a, b []hostPort) bool {
 
 func isWildcardIP(ip string) bool { return ip == "" || ip == "0.0.0.0" || ip == "::" }
 
-// podHostPorts lists the host ports of a pod already bound to a node.
+// podHostPorts lists the host ports a pod's containers claim.
 func podHostPorts(pod *corev1.Pod) []hostPort {
 	var out []hostPort
 	for _, c := range pod.Spec.Containers {

@@ -14,6 +14,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/tests/localstack"
+	"github.com/dovetail-sh/dovetail/tests/testenv"
 )
 
 func ptr[T any](v T) *T { return &v }
@@ -129,4 +131,17 @@ func verifyPlacement(t *testing.T, c client.Client, pods []corev1.Pod, wantPool 
 func resourceQuantity(s string) *resource.Quantity {
 	q := resource.MustParse(s)
 	return &q
+}
+
+// startCluster starts the local stack with the controller and the default
+// EC2NodeClass, and returns a client to it.
+func startCluster(t *testing.T) client.Client {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts the whole local stack")
+	}
+	stack := testenv.StartStack(t)
+	stack.RunController(t, testenv.DefaultOptions(t))
+	must(t, stack.Client.Create(context.Background(), localstack.NodeClass("default")))
+	return stack.Client
 }

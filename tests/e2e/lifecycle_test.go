@@ -234,14 +234,8 @@ func httpGet(t *testing.T, url string) string {
 }
 
 func TestStartupTaintsGateInitialization(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the whole local stack")
-	}
-	stack := testenv.StartStack(t)
-	stack.RunController(t, testenv.DefaultOptions(t))
-	c := stack.Client
+	c := startCluster(t)
 	ctx := context.Background()
-	must(t, c.Create(ctx, localstack.NodeClass("default")))
 	pool := localstack.GeneralNodePool("default")
 	agent := corev1.Taint{Key: "example.com/agent-not-ready", Effect: corev1.TaintEffectNoSchedule}
 	pool.Spec.Template.Spec.StartupTaints = []corev1.Taint{agent}

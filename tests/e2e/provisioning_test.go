@@ -19,19 +19,11 @@ import (
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/tests/localstack"
-	"github.com/dovetail-sh/dovetail/tests/testenv"
 )
 
 func TestProvisioningEndToEnd(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the whole local stack")
-	}
-	stack := testenv.StartStack(t)
-	stack.RunController(t, testenv.DefaultOptions(t))
-	c := stack.Client
+	c := startCluster(t)
 	ctx := context.Background()
-
-	must(t, c.Create(ctx, localstack.NodeClass("default")))
 	general := localstack.GeneralNodePool("default")
 	// The general pool is preferred; pods that need a team's pool say so.
 	general.Spec.Weight = ptr(int32(10))

@@ -17,31 +17,20 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
-	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
-	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/operator"
 	"github.com/dovetail-sh/dovetail/templates"
 )
 
 //go:embed kwok-stages.yaml
 var kwokStages []byte
 
-// Scheme knows core Kubernetes types and Dovetail's APIs.
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1.AddToScheme, awsv1.AddToScheme} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
-	}
-	return s
-}
+// Scheme knows core Kubernetes types and Dovetail's APIs: the controller's own.
+func Scheme() *runtime.Scheme { return operator.Scheme() }
 
 // Options say where the binaries are and where state and logs go.
 type Options struct {

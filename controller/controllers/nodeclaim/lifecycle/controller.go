@@ -12,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
@@ -105,7 +106,7 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 		return c.awaitRegistration(ctx, nc)
 	}
 	if err := c.register(ctx, nc, node); err != nil {
-		return reconcile.Result{}, err
+		return requeueOnConflict(err)
 	}
 	return c.initialize(ctx, nc, node)
 }
@@ -135,7 +136,7 @@ func (c *Controller) launch(ctx context.Context, nc *v1.NodeClaim) (reconcile.Re
 // recordLaunch writes the launch to the claim: status first, so that any event our
 // own writes cause already carries the providerID.
 func (c *Controller) recordLaunch(ctx context.Context, nc, launched *v1.NodeClaim) (reconcile.Result, error) {
-	statusPatch := client.MergeFrom(nc.DeepCopy())
+	statusPatch := lockedPatch(nc)
 	nc.Status.ProviderID = launched.Status.ProviderID
 	nc.Status.ImageID = launched.Status.ImageID
 	nc.Status.Capacity = launched.Status.Capacity
@@ -143,7 +144,7 @@ func (c *Controller) recordLaunch(ctx context.Context, nc, launched *v1.NodeClai
 	c.setCondition(nc, v1.ConditionTypeLaunched, metav1.ConditionTrue, "Launched", "")
 	c.setCondition(nc, v1.ConditionTypeRegistered, metav1.ConditionUnknown, "AwaitingRegistration", "waiting for the node to register")
 	if err := c.kube.Status().Patch(ctx, nc, statusPatch); err != nil {
-		return reconcile.Result{}, fmt.Errorf("recording launch, %w", err)
+		return requeueOnConflict(fmt.Errorf("recording launch, %w", err))
 	}
 	patch := client.MergeFrom(nc.DeepCopy())
 	nc.Labels = launched.Labels
@@ -225,7 +226,7 @@ func (c *Controller) register(ctx context.Context, nc *v1.NodeClaim, node *corev
 	if meta.IsStatusConditionTrue(nc.Status.Conditions, v1.ConditionTypeRegistered) && nc.Status.NodeName == node.Name {
 		return nil
 	}
-	patch := client.MergeFrom(nc.DeepCopy())
+	patch := lockedPatch(nc)
 	nc.Status.NodeName = node.Name
 	c.setCondition(nc, v1.ConditionTypeRegistered, metav1.ConditionTrue, "Registered", "")
 	c.setCondition(nc, v1.ConditionTypeInitialized, metav1.ConditionUnknown, "AwaitingInitialization", "waiting for the node to be ready")
@@ -256,11 +257,11 @@ func (c *Controller) initialize(ctx context.Context, nc *v1.NodeClaim, node *cor
 	if err := c.kube.Patch(ctx, node, nodePatch); err != nil {
 		return reconcile.Result{}, fmt.Errorf("labelling initialized node, %w", err)
 	}
-	patch := client.MergeFrom(nc.DeepCopy())
+	patch := lockedPatch(nc)
 	c.setCondition(nc, v1.ConditionTypeInitialized, metav1.ConditionTrue, "Initialized", "")
 	c.setCondition(nc, v1.ConditionTypeReady, metav1.ConditionTrue, "Ready", "")
 	if err := c.kube.Status().Patch(ctx, nc, patch); err != nil {
-		return reconcile.Result{}, fmt.Errorf("recording initialization, %w", err)
+		return requeueOnConflict(fmt.Errorf("recording initialization, %w", err))
 	}
 	metrics.NodeClaimsInitialized.WithLabelValues(nc.Labels[v1.LabelNodePool]).Inc()
 	return reconcile.Result{}, nil
@@ -319,3 +320,18 @@ func (c *Controller) setCondition(nc *v1.NodeClaim, t string, status metav1.Cond
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// lockedPatch makes a status patch that fails if the claim changed since it was read.
+// The cache can lag our own writes; without the lock a stale read would record a
+// transition twice (and count it twice in the metrics).
+func lockedPatch(nc *v1.NodeClaim) client.Patch {
+	return client.MergeFromWithOptions(nc.DeepCopy(), client.MergeFromWithOptimisticLock{})
+}
+
+// requeueOnConflict turns a conflict from a locked patch into a quiet retry.
+func requeueOnConflict(err error) (reconcile.Result, error) {
+	if apierrors.IsConflict(err) {
+		return reconcile.Result{RequeueAfter: 100 * time.Millisecond}, nil
+	}
+	return reconcile.Result{}, err
+}
