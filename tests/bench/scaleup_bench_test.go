@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/tests/localstack"
 	"github.com/dovetail-sh/dovetail/tests/testenv"
 )
@@ -134,6 +135,7 @@ func scaleUp(b *testing.B, n int32) {
 	b.ReportMetric(firstClaim.Seconds(), "s-to-first-nodeclaim")
 	b.ReportMetric(allRunning.Seconds(), "s-to-all-running")
 	b.ReportMetric(float64(len(claims.Items)), "nodes")
+	b.ReportMetric(launchedPrice(b, claims.Items), "$/h")
 	b.ReportMetric(peakRSSMiB(b, controller.Pid()), "controller-peak-RSS-MiB")
 }
 
@@ -161,4 +163,27 @@ func logLevel() string {
 		return "debug"
 	}
 	return "info"
+}
+
+// launchedPrice is the hourly price of the launched NodeClaims' instances, from the
+// embedded catalog the controller launched them from.
+func launchedPrice(b *testing.B, claims []v1.NodeClaim) float64 {
+	cat, err := catalog.EmbeddedAWS()
+	if err != nil {
+		b.Fatal(err)
+	}
+	total := 0.0
+	for _, nc := range claims {
+		e, ok := cat.Find(nc.Labels[v1.LabelInstanceType])
+		if !ok {
+			continue
+		}
+		for _, o := range e.Offerings {
+			if o.Zone == nc.Labels[v1.LabelTopologyZone] && o.CapacityType == nc.Labels[v1.LabelCapacityType] {
+				total += o.Price
+				break
+			}
+		}
+	}
+	return total
 }

@@ -42,8 +42,10 @@ func (b *Batcher) Recheck() {
 	}
 }
 
-// Wait blocks until a batch should be solved; false when ctx ends.
-func (b *Batcher) Wait(ctx context.Context) bool {
+// Wait blocks until a batch should be solved; false when ctx ends. While a batch is
+// gathering, onTick runs every half idle period: the provisioner uses it to launch
+// the nodes the pods gathered so far already fill, which waiting cannot improve.
+func (b *Batcher) Wait(ctx context.Context, onTick func()) bool {
 	select {
 	case <-ctx.Done():
 		return false
@@ -58,10 +60,17 @@ func (b *Batcher) Wait(ctx context.Context) bool {
 	defer idle.Stop()
 	hard := b.clock.NewTimer(b.max)
 	defer hard.Stop()
+	tick := b.clock.NewTimer(b.idle / 2)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return false
+		case <-tick.C():
+			if onTick != nil {
+				onTick()
+			}
+			tick.Reset(b.idle / 2)
 		case <-b.trigger:
 			if !idle.Stop() {
 				select {

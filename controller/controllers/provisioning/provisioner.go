@@ -73,8 +73,14 @@ func NewProvisioner(kube client.Client, cloud cloudprovider.CloudProvider, clk c
 // Start runs the loop until ctx ends; the manager calls it on the leader only.
 func (p *Provisioner) Start(ctx context.Context) error {
 	logger := log.FromContext(ctx).WithName("provisioner")
-	for p.batcher.Wait(ctx) {
-		waiting, err := p.Schedule(log.IntoContext(ctx, logger))
+	ctx = log.IntoContext(ctx, logger)
+	launchFull := func() {
+		if _, err := p.schedule(ctx, true); err != nil {
+			logger.Error(err, "provisioning the nodes a gathering batch fills")
+		}
+	}
+	for p.batcher.Wait(ctx, launchFull) {
+		waiting, err := p.Schedule(ctx)
 		if err != nil {
 			logger.Error(err, "provisioning")
 			// Try again after the idle window rather than spin.
@@ -153,16 +159,23 @@ func isDaemonSetPod(pod *corev1.Pod) bool {
 
 // Schedule solves once over the current cluster state. It reports whether pods are
 // still waiting on nominations, which calls for another look soon.
-func (p *Provisioner) Schedule(ctx context.Context) (bool, error) {
+func (p *Provisioner) Schedule(ctx context.Context) (bool, error) { return p.schedule(ctx, false) }
+
+// schedule solves; with fullOnly it launches only the NodeClaims the plan fills (no
+// pending pod would fit in what is left), nominates only their pods and existing
+// placements, and leaves everything else to the batch being gathered.
+func (p *Provisioner) schedule(ctx context.Context, fullOnly bool) (bool, error) {
 	logger := log.FromContext(ctx)
 	state, err := p.snapshot(ctx)
 	if err != nil {
 		return false, err
 	}
 	metrics.PodsPending.Set(float64(len(state.pending)))
-	p.mu.Lock()
-	p.seen = map[types.UID]bool{}
-	p.mu.Unlock()
+	if !fullOnly {
+		p.mu.Lock()
+		p.seen = map[types.UID]bool{}
+		p.mu.Unlock()
+	}
 	if len(state.pending) == 0 {
 		logger.V(1).Info("nothing to provision", "nominatedPods", state.nominated)
 		return state.nominated > 0, nil
@@ -174,6 +187,13 @@ func (p *Provisioner) Schedule(ctx context.Context) (bool, error) {
 	})
 	solveDuration := p.clock.Since(start)
 	metrics.SchedulingDuration.Observe(solveDuration.Seconds())
+	if fullOnly {
+		results.NodeClaims = filledClaims(results.NodeClaims, state.pending)
+		if len(results.NodeClaims) == 0 {
+			return false, nil
+		}
+		results.Unschedulable = nil
+	}
 	metrics.PodsUnschedulable.Set(float64(len(results.Unschedulable)))
 	// Creates run in parallel: each one is a round trip through the CRD's validation,
 	// and a burst can plan dozens of nodes.
@@ -199,15 +219,17 @@ func (p *Provisioner) Schedule(ctx context.Context) (bool, error) {
 		target := placement.Node.Name
 		p.nominate(placement.Pods, target, fmt.Sprintf("Pod should schedule on: node/%s", target))
 	}
-	unschedulable := make(map[types.UID]bool, len(results.Unschedulable))
-	for _, u := range results.Unschedulable {
-		unschedulable[u.Pod.UID] = true
-		p.recorder.Eventf(u.Pod, corev1.EventTypeWarning, "FailedScheduling", "Failed to schedule pod, %s", u.Reason)
+	if !fullOnly {
+		unschedulable := make(map[types.UID]bool, len(results.Unschedulable))
+		for _, u := range results.Unschedulable {
+			unschedulable[u.Pod.UID] = true
+			p.recorder.Eventf(u.Pod, corev1.EventTypeWarning, "FailedScheduling", "Failed to schedule pod, %s", u.Reason)
+		}
+		p.mu.Lock()
+		p.unschedulable = unschedulable
+		p.mu.Unlock()
 	}
-	p.mu.Lock()
-	p.unschedulable = unschedulable
-	p.mu.Unlock()
-	logger.Info("solved", "pods", len(state.pending), "nodeclaims", created, "existing", len(results.Existing),
+	logger.Info("solved", "fullNodesOnly", fullOnly, "pods", len(state.pending), "nodeclaims", created, "existing", len(results.Existing),
 		"unschedulable", len(results.Unschedulable), "pricePerHour", fmt.Sprintf("%.4f", results.PricePerHour()), "solveDuration", solveDuration.String(), "totalDuration", p.clock.Since(start).String())
 	return true, nil
 }
@@ -234,22 +256,25 @@ type snapshot struct {
 
 // snapshot reads the cluster: pending pods, nodes with their pods, in-flight
 // NodeClaims (with the pods already nominated to them, so a launch in progress is
-// not planned twice), ready NodePools and their instance types, and daemonsets.
+// not planned twice), ready NodePools and their instance types, and daemonsets. It
+// lists without copying the cache, since it runs every few hundred milliseconds in a
+// burst and copies of every pod were most of the controller's memory: nothing here
+// or in the engine writes to what it reads.
 func (p *Provisioner) snapshot(ctx context.Context) (*snapshot, error) {
 	var pods corev1.PodList
-	if err := p.kube.List(ctx, &pods); err != nil {
+	if err := p.kube.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing pods, %w", err)
 	}
 	var nodes corev1.NodeList
-	if err := p.kube.List(ctx, &nodes); err != nil {
+	if err := p.kube.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing nodes, %w", err)
 	}
 	var claims v1.NodeClaimList
-	if err := p.kube.List(ctx, &claims); err != nil {
+	if err := p.kube.List(ctx, &claims, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing nodeclaims, %w", err)
 	}
 	var pools v1.NodePoolList
-	if err := p.kube.List(ctx, &pools); err != nil {
+	if err := p.kube.List(ctx, &pools, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing nodepools, %w", err)
 	}
 	s := &snapshot{poolByName: map[string]*v1.NodePool{}, instanceTypes: map[string][]*scheduling.InstanceType{}}
@@ -380,6 +405,27 @@ func (p *Provisioner) snapshot(ctx context.Context) (*snapshot, error) {
 	}
 	s.daemonSetPods = daemonSets
 	return s, nil
+}
+
+// filledClaims keeps the planned claims that no pending pod would fit into any more.
+func filledClaims(plans []*scheduling.NodeClaimPlan, pending []*corev1.Pod) []*scheduling.NodeClaimPlan {
+	if len(pending) == 0 {
+		return nil
+	}
+	smallest := scheduling.PodRequests(pending[0])
+	for _, pod := range pending[1:] {
+		r := scheduling.PodRequests(pod)
+		smallest.MilliCPU = min(smallest.MilliCPU, r.MilliCPU)
+		smallest.Memory = min(smallest.Memory, r.Memory)
+	}
+	smallest.Extended = nil
+	var out []*scheduling.NodeClaimPlan
+	for _, plan := range plans {
+		if !smallest.Add(plan.Requests).Fits(plan.InstanceType.Allocatable) {
+			out = append(out, plan)
+		}
+	}
+	return out
 }
 
 // fitNominations keeps the nominated pods that still fit beside the node's bound pods.
@@ -513,12 +559,15 @@ func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *schedul
 			reqs[i].Values = names
 		}
 	}
+	// The pool comes from the cache uncopied; the create's response is decoded into
+	// the new claim, so it must not share the pool's slices and pointers.
+	tmpl := np.Spec.Template.DeepCopy()
 	labels := map[string]string{v1.LabelNodePool: np.Name}
-	for k, v := range np.Spec.Template.Labels {
+	for k, v := range tmpl.Labels {
 		labels[k] = v
 	}
 	annotations := map[string]string{v1.NodePoolHashVersionAnnotationKey: v1.NodePoolHashVersion}
-	for k, v := range np.Spec.Template.Annotations {
+	for k, v := range tmpl.Annotations {
 		annotations[k] = v
 	}
 	nc := &v1.NodeClaim{
@@ -533,11 +582,11 @@ func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *schedul
 			Finalizers: []string{v1.TerminationFinalizer},
 		},
 		Spec: v1.NodeClaimSpec{
-			Taints: np.Spec.Template.Spec.Taints, StartupTaints: np.Spec.Template.Spec.StartupTaints,
-			Requirements: reqs, NodeClassRef: np.Spec.Template.Spec.NodeClassRef,
+			Taints: tmpl.Spec.Taints, StartupTaints: tmpl.Spec.StartupTaints,
+			Requirements: reqs, NodeClassRef: tmpl.Spec.NodeClassRef,
 			Resources:              v1.ResourceRequirements{Requests: plan.Requests.ToResourceList()},
-			TerminationGracePeriod: np.Spec.Template.Spec.TerminationGracePeriod,
-			ExpireAfter:            np.Spec.Template.Spec.ExpireAfter,
+			TerminationGracePeriod: tmpl.Spec.TerminationGracePeriod,
+			ExpireAfter:            tmpl.Spec.ExpireAfter,
 		},
 	}
 	if err := p.kube.Create(ctx, nc); err != nil {
