@@ -4,7 +4,10 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
 func TestIsProvisionable(t *testing.T) {
@@ -29,5 +32,23 @@ func TestIsProvisionable(t *testing.T) {
 		if got := IsProvisionable(&tc.pod); got != tc.want {
 			t.Errorf("%s: IsProvisionable = %v, want %v", tc.name, got, tc.want)
 		}
+	}
+}
+
+func TestFilledClaims(t *testing.T) {
+	pod := func(cpu string) *corev1.Pod {
+		return &corev1.Pod{Spec: corev1.PodSpec{Containers: []corev1.Container{{Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("128Mi")},
+		}}}}}
+	}
+	it := &scheduling.InstanceType{Name: "m", Allocatable: scheduling.Resources{MilliCPU: 4000, Memory: 16 << 30, Pods: 100}}
+	full := &scheduling.NodeClaimPlan{InstanceType: it, Requests: scheduling.Resources{MilliCPU: 3800, Memory: 1 << 30, Pods: 5}}
+	roomy := &scheduling.NodeClaimPlan{InstanceType: it, Requests: scheduling.Resources{MilliCPU: 2000, Memory: 1 << 30, Pods: 2}}
+	got := filledClaims([]*scheduling.NodeClaimPlan{full, roomy}, []*corev1.Pod{pod("500m"), pod("1")})
+	if len(got) != 1 || got[0] != full {
+		t.Errorf("want only the claim no pending pod fits into, got %d claims", len(got))
+	}
+	if got := filledClaims([]*scheduling.NodeClaimPlan{full}, nil); got != nil {
+		t.Errorf("with no pending pods nothing is launched early, got %d", len(got))
 	}
 }
