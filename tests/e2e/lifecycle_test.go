@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -301,4 +302,25 @@ func TestStartupTaintsGateInitialization(t *testing.T) {
 	if len(eventsFor(t, c, "default", pods[0].Name, "Nominated")) != 0 {
 		t.Errorf("an unschedulable pod was nominated")
 	}
+}
+
+func TestLeaderElection(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts kube-apiserver")
+	}
+	api := testenv.StartAPIServer(t)
+	opts := testenv.DefaultOptions(t)
+	opts.LeaderElect, opts.LeaderElectionNamespace = true, "kube-system"
+	testenv.RunController(t, api.Config, t.TempDir(), opts, nil)
+	testenv.RunController(t, api.Config, t.TempDir(), opts, nil)
+	lease := &coordinationv1.Lease{}
+	eventually(t, 30*time.Second, "a leader holds the lease", func() error {
+		if err := api.Client.Get(context.Background(), client.ObjectKey{Namespace: "kube-system", Name: "dovetail-leader-election"}, lease); err != nil {
+			return err
+		}
+		if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+			return fmt.Errorf("no holder yet")
+		}
+		return nil
+	})
 }

@@ -119,3 +119,49 @@ func TestSimulateExitCodes(t *testing.T) {
 		t.Errorf("missing -f: exit %d, %s", code, errOut.String())
 	}
 }
+
+func TestSimulateUsesExistingNodesFirst(t *testing.T) {
+	node := `apiVersion: v1
+kind: Node
+metadata:
+  name: existing-1
+  labels: {kubernetes.io/arch: amd64, kubernetes.io/os: linux, topology.kubernetes.io/zone: us-west-2a, kubernetes.io/hostname: existing-1}
+status:
+  capacity: {cpu: "4", memory: 16Gi, pods: "58"}
+  allocatable: {cpu: "3920m", memory: 14Gi, pods: "58"}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: already-there, namespace: default}
+spec:
+  nodeName: existing-1
+  containers: [{name: c, image: pause, resources: {requests: {cpu: "2", memory: 1Gi}}}]
+`
+	var out, errOut bytes.Buffer
+	code := run([]string{"simulate", "-f", write(t, "pool.yaml", pool), "-f", write(t, "node.yaml", node), "-f", write(t, "d.yaml", deployment),
+		"--catalog", write(t, "c.json", catalogJSON), "-o", "json"}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	var plan struct {
+		NodeClaims    []struct{ Pods []string }
+		ExistingNodes []struct {
+			Name string
+			Pods []string
+		}
+	}
+	if err := json.Unmarshal(out.Bytes(), &plan); err != nil {
+		t.Fatal(err)
+	}
+	// 1920m is left beside the bound pod: one 1-cpu replica fits, three go to one new node.
+	if len(plan.ExistingNodes) != 1 || plan.ExistingNodes[0].Name != "existing-1" || len(plan.ExistingNodes[0].Pods) != 1 {
+		t.Errorf("existing nodes = %+v, want one inflate pod on existing-1", plan.ExistingNodes)
+	}
+	if len(plan.NodeClaims) != 1 || len(plan.NodeClaims[0].Pods) != 3 {
+		t.Errorf("nodeclaims = %+v, want one claim with three pods", plan.NodeClaims)
+	}
+	var missing bytes.Buffer
+	if code := run([]string{"simulate", "-f", write(t, "n.yaml", "apiVersion: v1\nkind: Node\nmetadata: {name: bare}\n"), "--catalog", write(t, "c.json", catalogJSON)}, &out, &missing); code != 1 || !strings.Contains(missing.String(), "status.allocatable") {
+		t.Errorf("a Node without allocatable should be refused naming the field: exit %d, %s", code, missing.String())
+	}
+}
