@@ -50,7 +50,7 @@ type Offering struct {
 // class does not say: 20Gi.
 const defaultEphemeralStorage = "20Gi"
 
-//go:generate go run ../../hack/gencatalog -o aws.json -prices ../../../shared/data/aws-on-demand-prices.csv
+//go:generate go run ../../hack/gencatalog -o aws.json
 
 //go:embed aws.json
 var embeddedAWS []byte

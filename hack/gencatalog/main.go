@@ -1,13 +1,12 @@
 // Command gencatalog builds the embedded AWS catalog (controller/catalog/aws.json)
 // from the EC2 emulator's own DescribeInstanceTypes data (moto's bundled instance
 // type and offering files, the same answers moto_server gives) joined with the
-// on-demand price table in ../shared/data. Types without a price are left out: a plan
-// must never show a price it does not know.
+// generated on-demand price table. Types without a price are left out: a plan must
+// never show a price it does not know.
 package main
 
 import (
 	"compress/gzip"
-	"encoding/csv"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -17,30 +16,26 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/pricing"
 )
 
 func main() {
 	out := flag.String("o", "aws.json", "output file")
-	prices := flag.String("prices", "", "on-demand price CSV (region,instance_type,usd_per_hour)")
 	region := flag.String("region", "us-east-1", "region whose offerings and prices to use")
 	zones := flag.String("zones", "us-east-1a,us-east-1b,us-east-1c", "zones to offer each type in")
 	flag.Parse()
-	if *prices == "" {
-		log.Fatal("gencatalog: -prices is required")
-	}
-	if err := run(*out, *prices, *region, strings.Split(*zones, ",")); err != nil {
+	if err := run(*out, *region, strings.Split(*zones, ",")); err != nil {
 		log.Fatalf("gencatalog: %v", err)
 	}
 }
 
-func run(out, pricePath, region string, zones []string) error {
+func run(out, region string, zones []string) error {
 	dir, err := motoResources()
 	if err != nil {
 		return err
@@ -59,13 +54,9 @@ func run(out, pricePath, region string, zones []string) error {
 			offered[o.InstanceType] = append(offered[o.InstanceType], o.Location)
 		}
 	}
-	priceOf, err := readPrices(pricePath, region)
-	if err != nil {
-		return err
-	}
 	f := &catalog.File{}
 	for name, info := range infos {
-		price, ok := priceOf[name]
+		price, ok, _ := pricing.OnDemand(region, name)
 		if !ok || len(offered[name]) == 0 {
 			continue
 		}
@@ -114,30 +105,4 @@ func readGzipJSON(path string, v any) error {
 		return fmt.Errorf("decoding %s, %w", path, err)
 	}
 	return nil
-}
-
-func readPrices(path, region string) (map[string]float64, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	r := csv.NewReader(f)
-	r.Comment = '#'
-	rows, err := r.ReadAll()
-	if err != nil {
-		return nil, fmt.Errorf("reading prices %s, %w", path, err)
-	}
-	out := map[string]float64{}
-	for _, row := range rows[1:] {
-		if len(row) != 3 || row[0] != region {
-			continue
-		}
-		p, err := strconv.ParseFloat(row[2], 64)
-		if err != nil {
-			return nil, fmt.Errorf("price of %s %q, %w", row[1], row[2], err)
-		}
-		out[row[1]] = p
-	}
-	return out, nil
 }
