@@ -151,13 +151,15 @@ func requiredBinaries(controlPlaneOnly bool) []string {
 
 // Run starts a process that the stack stops with the rest.
 func (s *Stack) Run(path string, args ...string) (*Process, error) {
-	name := filepath.Base(path)
-	p := &Process{Name: name, LogPath: filepath.Join(s.Dir, name+".log"), exited: make(chan struct{})}
+	return s.runCmd(filepath.Base(path), exec.Command(path, args...))
+}
+
+func (s *Stack) runCmd(name string, cmd *exec.Cmd) (*Process, error) {
+	p := &Process{Name: name, LogPath: filepath.Join(s.Dir, name+".log"), exited: make(chan struct{}), cmd: cmd}
 	logFile, err := os.Create(p.LogPath)
 	if err != nil {
 		return nil, err
 	}
-	p.cmd = exec.Command(path, args...)
 	p.cmd.Stdout, p.cmd.Stderr = logFile, logFile
 	if err := p.cmd.Start(); err != nil {
 		_ = logFile.Close()

@@ -64,3 +64,19 @@ func StartAPIServer(t testing.TB) *APIServer {
 	t.Cleanup(func() { _ = s.Stop() })
 	return &APIServer{Config: s.Config, Client: s.Client}
 }
+
+// StartMoto starts moto_server for the test and stops it when the test ends.
+func StartMoto(t testing.TB) *localstack.Moto {
+	t.Helper()
+	m, err := localstack.StartMoto(context.Background(), t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("last output of moto_server:\n%s", m.Tail(3000))
+		}
+		m.Stop()
+	})
+	return m
+}
