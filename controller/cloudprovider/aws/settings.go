@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
 )
 
 // Settings are the AWS provider's settings, named as Karpenter names them.
@@ -25,6 +26,7 @@ type Settings struct {
 // Clients are the AWS API clients the provider uses.
 type Clients struct {
 	EC2    *ec2.Client
+	SSM    *ssm.Client
 	Region string
 }
 
@@ -41,6 +43,11 @@ func NewClients(ctx context.Context, s Settings) (*Clients, error) {
 	return &Clients{
 		EC2: ec2.NewFromConfig(cfg, func(o *ec2.Options) {
 			if url, ok := s.Endpoints["ec2"]; ok {
+				o.BaseEndpoint = aws.String(url)
+			}
+		}),
+		SSM: ssm.NewFromConfig(cfg, func(o *ssm.Options) {
+			if url, ok := s.Endpoints["ssm"]; ok {
 				o.BaseEndpoint = aws.String(url)
 			}
 		}),
