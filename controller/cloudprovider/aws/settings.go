@@ -7,6 +7,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 )
 
@@ -27,6 +28,7 @@ type Settings struct {
 type Clients struct {
 	EC2    *ec2.Client
 	SSM    *ssm.Client
+	IAM    *iam.Client
 	Region string
 }
 
@@ -48,6 +50,11 @@ func NewClients(ctx context.Context, s Settings) (*Clients, error) {
 		}),
 		SSM: ssm.NewFromConfig(cfg, func(o *ssm.Options) {
 			if url, ok := s.Endpoints["ssm"]; ok {
+				o.BaseEndpoint = aws.String(url)
+			}
+		}),
+		IAM: iam.NewFromConfig(cfg, func(o *iam.Options) {
+			if url, ok := s.Endpoints["iam"]; ok {
 				o.BaseEndpoint = aws.String(url)
 			}
 		}),

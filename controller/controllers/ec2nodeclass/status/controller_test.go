@@ -1,0 +1,197 @@
+package status_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
+	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
+
+	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
+	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/nodeclass"
+	"github.com/dovetail-sh/dovetail/controller/controllers/ec2nodeclass/status"
+	"github.com/dovetail-sh/dovetail/controller/operator"
+	"github.com/dovetail-sh/dovetail/tests/testenv"
+)
+
+const prefix = "/dovetail-test/service"
+
+func eventually(t *testing.T, what string, cond func() error) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var err error
+	for time.Now().Before(deadline) {
+		if err = cond(); err == nil {
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("%s: %v", what, err)
+}
+
+func seedAWS(t *testing.T, ctx context.Context, clients *dtaws.Clients) {
+	t.Helper()
+	vpc, err := clients.EC2.CreateVpc(ctx, &ec2.CreateVpcInput{CidrBlock: aws.String("10.30.0.0/16")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	discovery := []ec2types.Tag{{Key: aws.String("karpenter.sh/discovery"), Value: aws.String("demo")}}
+	for i, zone := range []string{"us-west-2a", "us-west-2b"} {
+		if _, err := clients.EC2.CreateSubnet(ctx, &ec2.CreateSubnetInput{VpcId: vpc.Vpc.VpcId, CidrBlock: aws.String(fmt.Sprintf("10.30.%d.0/24", i+1)), AvailabilityZone: aws.String(zone),
+			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSubnet, Tags: discovery}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := clients.EC2.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("nodes"), Description: aws.String("nodes"), VpcId: vpc.Vpc.VpcId,
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSecurityGroup, Tags: discovery}}}); err != nil {
+		t.Fatal(err)
+	}
+	images, err := clients.EC2.DescribeImages(ctx, &ec2.DescribeImagesInput{Filters: []ec2types.Filter{{Name: aws.String("architecture"), Values: []string{"x86_64"}}}})
+	if err != nil || len(images.Images) == 0 {
+		t.Fatalf("no x86_64 image in the emulator: %v", err)
+	}
+	if _, err := clients.SSM.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(prefix + "/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/standard/recommended/image_id"),
+		Value: images.Images[0].ImageId, Type: ssmtypes.ParameterTypeString}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := clients.IAM.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String("KarpenterNodeRole-demo"),
+		AssumeRolePolicyDocument: aws.String(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}`)}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func class(name string, mutate func(*awsv1.EC2NodeClassSpec)) *awsv1.EC2NodeClass {
+	nc := &awsv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: awsv1.EC2NodeClassSpec{
+		Role:                       "KarpenterNodeRole-demo",
+		AMISelectorTerms:           []awsv1.AMISelectorTerm{{Alias: "al2023@latest"}},
+		SubnetSelectorTerms:        []awsv1.SubnetSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": "demo"}}},
+		SecurityGroupSelectorTerms: []awsv1.SecurityGroupSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": "demo"}}},
+	}}
+	if mutate != nil {
+		mutate(&nc.Spec)
+	}
+	return nc
+}
+
+func TestEC2NodeClassStatus(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts kube-apiserver and moto_server")
+	}
+	api := testenv.StartAPIServer(t)
+	moto := testenv.StartMoto(t)
+	t.Setenv("AWS_ACCESS_KEY_ID", "testing")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "testing")
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	endpoints := map[string]string{"ec2": moto.Endpoint, "ssm": moto.Endpoint, "iam": moto.Endpoint}
+	clients, err := dtaws.NewClients(ctx, dtaws.Settings{Region: "us-west-2", Endpoints: endpoints})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seedAWS(t, ctx, clients)
+	skip := true
+	mgr, err := ctrl.NewManager(api.Config, ctrl.Options{Scheme: operator.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"},
+		HealthProbeBindAddress: "0", Controller: ctrlconfig.Controller{SkipNameValidation: &skip}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	amis := &nodeclass.AMIResolver{EC2: clients.EC2, SSM: clients.SSM, SSMPrefix: prefix, KubernetesVersion: "1.33"}
+	if err := status.NewController(mgr.GetClient(), clients.EC2, amis, clients.IAM, "demo", "us-west-2", clock.RealClock{}).Register(ctx, mgr); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = mgr.Start(ctx) }()
+	c := api.Client
+
+	good := class("default", nil)
+	if err := c.Create(ctx, good); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the class becomes Ready", func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(good), good); err != nil {
+			return err
+		}
+		if !meta.IsStatusConditionTrue(good.Status.Conditions, awsv1.ConditionTypeReady) {
+			return fmt.Errorf("conditions %+v", good.Status.Conditions)
+		}
+		return nil
+	})
+	if len(good.Status.Subnets) != 2 || len(good.Status.SecurityGroups) != 1 || len(good.Status.AMIs) != 1 {
+		t.Errorf("status = %d subnets, %d security groups, %d AMIs; want 2, 1, 1", len(good.Status.Subnets), len(good.Status.SecurityGroups), len(good.Status.AMIs))
+	}
+	profileName := nodeclass.InstanceProfileName("demo", "us-west-2", "default")
+	if good.Status.InstanceProfile != profileName {
+		t.Errorf("status.instanceProfile = %q, want %q", good.Status.InstanceProfile, profileName)
+	}
+	profile, err := clients.IAM.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(profileName)})
+	if err != nil || len(profile.InstanceProfile.Roles) != 1 || aws.ToString(profile.InstanceProfile.Roles[0].RoleName) != "KarpenterNodeRole-demo" {
+		t.Errorf("instance profile in IAM = %+v, %v; want it holding the node role", profile, err)
+	}
+
+	bad := class("bad", func(s *awsv1.EC2NodeClassSpec) {
+		s.SubnetSelectorTerms = []awsv1.SubnetSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": "elsewhere"}}}
+		s.Role = "NoSuchRole"
+	})
+	if err := c.Create(ctx, bad); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the bad class reports why", func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(bad), bad); err != nil {
+			return err
+		}
+		subnets := meta.FindStatusCondition(bad.Status.Conditions, awsv1.ConditionTypeSubnetsReady)
+		profile := meta.FindStatusCondition(bad.Status.Conditions, awsv1.ConditionTypeInstanceProfileReady)
+		if subnets == nil || subnets.Status != metav1.ConditionFalse || !strings.Contains(subnets.Message, "no subnet matches subnetSelectorTerms [tags {karpenter.sh/discovery=elsewhere}]") {
+			return fmt.Errorf("SubnetsReady = %+v", subnets)
+		}
+		if profile == nil || profile.Status != metav1.ConditionFalse || !strings.Contains(profile.Message, `role "NoSuchRole" does not exist`) {
+			return fmt.Errorf("InstanceProfileReady = %+v", profile)
+		}
+		if !meta.IsStatusConditionFalse(bad.Status.Conditions, awsv1.ConditionTypeReady) || !meta.IsStatusConditionTrue(bad.Status.Conditions, awsv1.ConditionTypeSecurityGroupsReady) {
+			return fmt.Errorf("conditions %+v", bad.Status.Conditions)
+		}
+		return nil
+	})
+
+	given := class("given", func(s *awsv1.EC2NodeClassSpec) { s.Role = ""; s.InstanceProfile = aws.String("platform-nodes") })
+	if err := c.Create(ctx, given); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "a given instance profile is used as is", func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(given), given); err != nil {
+			return err
+		}
+		if given.Status.InstanceProfile != "platform-nodes" || !meta.IsStatusConditionTrue(given.Status.Conditions, awsv1.ConditionTypeInstanceProfileReady) {
+			return fmt.Errorf("instanceProfile %q, conditions %+v", given.Status.InstanceProfile, given.Status.Conditions)
+		}
+		return nil
+	})
+
+	if err := c.Delete(ctx, good); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "the class and its instance profile are gone", func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(good), good); !apierrors.IsNotFound(err) {
+			return fmt.Errorf("class still there (%v)", err)
+		}
+		if _, err := clients.IAM.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(profileName)}); err == nil {
+			return fmt.Errorf("instance profile %s still exists", profileName)
+		}
+		return nil
+	})
+}
