@@ -31,8 +31,6 @@ type podInfo struct {
 	// topology lists the groups whose constraints this pod owns, including relaxable
 	// ones (ScheduleAnyway spreads, preferred affinities) until they are relaxed.
 	topology []*topologyGroup
-	// matchingAntiAffinity lists groups whose anti-affinity selects this pod.
-	matchingAntiAffinity []*topologyGroup
 	// class identifies pods with identical scheduling constraints, for caches.
 	class  int
 	placed bool

@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
 	"github.com/dovetail-sh/dovetail/tests/localstack"
 )
 
@@ -79,4 +80,20 @@ func StartMoto(t testing.TB) *localstack.Moto {
 		m.Stop()
 	})
 	return m
+}
+
+// AWSClients points every AWS client at moto with throwaway credentials, for a
+// region, and keeps the machine's own AWS configuration out of the test.
+func AWSClients(t testing.TB, moto *localstack.Moto, region string) *aws.Clients {
+	t.Helper()
+	t.Setenv("AWS_ACCESS_KEY_ID", "testing")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "testing")
+	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
+	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
+	clients, err := aws.NewClients(context.Background(), aws.Settings{Region: region,
+		Endpoints: map[string]string{"ec2": moto.Endpoint, "ssm": moto.Endpoint, "iam": moto.Endpoint}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return clients
 }

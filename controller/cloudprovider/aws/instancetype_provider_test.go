@@ -26,19 +26,6 @@ func (c *countingEC2) DescribeInstanceTypes(ctx context.Context, in *ec2.Describ
 	return c.EC2API.DescribeInstanceTypes(ctx, in, opts...)
 }
 
-func newClients(t *testing.T, endpoint string) *aws.Clients {
-	t.Helper()
-	t.Setenv("AWS_ACCESS_KEY_ID", "testing")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "testing")
-	t.Setenv("AWS_CONFIG_FILE", "/dev/null")
-	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", "/dev/null")
-	clients, err := aws.NewClients(context.Background(), aws.Settings{Region: "us-west-2", Endpoints: map[string]string{"ec2": endpoint}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return clients
-}
-
 func find(t *testing.T, f *catalog.File, name string) catalog.Entry {
 	t.Helper()
 	e, ok := f.Find(name)
@@ -53,7 +40,7 @@ func TestInstanceTypesFromEC2(t *testing.T) {
 		t.Skip("starts moto_server")
 	}
 	moto := testenv.StartMoto(t)
-	clients := newClients(t, moto.Endpoint)
+	clients := testenv.AWSClients(t, moto, "us-west-2")
 	api := &countingEC2{EC2API: clients.EC2}
 	clk := clocktesting.NewFakeClock(time.Now())
 	provider := aws.NewInstanceTypeProvider(api, "us-west-2", aws.Settings{}, clk)

@@ -12,7 +12,6 @@ import (
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
-	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/nodeclass"
 	"github.com/dovetail-sh/dovetail/tests/testenv"
 )
@@ -23,14 +22,8 @@ func TestResolveAMIs(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts moto_server")
 	}
-	moto := testenv.StartMoto(t)
-	t.Setenv("AWS_ACCESS_KEY_ID", "testing")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "testing")
 	ctx := context.Background()
-	clients, err := dtaws.NewClients(ctx, dtaws.Settings{Region: "us-west-2", Endpoints: map[string]string{"ec2": moto.Endpoint, "ssm": moto.Endpoint}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	clients := testenv.AWSClients(t, testenv.StartMoto(t), "us-west-2")
 	// moto does not record the architecture of images registered through
 	// RegisterImage, which real EC2 always reports; its preloaded images carry one.
 	preloaded := func(arch ec2types.ArchitectureValues, skip string) ec2types.Image {

@@ -10,7 +10,6 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
-	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/nodeclass"
 	"github.com/dovetail-sh/dovetail/tests/testenv"
 )
@@ -27,15 +26,8 @@ func TestResolveSelectors(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts moto_server")
 	}
-	moto := testenv.StartMoto(t)
-	t.Setenv("AWS_ACCESS_KEY_ID", "testing")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "testing")
 	ctx := context.Background()
-	clients, err := dtaws.NewClients(ctx, dtaws.Settings{Region: "us-west-2", Endpoints: map[string]string{"ec2": moto.Endpoint}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	api := clients.EC2
+	api := testenv.AWSClients(t, testenv.StartMoto(t), "us-west-2").EC2
 	vpc, err := api.CreateVpc(ctx, &ec2.CreateVpcInput{CidrBlock: aws.String("10.20.0.0/16")})
 	if err != nil {
 		t.Fatal(err)

@@ -94,16 +94,9 @@ func TestEC2NodeClassStatus(t *testing.T) {
 		t.Skip("starts kube-apiserver and moto_server")
 	}
 	api := testenv.StartAPIServer(t)
-	moto := testenv.StartMoto(t)
-	t.Setenv("AWS_ACCESS_KEY_ID", "testing")
-	t.Setenv("AWS_SECRET_ACCESS_KEY", "testing")
+	clients := testenv.AWSClients(t, testenv.StartMoto(t), "us-west-2")
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	endpoints := map[string]string{"ec2": moto.Endpoint, "ssm": moto.Endpoint, "iam": moto.Endpoint}
-	clients, err := dtaws.NewClients(ctx, dtaws.Settings{Region: "us-west-2", Endpoints: endpoints})
-	if err != nil {
-		t.Fatal(err)
-	}
 	seedAWS(t, ctx, clients)
 	skip := true
 	mgr, err := ctrl.NewManager(api.Config, ctrl.Options{Scheme: operator.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"},
