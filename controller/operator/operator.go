@@ -26,6 +26,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/kwok"
+	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/garbagecollection"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/lifecycle"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/termination"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodepool/counter"
@@ -56,16 +57,30 @@ func Scheme() *runtime.Scheme {
 // CloudProviderFactory builds a cloud provider on the manager's client.
 type CloudProviderFactory func(kube client.Client) (cloudprovider.CloudProvider, error)
 
+// Cloud is a cloud provider with the controllers and background work it brings.
+type Cloud struct {
+	Provider    cloudprovider.CloudProvider
+	Controllers []Controller
+	Runnables   []manager.Runnable
+}
+
 // Run builds the manager with every controller and runs it until ctx ends, with the
 // cloud provider the options name.
 func Run(ctx context.Context, opts Options, cfg *rest.Config) error {
-	return RunWith(ctx, opts, cfg, func(kube client.Client) (cloudprovider.CloudProvider, error) {
-		return newCloudProvider(opts, kube)
+	return run(ctx, opts, cfg, func(mgr manager.Manager) (*Cloud, error) {
+		return newCloud(ctx, opts, cfg, mgr)
 	})
 }
 
 // RunWith is Run with the cloud provider given; tests use it to fail launches.
-func RunWith(ctx context.Context, opts Options, cfg *rest.Config, newCloud CloudProviderFactory) error {
+func RunWith(ctx context.Context, opts Options, cfg *rest.Config, newProvider CloudProviderFactory) error {
+	return run(ctx, opts, cfg, func(mgr manager.Manager) (*Cloud, error) {
+		p, err := newProvider(mgr.GetClient())
+		return &Cloud{Provider: p}, err
+	})
+}
+
+func run(ctx context.Context, opts Options, cfg *rest.Config, build func(manager.Manager) (*Cloud, error)) error {
 	if err := opts.Validate(); err != nil {
 		return err
 	}
@@ -92,9 +107,15 @@ func RunWith(ctx context.Context, opts Options, cfg *rest.Config, newCloud Cloud
 	}); err != nil {
 		return fmt.Errorf("indexing pods by node, %w", err)
 	}
-	cloud, err := newCloud(mgr.GetClient())
+	built, err := build(mgr)
 	if err != nil {
 		return err
+	}
+	cloud := built.Provider
+	for _, r := range built.Runnables {
+		if err := mgr.Add(r); err != nil {
+			return err
+		}
 	}
 	clk := clock.RealClock{}
 	recorder := mgr.GetEventRecorderFor("dovetail")
@@ -108,7 +129,9 @@ func RunWith(ctx context.Context, opts Options, cfg *rest.Config, newCloud Cloud
 		lifecycle.NewController(mgr.GetClient(), cloud, clk, recorder, opts.RegistrationTTL),
 		termination.NewController(mgr.GetClient(), cloud, clk, recorder),
 		counter.NewController(mgr.GetClient(), clk),
+		garbagecollection.NewController(mgr.GetClient(), cloud, clk),
 	}
+	controllers = append(controllers, built.Controllers...)
 	for _, c := range controllers {
 		if err := c.Register(ctx, mgr); err != nil {
 			return fmt.Errorf("registering %s, %w", c.Name(), err)
@@ -130,7 +153,10 @@ func RunWith(ctx context.Context, opts Options, cfg *rest.Config, newCloud Cloud
 	return mgr.Start(ctx)
 }
 
-func newCloudProvider(opts Options, kube client.Client) (cloudprovider.CloudProvider, error) {
+func newCloud(ctx context.Context, opts Options, cfg *rest.Config, mgr manager.Manager) (*Cloud, error) {
+	if opts.CloudProvider == "aws" {
+		return newAWSCloud(ctx, opts, cfg, mgr)
+	}
 	settings := scheduling.DefaultAllocatableSettings()
 	settings.VMMemoryOverheadPercent = opts.VMMemoryOverheadPercent
 	var cat *catalog.File
@@ -143,7 +169,7 @@ func newCloudProvider(opts Options, kube client.Client) (cloudprovider.CloudProv
 	if err != nil {
 		return nil, fmt.Errorf("loading the kwok provider's catalog (--kwok-catalog), %w", err)
 	}
-	return kwok.New(kube, cat, settings), nil
+	return &Cloud{Provider: kwok.New(mgr.GetClient(), cat, settings)}, nil
 }
 
 func portAddress(host string, port int) string {

@@ -30,9 +30,58 @@ type Options struct {
 	RegistrationTTL         time.Duration
 	KubeClientQPS           float64
 	KubeClientBurst         int
+	// AWS provider settings, named as Karpenter names them.
+	AWSRegion          string
+	ClusterEndpoint    string
+	IsolatedVPC        bool
+	ReservedENIs       int
+	AWSEndpoints       Endpoints
+	SSMParameterPrefix string
 	// AllowRepeatedControllers lets one process run several managers, as tests do;
 	// controller-runtime otherwise refuses a controller name it has seen.
 	AllowRepeatedControllers bool
+}
+
+// Endpoints are per-service AWS endpoint overrides, "ec2=URL,ssm=URL".
+type Endpoints map[string]string
+
+// AWSServices are the services an endpoint can be given for.
+var AWSServices = []string{"ec2", "ssm", "iam", "eks", "pricing", "sqs"}
+
+func (e *Endpoints) String() string {
+	parts := make([]string, 0, len(*e))
+	for _, s := range AWSServices {
+		if url, ok := (*e)[s]; ok {
+			parts = append(parts, s+"="+url)
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+// Set parses "service=URL,...".
+func (e *Endpoints) Set(v string) error {
+	if *e == nil {
+		*e = Endpoints{}
+	}
+	for _, part := range strings.Split(v, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		service, url, ok := strings.Cut(part, "=")
+		if !ok || url == "" {
+			return fmt.Errorf("endpoint %q: want service=URL, e.g. ec2=https://vpce-123.ec2.us-west-2.vpce.amazonaws.com", part)
+		}
+		known := false
+		for _, s := range AWSServices {
+			known = known || s == service
+		}
+		if !known {
+			return fmt.Errorf("endpoint %q: unknown service %q; known services are %s", part, service, strings.Join(AWSServices, ", "))
+		}
+		(*e)[service] = url
+	}
+	return nil
 }
 
 // FeatureGates are the toggles Karpenter users know.
@@ -75,7 +124,13 @@ func (f *FeatureGates) Set(v string) error {
 // AddFlags registers the options on fs with their environment defaults.
 func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ClusterName, "cluster-name", env("CLUSTER_NAME", ""), "name of the cluster, used to tag and find its instances [CLUSTER_NAME]")
-	fs.StringVar(&o.CloudProvider, "cloud-provider", env("CLOUD_PROVIDER", "kwok"), "cloud provider: kwok (local, simulated instances) [CLOUD_PROVIDER]")
+	fs.StringVar(&o.CloudProvider, "cloud-provider", env("CLOUD_PROVIDER", "aws"), "cloud provider: aws (EC2), or kwok (local, simulated instances) [CLOUD_PROVIDER]")
+	fs.StringVar(&o.AWSRegion, "aws-region", env("AWS_REGION", ""), "AWS region of the cluster [AWS_REGION]")
+	fs.StringVar(&o.ClusterEndpoint, "cluster-endpoint", env("CLUSTER_ENDPOINT", ""), "API server URL nodes join; default: read from EKS DescribeCluster [CLUSTER_ENDPOINT]")
+	fs.BoolVar(&o.IsolatedVPC, "isolated-vpc", envBool("ISOLATED_VPC", false), "the cluster has no route to the internet: never call the Pricing API, which has no VPC endpoint [ISOLATED_VPC]")
+	fs.IntVar(&o.ReservedENIs, "reserved-enis", envInt("RESERVED_ENIS", 0), "ENIs per instance kept for other uses, lowering max pods [RESERVED_ENIS]")
+	fs.Var(&o.AWSEndpoints, "aws-endpoints", "per-service endpoint overrides, service=URL,... (ec2, ssm, iam, eks, pricing, sqs) [AWS_ENDPOINTS]")
+	fs.StringVar(&o.SSMParameterPrefix, "ssm-parameter-prefix", env("SSM_PARAMETER_PREFIX", "/aws/service"), "SSM path under which amiSelectorTerms aliases find EKS images [SSM_PARAMETER_PREFIX]")
 	fs.StringVar(&o.KwokCatalog, "kwok-catalog", env("KWOK_CATALOG", ""), "instance-type catalog for the kwok provider; default: the embedded AWS catalog [KWOK_CATALOG]")
 	fs.DurationVar(&o.BatchIdleDuration, "batch-idle-duration", envDuration("BATCH_IDLE_DURATION", time.Second), "close a provisioning batch after this long without new pending pods [BATCH_IDLE_DURATION]")
 	fs.DurationVar(&o.BatchMaxDuration, "batch-max-duration", envDuration("BATCH_MAX_DURATION", 10*time.Second), "close a provisioning batch after this long regardless [BATCH_MAX_DURATION]")
@@ -93,6 +148,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	if v := os.Getenv("FEATURE_GATES"); v != "" {
 		_ = o.FeatureGates.Set(v)
 	}
+	if v := os.Getenv("AWS_ENDPOINTS"); v != "" {
+		_ = o.AWSEndpoints.Set(v)
+	}
 }
 
 // Validate reports bad settings by flag name, with the fix.
@@ -104,8 +162,20 @@ func (o *Options) Validate() error {
 	if o.BatchMaxDuration < o.BatchIdleDuration {
 		errs = append(errs, "--batch-max-duration must be at least --batch-idle-duration")
 	}
-	if o.CloudProvider != "kwok" {
-		errs = append(errs, fmt.Sprintf("--cloud-provider %q is not available; use kwok", o.CloudProvider))
+	switch o.CloudProvider {
+	case "kwok":
+	case "aws":
+		if o.ClusterName == "" {
+			errs = append(errs, "--cluster-name is required with --cloud-provider aws: instances are tagged and found by it")
+		}
+		if o.AWSRegion == "" {
+			errs = append(errs, "--aws-region (AWS_REGION) is required with --cloud-provider aws")
+		}
+		if o.ReservedENIs < 0 {
+			errs = append(errs, "--reserved-enis must not be negative")
+		}
+	default:
+		errs = append(errs, fmt.Sprintf("--cloud-provider %q is not available; use aws or kwok", o.CloudProvider))
 	}
 	if o.VMMemoryOverheadPercent < 0 || o.VMMemoryOverheadPercent >= 1 {
 		errs = append(errs, "--vm-memory-overhead-percent must be in [0, 1), e.g. 0.075")

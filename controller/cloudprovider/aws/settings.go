@@ -7,13 +7,22 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/pricing"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 )
 
 // Settings are the AWS provider's settings, named as Karpenter names them.
 type Settings struct {
 	ClusterName string
+	// ClusterEndpoint and ClusterCABundle go into node user data; when the endpoint
+	// is empty both are read from EKS DescribeCluster.
+	ClusterEndpoint string
+	ClusterCABundle string
+	// ClusterCIDR is the service CIDR, which AL2023's nodeadm needs; read from EKS
+	// with the endpoint.
+	ClusterCIDR string
 	Region      string
 	// Endpoints overrides the endpoint of a service ("ec2", "ssm", "iam", "sqs",
 	// "pricing", "eks"): private clusters use VPC endpoint URLs, tests the emulator.
@@ -22,15 +31,26 @@ type Settings struct {
 	IsolatedVPC bool
 	// ReservedENIs are ENIs kept for other uses, lowering max pods.
 	ReservedENIs int
+	// VMMemoryOverheadPercent is the share of memory the hypervisor keeps.
+	VMMemoryOverheadPercent float64
+	// SSMPrefix is where the EKS image parameters live (DefaultSSMPrefix in AWS).
+	SSMPrefix string
+	// KubernetesVersion ("1.33") picks the image parameters of aliases.
+	KubernetesVersion string
 }
 
 // Clients are the AWS API clients the provider uses.
 type Clients struct {
-	EC2    *ec2.Client
-	SSM    *ssm.Client
-	IAM    *iam.Client
-	Region string
+	EC2     *ec2.Client
+	SSM     *ssm.Client
+	IAM     *iam.Client
+	EKS     *eks.Client
+	Pricing *pricing.Client
+	Region  string
 }
+
+// PricingRegion is where the Pricing API answers for every region.
+const PricingRegion = "us-east-1"
 
 // NewClients loads the default credential chain (environment, shared files, IRSA,
 // Pod Identity) for the region, with each service's endpoint override applied.
@@ -42,22 +62,50 @@ func NewClients(ctx context.Context, s Settings) (*Clients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading AWS configuration, %w", err)
 	}
+	endpoint := func(service string) *string {
+		if url, ok := s.Endpoints[service]; ok && url != "" {
+			return aws.String(url)
+		}
+		return nil
+	}
 	return &Clients{
-		EC2: ec2.NewFromConfig(cfg, func(o *ec2.Options) {
-			if url, ok := s.Endpoints["ec2"]; ok {
-				o.BaseEndpoint = aws.String(url)
-			}
-		}),
-		SSM: ssm.NewFromConfig(cfg, func(o *ssm.Options) {
-			if url, ok := s.Endpoints["ssm"]; ok {
-				o.BaseEndpoint = aws.String(url)
-			}
-		}),
-		IAM: iam.NewFromConfig(cfg, func(o *iam.Options) {
-			if url, ok := s.Endpoints["iam"]; ok {
-				o.BaseEndpoint = aws.String(url)
-			}
+		EC2: ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = endpoint("ec2") }),
+		SSM: ssm.NewFromConfig(cfg, func(o *ssm.Options) { o.BaseEndpoint = endpoint("ssm") }),
+		IAM: iam.NewFromConfig(cfg, func(o *iam.Options) { o.BaseEndpoint = endpoint("iam") }),
+		EKS: eks.NewFromConfig(cfg, func(o *eks.Options) { o.BaseEndpoint = endpoint("eks") }),
+		Pricing: pricing.NewFromConfig(cfg, func(o *pricing.Options) {
+			o.Region = PricingRegion
+			o.BaseEndpoint = endpoint("pricing")
 		}),
 		Region: s.Region,
 	}, nil
+}
+
+// EKSAPI is the part of EKS the provider uses.
+type EKSAPI interface {
+	DescribeCluster(context.Context, *eks.DescribeClusterInput, ...func(*eks.Options)) (*eks.DescribeClusterOutput, error)
+}
+
+// DiscoverCluster fills the cluster endpoint, CA bundle and service CIDR from EKS
+// when the endpoint is not set.
+func DiscoverCluster(ctx context.Context, api EKSAPI, s *Settings) error {
+	if s.ClusterEndpoint != "" {
+		return nil
+	}
+	out, err := api.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String(s.ClusterName)})
+	if err != nil {
+		return fmt.Errorf("discovering the endpoint of cluster %q from EKS (set --cluster-endpoint to skip this), %w", s.ClusterName, err)
+	}
+	c := out.Cluster
+	if c == nil || c.Endpoint == nil {
+		return fmt.Errorf("EKS cluster %q has no endpoint yet; wait until it is ACTIVE or set --cluster-endpoint", s.ClusterName)
+	}
+	s.ClusterEndpoint = *c.Endpoint
+	if c.CertificateAuthority != nil && c.CertificateAuthority.Data != nil {
+		s.ClusterCABundle = *c.CertificateAuthority.Data
+	}
+	if c.KubernetesNetworkConfig != nil && s.ClusterCIDR == "" {
+		s.ClusterCIDR = aws.ToString(c.KubernetesNetworkConfig.ServiceIpv4Cidr)
+	}
+	return nil
 }

@@ -159,7 +159,7 @@ func (p *CloudProvider) List(ctx context.Context) ([]*v1.NodeClaim, error) {
 }
 
 func toNodeClaim(node *corev1.Node) *v1.NodeClaim {
-	nc := &v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: node.Name, Labels: node.Labels}}
+	nc := &v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: node.Name, Labels: node.Labels, CreationTimestamp: node.CreationTimestamp}}
 	nc.Status.ProviderID = node.Spec.ProviderID
 	nc.Status.Capacity = node.Status.Capacity
 	nc.Status.Allocatable = node.Status.Allocatable

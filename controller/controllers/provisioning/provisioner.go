@@ -286,7 +286,9 @@ func (p *Provisioner) snapshot(ctx context.Context) (*snapshot, error) {
 		}
 		types, err := p.cloud.GetInstanceTypes(ctx, np)
 		if err != nil {
-			return nil, fmt.Errorf("getting instance types for nodepool %s, %w", np.Name, err)
+			// One pool's broken node class must not stop the others from launching.
+			log.FromContext(ctx).Error(err, "skipping nodepool: its instance types are unknown", "nodepool", np.Name)
+			continue
 		}
 		s.pools = append(s.pools, np)
 		s.poolByName[np.Name] = np

@@ -113,6 +113,11 @@ func Subnets(ctx context.Context, api EC2API, terms []awsv1.SubnetSelectorTerm) 
 		if out[i].Zone != out[j].Zone {
 			return out[i].Zone < out[j].Zone
 		}
+		// Within a zone, the subnet with the most free addresses first: launches
+		// take the first one per zone.
+		if out[i].AvailableIPs != out[j].AvailableIPs {
+			return out[i].AvailableIPs > out[j].AvailableIPs
+		}
 		return out[i].ID < out[j].ID
 	})
 	return out, nil

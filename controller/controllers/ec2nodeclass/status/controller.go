@@ -35,6 +35,10 @@ type Controller struct {
 	clusterName string
 	region      string
 	clock       clock.Clock
+	// LaunchTemplates, when set, are deleted with the class.
+	LaunchTemplates interface {
+		DeleteForClass(ctx context.Context, class string) error
+	}
 }
 
 // NewController wires the controller.
@@ -135,6 +139,11 @@ func (c *Controller) finalize(ctx context.Context, nc *awsv1.EC2NodeClass) (reco
 	for _, claim := range claims.Items {
 		if ref := claim.Spec.NodeClassRef; ref != nil && ref.Kind == "EC2NodeClass" && ref.Name == nc.Name {
 			return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
+		}
+	}
+	if c.LaunchTemplates != nil {
+		if err := c.LaunchTemplates.DeleteForClass(ctx, nc.Name); err != nil {
+			return reconcile.Result{}, err
 		}
 	}
 	if nc.Spec.InstanceProfile == nil {

@@ -8,11 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/service/ec2"
-	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -23,58 +19,11 @@ import (
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
-	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/nodeclass"
 	"github.com/dovetail-sh/dovetail/controller/controllers/ec2nodeclass/status"
 	"github.com/dovetail-sh/dovetail/controller/operator"
 	"github.com/dovetail-sh/dovetail/tests/testenv"
 )
-
-const prefix = "/dovetail-test/service"
-
-func eventually(t *testing.T, what string, cond func() error) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = cond(); err == nil {
-			return
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("%s: %v", what, err)
-}
-
-func seedAWS(t *testing.T, ctx context.Context, clients *dtaws.Clients) {
-	t.Helper()
-	vpc, err := clients.EC2.CreateVpc(ctx, &ec2.CreateVpcInput{CidrBlock: aws.String("10.30.0.0/16")})
-	if err != nil {
-		t.Fatal(err)
-	}
-	discovery := []ec2types.Tag{{Key: aws.String("karpenter.sh/discovery"), Value: aws.String("demo")}}
-	for i, zone := range []string{"us-west-2a", "us-west-2b"} {
-		if _, err := clients.EC2.CreateSubnet(ctx, &ec2.CreateSubnetInput{VpcId: vpc.Vpc.VpcId, CidrBlock: aws.String(fmt.Sprintf("10.30.%d.0/24", i+1)), AvailabilityZone: aws.String(zone),
-			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSubnet, Tags: discovery}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := clients.EC2.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("nodes"), Description: aws.String("nodes"), VpcId: vpc.Vpc.VpcId,
-		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSecurityGroup, Tags: discovery}}}); err != nil {
-		t.Fatal(err)
-	}
-	images, err := clients.EC2.DescribeImages(ctx, &ec2.DescribeImagesInput{Filters: []ec2types.Filter{{Name: aws.String("architecture"), Values: []string{"x86_64"}}}})
-	if err != nil || len(images.Images) == 0 {
-		t.Fatalf("no x86_64 image in the emulator: %v", err)
-	}
-	if _, err := clients.SSM.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(prefix + "/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/standard/recommended/image_id"),
-		Value: images.Images[0].ImageId, Type: ssmtypes.ParameterTypeString}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := clients.IAM.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String("KarpenterNodeRole-demo"),
-		AssumeRolePolicyDocument: aws.String(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}`)}); err != nil {
-		t.Fatal(err)
-	}
-}
 
 func class(name string, mutate func(*awsv1.EC2NodeClassSpec)) *awsv1.EC2NodeClass {
 	nc := &awsv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: awsv1.EC2NodeClassSpec{
@@ -97,14 +46,14 @@ func TestEC2NodeClassStatus(t *testing.T) {
 	clients := testenv.AWSClients(t, testenv.StartMoto(t), "us-west-2")
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	seedAWS(t, ctx, clients)
+	testenv.SeedAWS(t, ctx, clients, "demo", "10.30", "us-west-2a", "us-west-2b")
 	skip := true
 	mgr, err := ctrl.NewManager(api.Config, ctrl.Options{Scheme: operator.Scheme(), Metrics: metricsserver.Options{BindAddress: "0"},
 		HealthProbeBindAddress: "0", Controller: ctrlconfig.Controller{SkipNameValidation: &skip}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	amis := &nodeclass.AMIResolver{EC2: clients.EC2, SSM: clients.SSM, SSMPrefix: prefix, KubernetesVersion: "1.33"}
+	amis := &nodeclass.AMIResolver{EC2: clients.EC2, SSM: clients.SSM, SSMPrefix: testenv.SSMPrefix, KubernetesVersion: "1.33"}
 	if err := status.NewController(mgr.GetClient(), clients.EC2, amis, clients.IAM, "demo", "us-west-2", clock.RealClock{}).Register(ctx, mgr); err != nil {
 		t.Fatal(err)
 	}
@@ -115,7 +64,7 @@ func TestEC2NodeClassStatus(t *testing.T) {
 	if err := c.Create(ctx, good); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the class becomes Ready", func() error {
+	testenv.Eventually(t, 30*time.Second, "the class becomes Ready", func() error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(good), good); err != nil {
 			return err
 		}
@@ -124,8 +73,8 @@ func TestEC2NodeClassStatus(t *testing.T) {
 		}
 		return nil
 	})
-	if len(good.Status.Subnets) != 2 || len(good.Status.SecurityGroups) != 1 || len(good.Status.AMIs) != 1 {
-		t.Errorf("status = %d subnets, %d security groups, %d AMIs; want 2, 1, 1", len(good.Status.Subnets), len(good.Status.SecurityGroups), len(good.Status.AMIs))
+	if len(good.Status.Subnets) != 2 || len(good.Status.SecurityGroups) != 1 || len(good.Status.AMIs) != 2 {
+		t.Errorf("status = %d subnets, %d security groups, %d AMIs; want 2, 1, 2 (an image per architecture)", len(good.Status.Subnets), len(good.Status.SecurityGroups), len(good.Status.AMIs))
 	}
 	profileName := nodeclass.InstanceProfileName("demo", "us-west-2", "default")
 	if good.Status.InstanceProfile != profileName {
@@ -143,7 +92,7 @@ func TestEC2NodeClassStatus(t *testing.T) {
 	if err := c.Create(ctx, bad); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the bad class reports why", func() error {
+	testenv.Eventually(t, 30*time.Second, "the bad class reports why", func() error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(bad), bad); err != nil {
 			return err
 		}
@@ -165,7 +114,7 @@ func TestEC2NodeClassStatus(t *testing.T) {
 	if err := c.Create(ctx, given); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "a given instance profile is used as is", func() error {
+	testenv.Eventually(t, 30*time.Second, "a given instance profile is used as is", func() error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(given), given); err != nil {
 			return err
 		}
@@ -178,7 +127,7 @@ func TestEC2NodeClassStatus(t *testing.T) {
 	if err := c.Delete(ctx, good); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, "the class and its instance profile are gone", func() error {
+	testenv.Eventually(t, 30*time.Second, "the class and its instance profile are gone", func() error {
 		if err := c.Get(ctx, client.ObjectKeyFromObject(good), good); !apierrors.IsNotFound(err) {
 			return fmt.Errorf("class still there (%v)", err)
 		}

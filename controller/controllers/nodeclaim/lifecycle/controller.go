@@ -148,6 +148,12 @@ func (c *Controller) recordLaunch(ctx context.Context, nc, launched *v1.NodeClai
 	}
 	patch := client.MergeFrom(nc.DeepCopy())
 	nc.Labels = launched.Labels
+	for k, v := range launched.Annotations {
+		if nc.Annotations == nil {
+			nc.Annotations = map[string]string{}
+		}
+		nc.Annotations[k] = v
+	}
 	if err := c.kube.Patch(ctx, nc, patch); err != nil {
 		return reconcile.Result{}, fmt.Errorf("labelling launched nodeclaim, %w", err)
 	}

@@ -1,0 +1,28 @@
+package v1
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+)
+
+// Annotations a NodeClaim carries to tell which version of its class it launched from.
+const (
+	AnnotationEC2NodeClassHash        = Group + "/ec2nodeclass-hash"
+	AnnotationEC2NodeClassHashVersion = Group + "/ec2nodeclass-hash-version"
+	EC2NodeClassHashVersion           = "v1"
+)
+
+// Hash identifies the settings of the class that shape a node once it is launched.
+// Selector terms are left out: what they match can change without the spec
+// changing, so drift compares their resolved results instead.
+func (nc *EC2NodeClass) Hash() string {
+	spec := nc.Spec.DeepCopy()
+	spec.SubnetSelectorTerms = nil
+	spec.SecurityGroupSelectorTerms = nil
+	spec.AMISelectorTerms = nil
+	spec.CapacityReservationSelectorTerms = nil
+	b, _ := json.Marshal(spec)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:8])
+}

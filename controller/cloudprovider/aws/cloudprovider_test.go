@@ -1,0 +1,497 @@
+package aws_test
+
+import (
+	"context"
+	"encoding/base64"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/go-logr/logr"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	ctrllog "sigs.k8s.io/controller-runtime/pkg/log"
+
+	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
+	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/nodeclass"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/pricing"
+	"github.com/dovetail-sh/dovetail/controller/controllers/ec2nodeclass/launchtemplates"
+	"github.com/dovetail-sh/dovetail/controller/controllers/ec2nodeclass/status"
+	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/garbagecollection"
+	"github.com/dovetail-sh/dovetail/tests/testenv"
+)
+
+const (
+	cluster = "moto"
+	region  = "us-west-2"
+)
+
+// fixture is an API server and an emulated AWS with a Ready EC2NodeClass.
+type fixture struct {
+	ctx     context.Context
+	kube    client.Client
+	clients *dtaws.Clients
+	seeded  *testenv.SeededAWS
+	clock   *clocktesting.FakeClock
+	prices  *pricing.Provider
+	status  *status.Controller
+}
+
+func newFixture(t *testing.T) *fixture {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts kube-apiserver and moto_server")
+	}
+	api := testenv.StartAPIServer(t)
+	clients := testenv.AWSClients(t, testenv.StartMoto(t), region)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	f := &fixture{ctx: ctx, kube: api.Client, clients: clients, clock: clocktesting.NewFakeClock(time.Now())}
+	// The emulator stamps launch times with the wall clock; the fake one starts there.
+	ctrllog.SetLogger(logr.Discard())
+	f.seeded = testenv.SeedAWS(t, ctx, clients, cluster, "10.40", "us-west-2a", "us-west-2b")
+	amis := &nodeclass.AMIResolver{EC2: clients.EC2, SSM: clients.SSM, SSMPrefix: testenv.SSMPrefix, KubernetesVersion: testenv.KubernetesVersion}
+	f.status = status.NewController(api.Client, clients.EC2, amis, clients.IAM, cluster, region, f.clock)
+	f.prices = pricing.NewProvider(clients.EC2, nil, region, true, f.clock, logr.Discard())
+	if err := f.prices.UpdateSpot(ctx); err != nil {
+		t.Fatal(err)
+	}
+	return f
+}
+
+// class creates an EC2NodeClass selecting the seeded resources and resolves it.
+func (f *fixture) class(t *testing.T, name string, mutate func(*awsv1.EC2NodeClassSpec)) *awsv1.EC2NodeClass {
+	t.Helper()
+	nc := &awsv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: awsv1.EC2NodeClassSpec{
+		Role:                       f.seeded.Role,
+		AMISelectorTerms:           []awsv1.AMISelectorTerm{{Alias: "al2023@latest"}},
+		SubnetSelectorTerms:        []awsv1.SubnetSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": cluster}}},
+		SecurityGroupSelectorTerms: []awsv1.SecurityGroupSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": cluster}}},
+		Tags:                       map[string]string{"team": "billing"},
+	}}
+	if mutate != nil {
+		mutate(&nc.Spec)
+	}
+	if err := f.kube.Create(f.ctx, nc); err != nil {
+		t.Fatal(err)
+	}
+	f.resolve(t, nc)
+	return nc
+}
+
+func (f *fixture) resolve(t *testing.T, nc *awsv1.EC2NodeClass) {
+	t.Helper()
+	if _, err := f.status.Reconcile(f.ctx, nc); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.kube.Get(f.ctx, client.ObjectKeyFromObject(nc), nc); err != nil {
+		t.Fatal(err)
+	}
+	if !meta.IsStatusConditionTrue(nc.Status.Conditions, awsv1.ConditionTypeReady) {
+		t.Fatalf("class %s is not Ready: %+v", nc.Name, nc.Status.Conditions)
+	}
+}
+
+func (f *fixture) provider(opts ...func(*ec2.Options)) *dtaws.CloudProvider {
+	api := ec2.New(f.clients.EC2.Options(), opts...)
+	return dtaws.New(f.kube, api, dtaws.Settings{ClusterName: cluster, Region: region, ClusterEndpoint: "https://moto.example", ClusterCABundle: "Q0E=", VMMemoryOverheadPercent: 0.075}, f.prices, f.clock)
+}
+
+func claim(name, class string, reqs ...v1.NodeSelectorRequirementWithMinValues) *v1.NodeClaim {
+	return &v1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1.LabelNodePool: "general", "team": "billing"}},
+		Spec: v1.NodeClaimSpec{
+			NodeClassRef: &v1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: class},
+			Requirements: reqs,
+		},
+	}
+}
+
+func req(key string, values ...string) v1.NodeSelectorRequirementWithMinValues {
+	return v1.NodeSelectorRequirementWithMinValues{Key: key, RequirementBody: v1.RequirementBody{Operator: v1.OpIn, Values: values}}
+}
+
+func (f *fixture) instance(t *testing.T, providerID string) ec2types.Instance {
+	t.Helper()
+	id := providerID[strings.LastIndex(providerID, "/")+1:]
+	out, err := f.clients.EC2.DescribeInstances(f.ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+	if err != nil || len(out.Reservations) != 1 || len(out.Reservations[0].Instances) != 1 {
+		t.Fatalf("describing %s: %v", id, err)
+	}
+	return out.Reservations[0].Instances[0]
+}
+
+func tagsOf(inst ec2types.Instance) map[string]string {
+	out := map[string]string{}
+	for _, t := range inst.Tags {
+		out[aws.ToString(t.Key)] = aws.ToString(t.Value)
+	}
+	return out
+}
+
+func (f *fixture) launchTemplates(t *testing.T) []ec2types.LaunchTemplate {
+	t.Helper()
+	out, err := f.clients.EC2.DescribeLaunchTemplates(f.ctx, &ec2.DescribeLaunchTemplatesInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out.LaunchTemplates
+}
+
+func TestInstanceTypes(t *testing.T) {
+	f := newFixture(t)
+	f.class(t, "default", nil)
+	f.class(t, "dense", func(s *awsv1.EC2NodeClassSpec) {
+		s.Kubelet = &awsv1.KubeletConfiguration{MaxPods: aws.Int32(20), SystemReserved: map[string]string{"memory": "1Gi"}}
+	})
+	cp := f.provider()
+	pool := func(class string) *v1.NodePool {
+		return &v1.NodePool{Spec: v1.NodePoolSpec{Template: v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{
+			NodeClassRef: &v1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: class}}}}}
+	}
+	types, err := cp.GetInstanceTypes(f.ctx, pool("default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(types) < 300 {
+		t.Fatalf("%d instance types from the emulator; want its whole catalog", len(types))
+	}
+	byName := map[string]int{}
+	for i, it := range types {
+		byName[it.Name] = i
+	}
+	m5 := types[byName["m5.large"]]
+	for key, want := range map[string]string{v1.LabelInstanceFamily: "m5", v1.LabelInstanceCPU: "2", v1.LabelInstanceCategory: "m", v1.LabelInstanceGen: "5", v1.LabelArch: "amd64", v1.LabelInstanceMemory: "8192"} {
+		if r := m5.Requirements.Get(key); !r.Has(want) || r.Len() != 1 {
+			t.Errorf("m5.large %s = %v, want %s", key, r, want)
+		}
+	}
+	if m5.Capacity.Pods != 29 {
+		t.Errorf("m5.large max pods = %d, want 29 from its ENI limits", m5.Capacity.Pods)
+	}
+	zones := sets.New[string]()
+	var spot, onDemand float64
+	for _, o := range m5.Offerings {
+		zones.Insert(o.Zone)
+		if o.CapacityType == v1.CapacityTypeSpot {
+			spot = o.Price
+		} else {
+			onDemand = o.Price
+		}
+	}
+	if !zones.Equal(sets.New("us-west-2a", "us-west-2b")) {
+		t.Errorf("m5.large zones = %v; want only the zones of the class's subnets", sets.List(zones))
+	}
+	if onDemand != 0.096 || spot <= 0 || spot >= onDemand {
+		t.Errorf("m5.large prices: on-demand %v (want the table's 0.096), spot %v (want the spot history's, below on-demand)", onDemand, spot)
+	}
+
+	dense, err := cp.GetInstanceTypes(f.ctx, pool("dense"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range dense {
+		if it.Name == "m5.large" {
+			if it.Capacity.Pods != 20 {
+				t.Errorf("kubelet maxPods 20: m5.large pods = %d", it.Capacity.Pods)
+			}
+			if diff := m5.Allocatable.Memory - it.Allocatable.Memory; diff <= 0 {
+				t.Errorf("systemReserved memory 1Gi did not lower allocatable memory (diff %d)", diff)
+			}
+		}
+	}
+
+	if _, err := cp.GetInstanceTypes(f.ctx, pool("missing")); err == nil || !strings.Contains(err.Error(), `EC2NodeClass "missing"`) {
+		t.Errorf("a missing class: err = %v", err)
+	}
+}
+
+func TestLaunchTagTerminate(t *testing.T) {
+	f := newFixture(t)
+	class := f.class(t, "default", nil)
+	cp := f.provider()
+
+	small := []v1.NodeSelectorRequirementWithMinValues{req(v1.LabelInstanceType, "m5.large", "m5.xlarge"), req(v1.LabelCapacityType, v1.CapacityTypeOnDemand)}
+	first, err := cp.Create(f.ctx, claim("first", "default", small...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasPrefix(first.Status.ProviderID, "aws:///us-west-2") || first.Labels[v1.LabelInstanceType] != "m5.large" || first.Labels[v1.LabelCapacityType] != v1.CapacityTypeOnDemand {
+		t.Fatalf("launched %s as %s/%s; want the cheaper m5.large on-demand", first.Status.ProviderID, first.Labels[v1.LabelInstanceType], first.Labels[v1.LabelCapacityType])
+	}
+	if first.Annotations[awsv1.AnnotationEC2NodeClassHash] != class.Hash() || first.Status.ImageID != f.seeded.Images["x86_64"] {
+		t.Errorf("hash annotation %q (want %q), image %q (want %q)", first.Annotations[awsv1.AnnotationEC2NodeClassHash], class.Hash(), first.Status.ImageID, f.seeded.Images["x86_64"])
+	}
+	inst := f.instance(t, first.Status.ProviderID)
+	tags := tagsOf(inst)
+	for k, want := range map[string]string{"kubernetes.io/cluster/moto": "owned", dtaws.TagCluster: cluster, dtaws.TagNodePool: "general", dtaws.TagNodeClaim: "first", dtaws.TagName: "first", dtaws.TagNodeClass: "default", "team": "billing"} {
+		if tags[k] != want {
+			t.Errorf("instance tag %s = %q, want %q", k, tags[k], want)
+		}
+	}
+	if subnet := aws.ToString(inst.SubnetId); subnet != f.seeded.Subnets[aws.ToString(inst.Placement.AvailabilityZone)] {
+		t.Errorf("instance in subnet %s, not the class's subnet of its zone", subnet)
+	}
+
+	// m5.large and m5.xlarge hold different numbers of pods, which the kubelet is
+	// told in user data: one template each.
+	templates := f.launchTemplates(t)
+	if len(templates) != 2 {
+		t.Fatalf("%d launch templates; want one per pod limit of the two types", len(templates))
+	}
+	var data *ec2types.ResponseLaunchTemplateData
+	var userData []string
+	for _, lt := range templates {
+		if !strings.HasPrefix(aws.ToString(lt.LaunchTemplateName), "dovetail/moto/") {
+			t.Errorf("launch template %s is not named dovetail/<cluster>/<hash>", aws.ToString(lt.LaunchTemplateName))
+		}
+		versions, err := f.clients.EC2.DescribeLaunchTemplateVersions(f.ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: lt.LaunchTemplateId})
+		if err != nil || len(versions.LaunchTemplateVersions) == 0 {
+			t.Fatal(err)
+		}
+		data = versions.LaunchTemplateVersions[0].LaunchTemplateData
+		ud, _ := base64.StdEncoding.DecodeString(aws.ToString(data.UserData))
+		userData = append(userData, string(ud))
+	}
+	all := strings.Join(userData, "\n")
+	for _, want := range []string{"application/node.eks.aws", "name: moto", "apiServerEndpoint: https://moto.example", "maxPods: 29", "maxPods: 58", "karpenter.sh/unregistered", "team=billing"} {
+		if !strings.Contains(all, want) {
+			t.Errorf("user data lacks %q:\n%s", want, all)
+		}
+	}
+	if aws.ToString(data.IamInstanceProfile.Name) != class.Status.InstanceProfile || data.MetadataOptions == nil || data.MetadataOptions.HttpTokens != ec2types.LaunchTemplateHttpTokensStateRequired {
+		t.Errorf("template profile %v, metadata %+v; want the class's profile and IMDSv2 required", data.IamInstanceProfile, data.MetadataOptions)
+	}
+
+	second, err := cp.Create(f.ctx, claim("second", "default", small...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.launchTemplates(t)); n != 2 {
+		t.Errorf("%d launch templates after a second launch of the same shape; want the first ones reused", n)
+	}
+	// A fresh process finds the template by name rather than making another.
+	if _, err := f.provider().Create(f.ctx, claim("third", "default", small...)); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.launchTemplates(t)); n != 2 {
+		t.Errorf("%d launch templates after a restart; want the existing ones found", n)
+	}
+
+	spot, err := cp.Create(f.ctx, claim("spot", "default", req(v1.LabelInstanceType, "m5.large", "c5.large"), req(v1.LabelCapacityType, v1.CapacityTypeSpot, v1.CapacityTypeOnDemand)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if spot.Labels[v1.LabelCapacityType] != v1.CapacityTypeSpot || f.instance(t, spot.Status.ProviderID).InstanceLifecycle != ec2types.InstanceLifecycleTypeSpot {
+		t.Errorf("a claim allowing spot launched %s (lifecycle %s); want spot", spot.Labels[v1.LabelCapacityType], f.instance(t, spot.Status.ProviderID).InstanceLifecycle)
+	}
+
+	got, err := cp.Get(f.ctx, first.Status.ProviderID)
+	if err != nil || got.Name != "first" || got.Labels[v1.LabelInstanceType] != "m5.large" || got.Labels[v1.LabelNodePool] != "general" {
+		t.Errorf("Get = %+v, %v", got, err)
+	}
+	listed, err := cp.List(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(listed) != 4 {
+		t.Errorf("List = %d instances, want 4", len(listed))
+	}
+
+	if reason, err := cp.IsDrifted(f.ctx, first); err != nil || reason != "" {
+		t.Errorf("a fresh instance drifted: %q, %v", reason, err)
+	}
+	patch := client.MergeFrom(class.DeepCopy())
+	class.Spec.Tags["team"] = "payments"
+	if err := f.kube.Patch(f.ctx, class, patch); err != nil {
+		t.Fatal(err)
+	}
+	if reason, _ := cp.IsDrifted(f.ctx, first); reason != dtaws.DriftNodeClass {
+		t.Errorf("after a tag change: drift %q, want %s", reason, dtaws.DriftNodeClass)
+	}
+	statusPatch := client.MergeFrom(class.DeepCopy())
+	class.Status.AMIs = []awsv1.AMI{{ID: "ami-0000000000newer", Requirements: class.Status.AMIs[0].Requirements}}
+	if err := f.kube.Status().Patch(f.ctx, class, statusPatch); err != nil {
+		t.Fatal(err)
+	}
+	second.Annotations[awsv1.AnnotationEC2NodeClassHash] = class.Hash()
+	if reason, _ := cp.IsDrifted(f.ctx, second); reason != dtaws.DriftAMI {
+		t.Errorf("after a new image: drift %q, want %s", reason, dtaws.DriftAMI)
+	}
+
+	if err := cp.Delete(f.ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	if state := f.instance(t, first.Status.ProviderID).State.Name; state != ec2types.InstanceStateNameTerminated && state != ec2types.InstanceStateNameShuttingDown {
+		t.Errorf("after Delete the instance is %s", state)
+	}
+	if err := cp.Delete(f.ctx, first); !cloudprovider.IsNodeClaimNotFound(err) {
+		t.Errorf("a second Delete: %v; want NodeClaimNotFound", err)
+	}
+	if _, err := cp.Get(f.ctx, first.Status.ProviderID); !cloudprovider.IsNodeClaimNotFound(err) {
+		t.Errorf("Get of a terminated instance: %v; want NodeClaimNotFound", err)
+	}
+}
+
+func TestInsufficientCapacityFallsBack(t *testing.T) {
+	f := newFixture(t)
+	f.class(t, "default", nil)
+	refusedZone := "us-west-2a"
+	cp := f.provider(testenv.RefuseCapacity(func(instanceType, zone string) bool {
+		return instanceType == "m5.large" || (instanceType == "m5.xlarge" && zone == refusedZone)
+	}))
+	launched, err := cp.Create(f.ctx, claim("fallback", "default", req(v1.LabelInstanceType, "m5.large", "m5.xlarge"), req(v1.LabelCapacityType, v1.CapacityTypeOnDemand)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if launched.Labels[v1.LabelInstanceType] != "m5.xlarge" || launched.Labels[v1.LabelTopologyZone] != "us-west-2b" {
+		t.Errorf("launched %s in %s; want m5.xlarge in us-west-2b, the only offering with capacity", launched.Labels[v1.LabelInstanceType], launched.Labels[v1.LabelTopologyZone])
+	}
+	for _, zone := range []string{"us-west-2a", "us-west-2b"} {
+		if !cp.Unavailable().IsUnavailable("m5.large", zone, v1.CapacityTypeOnDemand) {
+			t.Errorf("m5.large in %s was refused but is not marked unavailable", zone)
+		}
+	}
+	types, err := cp.GetInstanceTypes(f.ctx, &v1.NodePool{Spec: v1.NodePoolSpec{Template: v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{
+		NodeClassRef: &v1.NodeClassReference{Kind: "EC2NodeClass", Name: "default"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range types {
+		if it.Name != "m5.large" {
+			continue
+		}
+		for _, o := range it.Offerings {
+			if o.CapacityType == v1.CapacityTypeOnDemand && o.Available {
+				t.Errorf("the engine still sees m5.large on-demand in %s as available", o.Zone)
+			}
+		}
+	}
+
+	_, err = cp.Create(f.ctx, claim("nothing", "default", req(v1.LabelInstanceType, "m5.large"), req(v1.LabelCapacityType, v1.CapacityTypeOnDemand)))
+	if !cloudprovider.IsInsufficientCapacity(err) {
+		t.Errorf("a claim only EC2-refused offerings satisfy: %v; want InsufficientCapacity", err)
+	}
+	f.clock.Step(dtaws.UnavailableTTL)
+	if cp.Unavailable().IsUnavailable("m5.large", "us-west-2a", v1.CapacityTypeOnDemand) {
+		t.Error("m5.large is still unavailable after the TTL")
+	}
+}
+
+func TestGarbageCollection(t *testing.T) {
+	f := newFixture(t)
+	f.class(t, "default", nil)
+	cp := f.provider()
+	reqs := []v1.NodeSelectorRequirementWithMinValues{req(v1.LabelInstanceType, "m5.large"), req(v1.LabelCapacityType, v1.CapacityTypeOnDemand)}
+
+	// An instance whose NodeClaim never got written: a crash between launch and record.
+	orphan, err := cp.Create(f.ctx, claim("orphan", "default", reqs...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A NodeClaim whose instance someone terminated by hand.
+	kept := claim("kept", "default", reqs...)
+	gone := claim("gone", "default", reqs...)
+	for _, nc := range []*v1.NodeClaim{kept, gone} {
+		if err := f.kube.Create(f.ctx, nc); err != nil {
+			t.Fatal(err)
+		}
+		launched, err := cp.Create(f.ctx, nc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		nc.Status.ProviderID = launched.Status.ProviderID
+		meta.SetStatusCondition(&nc.Status.Conditions, metav1.Condition{Type: v1.ConditionTypeLaunched, Status: metav1.ConditionTrue, Reason: "Launched", LastTransitionTime: metav1.NewTime(f.clock.Now())})
+		if err := f.kube.Status().Update(f.ctx, nc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := cp.Delete(f.ctx, gone); err != nil {
+		t.Fatal(err)
+	}
+	gc := garbagecollection.NewController(f.kube, cp, f.clock)
+	if err := gc.Collect(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if state := f.instance(t, orphan.Status.ProviderID).State.Name; state != ec2types.InstanceStateNameRunning && state != ec2types.InstanceStateNamePending {
+		t.Errorf("an instance within the grace period was collected (%s)", state)
+	}
+	f.clock.Step(garbagecollection.DefaultGrace + time.Minute)
+	if err := gc.Collect(f.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if state := f.instance(t, orphan.Status.ProviderID).State.Name; state != ec2types.InstanceStateNameTerminated && state != ec2types.InstanceStateNameShuttingDown {
+		t.Errorf("the orphaned instance is %s; want it terminated", state)
+	}
+	if state := f.instance(t, kept.Status.ProviderID).State.Name; state != ec2types.InstanceStateNameRunning && state != ec2types.InstanceStateNamePending {
+		t.Errorf("an instance with a NodeClaim is %s; want it left alone", state)
+	}
+	if err := f.kube.Get(f.ctx, client.ObjectKeyFromObject(gone), gone); err == nil {
+		t.Error("the NodeClaim whose instance is gone was not deleted")
+	}
+	if err := f.kube.Get(f.ctx, client.ObjectKeyFromObject(kept), kept); err != nil {
+		t.Errorf("the NodeClaim with a live instance: %v", err)
+	}
+
+	// Launch templates: a class's go when it does; idle ones go after the idle time.
+	other := f.class(t, "other", func(s *awsv1.EC2NodeClassSpec) { s.Tags = map[string]string{"team": "search"} })
+	if _, err := cp.Create(f.ctx, claim("other", "other", reqs...)); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.launchTemplates(t)); n != 2 {
+		t.Fatalf("%d launch templates, want one per class", n)
+	}
+	if err := f.kube.Delete(f.ctx, other); err != nil {
+		t.Fatal(err)
+	}
+	sweeper := launchtemplates.NewController(f.kube, cp.LaunchTemplates(), f.clock)
+	deleted, err := sweeper.Sweep(f.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The class's finalizer holds it, being deleted; its templates are fair game.
+	if len(deleted) != 1 || len(f.launchTemplates(t)) != 1 {
+		t.Errorf("swept %v, %d left; want the deleted class's one template gone", deleted, len(f.launchTemplates(t)))
+	}
+	f.clock.Step(launchtemplates.DefaultIdle)
+	if deleted, err := sweeper.Sweep(f.ctx); err != nil || len(deleted) != 1 {
+		t.Errorf("after an idle hour swept %v, %v; want the unused template gone", deleted, err)
+	}
+	if _, err := cp.Create(f.ctx, claim("again", "default", reqs...)); err != nil {
+		t.Errorf("launching after the template was swept: %v", err)
+	}
+}
+
+func TestEC2NodeClassFinalizerDeletesLaunchTemplates(t *testing.T) {
+	f := newFixture(t)
+	class := f.class(t, "default", nil)
+	cp := f.provider()
+	f.status.LaunchTemplates = cp.LaunchTemplates()
+	if _, err := cp.Create(f.ctx, claim("a", "default", req(v1.LabelInstanceType, "m5.large"))); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.kube.Delete(f.ctx, class); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.kube.Get(f.ctx, client.ObjectKeyFromObject(class), class); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.status.Reconcile(f.ctx, class); err != nil {
+		t.Fatal(err)
+	}
+	if n := len(f.launchTemplates(t)); n != 0 {
+		t.Errorf("%d launch templates left after the class was deleted", n)
+	}
+	if err := f.kube.Get(f.ctx, client.ObjectKeyFromObject(class), class); err == nil {
+		t.Errorf("class still present with finalizers %v", class.Finalizers)
+	}
+}

@@ -1,0 +1,67 @@
+package aws
+
+import (
+	"sync"
+	"time"
+
+	"k8s.io/utils/clock"
+)
+
+// UnavailableTTL is how long an offering EC2 refused stays out of plans: long enough
+// not to ask again in the same burst, short enough to use capacity that returns.
+const UnavailableTTL = 3 * time.Minute
+
+// UnavailableOfferings remembers offerings EC2 recently had no capacity for.
+type UnavailableOfferings struct {
+	clock clock.Clock
+	mu    sync.Mutex
+	until map[offeringKey]time.Time
+	seq   uint64
+}
+
+type offeringKey struct{ instanceType, zone, capacityType string }
+
+// NewUnavailableOfferings builds an empty cache.
+func NewUnavailableOfferings(clk clock.Clock) *UnavailableOfferings {
+	return &UnavailableOfferings{clock: clk, until: map[offeringKey]time.Time{}}
+}
+
+// Mark takes an offering out of plans for UnavailableTTL.
+func (u *UnavailableOfferings) Mark(instanceType, zone, capacityType string) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	u.until[offeringKey{instanceType, zone, capacityType}] = u.clock.Now().Add(UnavailableTTL)
+	u.seq++
+}
+
+// IsUnavailable says whether EC2 refused the offering within UnavailableTTL.
+func (u *UnavailableOfferings) IsUnavailable(instanceType, zone, capacityType string) bool {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	k := offeringKey{instanceType, zone, capacityType}
+	until, ok := u.until[k]
+	if !ok {
+		return false
+	}
+	if !u.clock.Now().Before(until) {
+		delete(u.until, k)
+		u.seq++
+		return false
+	}
+	return true
+}
+
+// Purge forgets expired entries and returns a number that changes whenever the set
+// does, so callers can cache what they derive from it.
+func (u *UnavailableOfferings) Purge() uint64 {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	now := u.clock.Now()
+	for k, until := range u.until {
+		if !now.Before(until) {
+			delete(u.until, k)
+			u.seq++
+		}
+	}
+	return u.seq
+}

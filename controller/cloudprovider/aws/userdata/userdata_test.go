@@ -1,0 +1,172 @@
+package userdata
+
+import (
+	"io"
+	"mime"
+	"mime/multipart"
+	"net/mail"
+	"strings"
+	"testing"
+
+	"github.com/BurntSushi/toml"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+
+	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
+)
+
+func base(family string, custom *string) Options {
+	return Options{
+		Family: family, ClusterName: "demo", ClusterEndpoint: "https://demo.example", ClusterCABundle: "Q0E=", ClusterCIDR: "10.100.0.0/16",
+		Kubelet: &awsv1.KubeletConfiguration{ClusterDNS: []string{"10.100.0.10"}, SystemReserved: map[string]string{"cpu": "100m"}},
+		MaxPods: 29,
+		Labels:  map[string]string{"karpenter.sh/nodepool": "general", "team": "billing"},
+		Taints:  []corev1.Taint{{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}},
+		Custom:  custom,
+	}
+}
+
+// mimeParts parses rendered MIME user data back into (content type, body) pairs.
+func mimeParts(t *testing.T, doc string) [][2]string {
+	t.Helper()
+	msg, err := mail.ReadMessage(strings.NewReader(doc))
+	if err != nil {
+		t.Fatalf("user data is not MIME: %v\n%s", err, doc)
+	}
+	_, params, err := mime.ParseMediaType(msg.Header.Get("Content-Type"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := multipart.NewReader(msg.Body, params["boundary"])
+	var out [][2]string
+	for {
+		p, err := r.NextPart()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := io.ReadAll(p)
+		out = append(out, [2]string{p.Header.Get("Content-Type"), string(b)})
+	}
+}
+
+func TestAL2023NodeConfigAfterCustomParts(t *testing.T) {
+	custom := "#!/bin/bash\necho hello\n"
+	doc, err := Render(base(FamilyAL2023, &custom))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := mimeParts(t, doc)
+	if len(parts) != 2 || !strings.HasPrefix(parts[0][0], "text/x-shellscript") || parts[0][1] != custom || parts[1][0] != "application/node.eks.aws" {
+		t.Fatalf("want the class's script then a NodeConfig, got %q", parts)
+	}
+	var nc struct {
+		Spec struct {
+			Cluster struct{ Name, APIServerEndpoint, CertificateAuthority, CIDR string }
+			Kubelet struct {
+				Config map[string]any
+				Flags  []string
+			}
+		}
+	}
+	if err := yaml.Unmarshal([]byte(parts[1][1]), &nc); err != nil {
+		t.Fatal(err)
+	}
+	c := nc.Spec.Cluster
+	if c.Name != "demo" || c.APIServerEndpoint != "https://demo.example" || c.CertificateAuthority != "Q0E=" || c.CIDR != "10.100.0.0/16" {
+		t.Errorf("cluster = %+v", c)
+	}
+	if nc.Spec.Kubelet.Config["maxPods"] != float64(29) {
+		t.Errorf("maxPods = %v", nc.Spec.Kubelet.Config["maxPods"])
+	}
+	if taints, _ := nc.Spec.Kubelet.Config["registerWithTaints"].([]any); len(taints) != 1 {
+		t.Errorf("registerWithTaints = %v", nc.Spec.Kubelet.Config["registerWithTaints"])
+	}
+	if want := "--node-labels=karpenter.sh/nodepool=general,team=billing"; len(nc.Spec.Kubelet.Flags) != 1 || nc.Spec.Kubelet.Flags[0] != want {
+		t.Errorf("flags = %v, want %s", nc.Spec.Kubelet.Flags, want)
+	}
+}
+
+func TestAL2023KeepsTheClassMIMEParts(t *testing.T) {
+	custom := "MIME-Version: 1.0\nContent-Type: multipart/mixed; boundary=\"BOUNDARY\"\n\n--BOUNDARY\nContent-Type: application/node.eks.aws\n\napiVersion: node.eks.aws/v1alpha1\nkind: NodeConfig\nspec:\n  kubelet:\n    config:\n      shutdownGracePeriod: 30s\n--BOUNDARY--\n"
+	doc, err := Render(base(FamilyAL2023, &custom))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := mimeParts(t, doc)
+	if len(parts) != 2 || !strings.Contains(parts[0][1], "shutdownGracePeriod: 30s") {
+		t.Fatalf("the class's NodeConfig part was not kept first: %q", parts)
+	}
+	bad := "MIME-Version: 1.0\nContent-Type: text/plain\n\nhello"
+	if _, err := Render(base(FamilyAL2023, &bad)); err == nil || !strings.Contains(err.Error(), "spec.userData") {
+		t.Errorf("non-multipart MIME: err = %v, want one naming spec.userData", err)
+	}
+}
+
+func TestAL2Bootstrap(t *testing.T) {
+	doc, err := Render(base(FamilyAL2, nil))
+	if err != nil {
+		t.Fatal(err)
+	}
+	parts := mimeParts(t, doc)
+	if len(parts) != 1 {
+		t.Fatalf("parts = %q", parts)
+	}
+	script := parts[0][1]
+	for _, want := range []string{"/etc/eks/bootstrap.sh 'demo' --apiserver-endpoint 'https://demo.example' --b64-cluster-ca 'Q0E='", "--dns-cluster-ip '10.100.0.10'",
+		"--use-max-pods false", "--max-pods=29", `--node-labels="karpenter.sh/nodepool=general,team=billing"`, `--register-with-taints="dedicated=gpu:NoSchedule"`, "--system-reserved=cpu=100m"} {
+		if !strings.Contains(script, want) {
+			t.Errorf("bootstrap script lacks %q:\n%s", want, script)
+		}
+	}
+}
+
+func TestBottlerocketMergesSettings(t *testing.T) {
+	custom := "[settings.kubernetes]\nallowed-unsafe-sysctls = [\"net.core.somaxconn\"]\n[settings.host-containers.admin]\nenabled = true\n"
+	doc, err := Render(base(FamilyBottlerocket, &custom))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Settings struct {
+			Kubernetes map[string]any `toml:"kubernetes"`
+			Host       map[string]any `toml:"host-containers"`
+		} `toml:"settings"`
+	}
+	if _, err := toml.Decode(doc, &got); err != nil {
+		t.Fatalf("%v\n%s", err, doc)
+	}
+	k := got.Settings.Kubernetes
+	if k["cluster-name"] != "demo" || k["api-server"] != "https://demo.example" || k["max-pods"] != int64(29) || k["cluster-dns-ip"] != "10.100.0.10" {
+		t.Errorf("kubernetes settings = %v", k)
+	}
+	if k["allowed-unsafe-sysctls"] == nil || got.Settings.Host["admin"] == nil {
+		t.Errorf("the class's own settings were dropped:\n%s", doc)
+	}
+	if taints := k["node-taints"].(map[string]any)["dedicated"].([]any); len(taints) != 1 || taints[0] != "gpu:NoSchedule" {
+		t.Errorf("node-taints = %v", k["node-taints"])
+	}
+	bad := "not = [toml"
+	if _, err := Render(base(FamilyBottlerocket, &bad)); err == nil || !strings.Contains(err.Error(), "spec.userData") {
+		t.Errorf("bad TOML: err = %v", err)
+	}
+}
+
+func TestCustomPassesThroughAndRenderIsStable(t *testing.T) {
+	custom := "anything at all"
+	if doc, err := Render(base(FamilyCustom, &custom)); err != nil || doc != custom {
+		t.Errorf("Custom = %q, %v", doc, err)
+	}
+	for _, f := range []string{FamilyAL2, FamilyAL2023, FamilyBottlerocket} {
+		a, _ := Render(base(f, nil))
+		b, _ := Render(base(f, nil))
+		if a != b {
+			t.Errorf("%s renders differently for equal input, which would make a launch template per launch", f)
+		}
+	}
+	if _, err := Render(Options{Family: "Windows2022"}); err == nil {
+		t.Error("unknown family accepted")
+	}
+}

@@ -1,0 +1,86 @@
+package operator
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"os"
+	"strings"
+
+	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
+	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/nodeclass"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/pricing"
+	"github.com/dovetail-sh/dovetail/controller/controllers/ec2nodeclass/launchtemplates"
+	"github.com/dovetail-sh/dovetail/controller/controllers/ec2nodeclass/status"
+)
+
+// newAWSCloud builds the EC2 provider with its EC2NodeClass controller, launch
+// template collector and price refresher.
+func newAWSCloud(ctx context.Context, opts Options, cfg *rest.Config, mgr manager.Manager) (*Cloud, error) {
+	settings := dtaws.Settings{
+		ClusterName: opts.ClusterName, ClusterEndpoint: opts.ClusterEndpoint, Region: opts.AWSRegion,
+		Endpoints: opts.AWSEndpoints, IsolatedVPC: opts.IsolatedVPC, ReservedENIs: opts.ReservedENIs,
+		VMMemoryOverheadPercent: opts.VMMemoryOverheadPercent, SSMPrefix: opts.SSMParameterPrefix,
+	}
+	clients, err := dtaws.NewClients(ctx, settings)
+	if err != nil {
+		return nil, err
+	}
+	if err := dtaws.DiscoverCluster(ctx, clients.EKS, &settings); err != nil {
+		return nil, err
+	}
+	if settings.ClusterCABundle == "" {
+		// The API server's CA is the one the controller already trusts.
+		settings.ClusterCABundle, err = caBundle(cfg)
+		if err != nil {
+			return nil, err
+		}
+	}
+	version, err := kubernetesVersion(cfg)
+	if err != nil {
+		return nil, err
+	}
+	settings.KubernetesVersion = version
+	clk := clock.RealClock{}
+	log := ctrl.Log.WithName("aws")
+	prices := pricing.NewProvider(clients.EC2, clients.Pricing, settings.Region, settings.IsolatedVPC, clk, log.WithName("pricing"))
+	provider := dtaws.New(mgr.GetClient(), clients.EC2, settings, prices, clk)
+	amis := &nodeclass.AMIResolver{EC2: clients.EC2, SSM: clients.SSM, SSMPrefix: settings.SSMPrefix, KubernetesVersion: version}
+	classStatus := status.NewController(mgr.GetClient(), clients.EC2, amis, clients.IAM, settings.ClusterName, settings.Region, clk)
+	classStatus.LaunchTemplates = provider.LaunchTemplates()
+	return &Cloud{
+		Provider:    provider,
+		Controllers: []Controller{classStatus, launchtemplates.NewController(mgr.GetClient(), provider.LaunchTemplates(), clk)},
+		Runnables:   []manager.Runnable{manager.RunnableFunc(prices.Run)},
+	}, nil
+}
+
+// kubernetesVersion is the API server's "major.minor", which picks alias images.
+func kubernetesVersion(cfg *rest.Config) (string, error) {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return "", fmt.Errorf("building a discovery client, %w", err)
+	}
+	v, err := dc.ServerVersion()
+	if err != nil {
+		return "", fmt.Errorf("reading the API server's version, %w", err)
+	}
+	return v.Major + "." + strings.TrimSuffix(v.Minor, "+"), nil
+}
+
+func caBundle(cfg *rest.Config) (string, error) {
+	data := cfg.CAData
+	if len(data) == 0 && cfg.CAFile != "" {
+		var err error
+		if data, err = os.ReadFile(cfg.CAFile); err != nil {
+			return "", fmt.Errorf("reading the cluster CA for node user data, %w", err)
+		}
+	}
+	return base64.StdEncoding.EncodeToString(data), nil
+}
