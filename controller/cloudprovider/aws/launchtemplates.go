@@ -47,16 +47,16 @@ type LaunchTemplateAPI interface {
 
 // LaunchTemplate is everything a launch template holds; equal values share one.
 type LaunchTemplate struct {
-	ClassName           string                     `json:"class"`
-	ImageID             string                     `json:"imageID"`
-	UserData            string                     `json:"userData"`
-	SecurityGroupIDs    []string                   `json:"securityGroupIDs"`
-	InstanceProfile     string                     `json:"instanceProfile"`
+	ClassName           string                      `json:"class"`
+	ImageID             string                      `json:"imageID"`
+	UserData            string                      `json:"userData"`
+	SecurityGroupIDs    []string                    `json:"securityGroupIDs"`
+	InstanceProfile     string                      `json:"instanceProfile"`
 	BlockDeviceMappings []*awsv1.BlockDeviceMapping `json:"blockDeviceMappings,omitempty"`
-	MetadataOptions     *awsv1.MetadataOptions     `json:"metadataOptions,omitempty"`
-	DetailedMonitoring  bool                       `json:"detailedMonitoring,omitempty"`
-	AssociatePublicIP   *bool                      `json:"associatePublicIP,omitempty"`
-	Tags                map[string]string          `json:"tags,omitempty"`
+	MetadataOptions     *awsv1.MetadataOptions      `json:"metadataOptions,omitempty"`
+	DetailedMonitoring  bool                        `json:"detailedMonitoring,omitempty"`
+	AssociatePublicIP   *bool                       `json:"associatePublicIP,omitempty"`
+	Tags                map[string]string           `json:"tags,omitempty"`
 }
 
 // Name is the template's name: the cluster and a hash of its contents.

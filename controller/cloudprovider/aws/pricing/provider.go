@@ -237,4 +237,3 @@ func (p *Provider) Run(ctx context.Context) error {
 		}
 	}
 }
-
