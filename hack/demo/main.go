@@ -81,7 +81,7 @@ func run(ctx context.Context, binDir string, replicas int32) error {
 	if err != nil {
 		return err
 	}
-	controller, err := stack.Run(filepath.Join(binDir, "dovetail-controller"), "--kubeconfig="+stack.Kubeconfig, "--leader-elect=false",
+	controller, err := stack.Run(filepath.Join(binDir, "dovetail-controller"), "--kubeconfig="+stack.Kubeconfig, "--leader-elect=false", "--cloud-provider=kwok",
 		"--cluster-name=demo", "--bind-address=127.0.0.1", "--metrics-port=0", fmt.Sprintf("--health-probe-port=%d", healthPort))
 	if err != nil {
 		return err

@@ -36,15 +36,7 @@ func scale(t *testing.T, c client.Client, name string, replicas int32) {
 // eventually polls cond until it returns nil or the timeout passes.
 func eventually(t *testing.T, timeout time.Duration, what string, cond func() error) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var err error
-	for time.Now().Before(deadline) {
-		if err = cond(); err == nil {
-			return
-		}
-		time.Sleep(250 * time.Millisecond)
-	}
-	t.Fatalf("%s: not within %s: %v", what, timeout, err)
+	testenv.Eventually(t, timeout, what, cond)
 }
 
 func podsOf(c client.Client, app string) ([]corev1.Pod, error) {

@@ -144,20 +144,26 @@ func TestProvisioningEndToEnd(t *testing.T) {
 		})
 		must(t, c.DeleteAllOf(ctx, &v1.NodeClaim{}))
 		eventually(t, 60*time.Second, "every nodeclaim and node terminated", func() error {
-			var claims v1.NodeClaimList
-			var nodes corev1.NodeList
-			if err := c.List(ctx, &claims); err != nil {
-				return err
+			claims, nodes, err := claimsAndNodes(c)
+			if err == nil && claims+nodes > 0 {
+				err = fmt.Errorf("%d nodeclaims and %d nodes remain", claims, nodes)
 			}
-			if err := c.List(ctx, &nodes); err != nil {
-				return err
-			}
-			if len(claims.Items)+len(nodes.Items) > 0 {
-				return fmt.Errorf("%d nodeclaims and %d nodes remain", len(claims.Items), len(nodes.Items))
-			}
-			return nil
+			return err
 		})
 	})
+}
+
+// claimsAndNodes counts the cluster's NodeClaims and Nodes.
+func claimsAndNodes(c client.Client) (claims, nodes int, err error) {
+	var claimList v1.NodeClaimList
+	var nodeList corev1.NodeList
+	if err := c.List(context.Background(), &claimList); err != nil {
+		return 0, 0, err
+	}
+	if err := c.List(context.Background(), &nodeList); err != nil {
+		return 0, 0, err
+	}
+	return len(claimList.Items), len(nodeList.Items), nil
 }
 
 func claimOfNode(t *testing.T, c client.Client, nodeName string) *v1.NodeClaim {

@@ -87,7 +87,7 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() er
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	t.Fatalf("%s: %v", what, err)
+	t.Fatalf("%s: not within %s: %v", what, timeout, err)
 }
 
 // RefuseCapacity returns an EC2 client option under which CreateFleet behaves as if

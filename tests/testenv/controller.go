@@ -38,6 +38,10 @@ func (s *Stack) RunController(t testing.TB, opts operator.Options) {
 func RunController(t testing.TB, cfg *rest.Config, dir string, opts operator.Options, newCloud operator.CloudProviderFactory) {
 	t.Helper()
 	logPath := filepath.Join(dir, "controller.log")
+	// DEBUG_CONTROLLER_LOG keeps the whole log after the test, for diagnosis.
+	if p := os.Getenv("DEBUG_CONTROLLER_LOG"); p != "" {
+		logPath = p
+	}
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)

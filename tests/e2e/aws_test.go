@@ -1,0 +1,190 @@
+package e2e
+
+import (
+	"context"
+	"encoding/base64"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
+	"github.com/dovetail-sh/dovetail/controller/operator"
+	"github.com/dovetail-sh/dovetail/tests/localstack"
+	"github.com/dovetail-sh/dovetail/tests/testenv"
+)
+
+// TestAWSEndToEnd runs the controller with the AWS provider against the emulator:
+// instances it launches become Nodes through the kubelet stand-in, pods run on them,
+// and when the work is gone every instance is terminated.
+func TestAWSEndToEnd(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the whole local stack and moto_server")
+	}
+	ctx := context.Background()
+	stack := testenv.StartStack(t)
+	moto := testenv.StartMoto(t)
+	clients := testenv.AWSClients(t, moto, "us-west-2")
+	seeded := testenv.SeedAWS(t, ctx, clients, "e2e", "10.50", "us-west-2a", "us-west-2b", "us-west-2c")
+	var subnets []string
+	for _, id := range seeded.Subnets {
+		subnets = append(subnets, id)
+	}
+	// The cluster endpoint in user data is discovered from EKS, as in a real cluster.
+	created, err := clients.EKS.CreateCluster(ctx, &eks.CreateClusterInput{Name: aws.String("e2e"), RoleArn: aws.String("arn:aws:iam::123456789012:role/eks"),
+		ResourcesVpcConfig: &ekstypes.VpcConfigRequest{SubnetIds: subnets}})
+	must(t, err)
+	endpoint := aws.ToString(created.Cluster.Endpoint)
+
+	opts := testenv.DefaultOptions(t)
+	opts.CloudProvider, opts.ClusterName, opts.AWSRegion = "aws", "e2e", "us-west-2"
+	opts.AWSEndpoints = operator.Endpoints{}
+	for _, s := range []string{"ec2", "ssm", "iam", "eks"} {
+		opts.AWSEndpoints[s] = moto.Endpoint
+	}
+	opts.SSMParameterPrefix = testenv.SSMPrefix
+	opts.IsolatedVPC = true
+	stack.RunController(t, opts)
+	c := stack.Client
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpCluster(t, c)
+		}
+	})
+	standIn := testenv.StartKubeletStandIn(t, c, clients.EC2, "e2e")
+
+	class := localstack.NodeClass("default")
+	class.Spec.Role = seeded.Role
+	class.Spec.SubnetSelectorTerms[0].Tags["karpenter.sh/discovery"] = "e2e"
+	class.Spec.SecurityGroupSelectorTerms[0].Tags["karpenter.sh/discovery"] = "e2e"
+	must(t, c.Create(ctx, class))
+	eventually(t, 30*time.Second, "the EC2NodeClass is Ready", func() error {
+		must(t, c.Get(ctx, client.ObjectKeyFromObject(class), class))
+		if !meta.IsStatusConditionTrue(class.Status.Conditions, awsv1.ConditionTypeReady) {
+			return fmt.Errorf("conditions %+v", class.Status.Conditions)
+		}
+		return nil
+	})
+	must(t, c.Create(ctx, localstack.GeneralNodePool("default")))
+	must(t, c.Create(ctx, localstack.Deployment("inflate", 0, "1", "1Gi")))
+
+	t.Run("scale to 50 on EC2 instances", func(t *testing.T) {
+		t.Cleanup(func() {
+			if t.Failed() {
+				dumpCluster(t, c)
+			}
+		})
+		scale(t, c, "inflate", 50)
+		pods := allRunning(t, c, "inflate", 50, 180*time.Second)
+		verifyPlacement(t, c, pods, "default")
+		nodes := map[string]bool{}
+		for _, p := range pods {
+			nodes[p.Spec.NodeName] = true
+		}
+		for name := range nodes {
+			node := &corev1.Node{}
+			must(t, c.Get(ctx, client.ObjectKey{Name: name}, node))
+			id := node.Spec.ProviderID[strings.LastIndex(node.Spec.ProviderID, "/")+1:]
+			out, err := clients.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+			must(t, err)
+			inst := out.Reservations[0].Instances[0]
+			if string(inst.InstanceType) != node.Labels[v1.LabelInstanceType] || aws.ToString(inst.Placement.AvailabilityZone) != node.Labels[v1.LabelTopologyZone] {
+				t.Errorf("node %s says %s in %s; its instance is %s in %s", name, node.Labels[v1.LabelInstanceType], node.Labels[v1.LabelTopologyZone], inst.InstanceType, aws.ToString(inst.Placement.AvailabilityZone))
+			}
+			tags := map[string]string{}
+			for _, tag := range inst.Tags {
+				tags[aws.ToString(tag.Key)] = aws.ToString(tag.Value)
+			}
+			claim := claimOfNode(t, c, name)
+			if tags[dtaws.TagNodeClaim] != claim.Name || tags[dtaws.TagNodePool] != "default" || tags[dtaws.ClusterTag("e2e")] != "owned" {
+				t.Errorf("instance %s tags %v do not name its claim %s, pool and cluster", id, tags, claim.Name)
+			}
+		}
+		if standIn.Registered() != len(nodes) {
+			t.Errorf("%d instances registered for %d nodes in use; every launched instance should host pods", standIn.Registered(), len(nodes))
+		}
+		templates, err := clients.EC2.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{})
+		must(t, err)
+		versions, err := clients.EC2.DescribeLaunchTemplateVersions(ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: templates.LaunchTemplates[0].LaunchTemplateId})
+		must(t, err)
+		ud, _ := base64.StdEncoding.DecodeString(aws.ToString(versions.LaunchTemplateVersions[0].LaunchTemplateData.UserData))
+		if !strings.Contains(string(ud), "apiServerEndpoint: "+endpoint) {
+			t.Errorf("user data does not join the endpoint EKS reports (%s):\n%s", endpoint, ud)
+		}
+	})
+
+	t.Run("scale to zero and terminate every instance", func(t *testing.T) {
+		scale(t, c, "inflate", 0)
+		eventually(t, 60*time.Second, "inflate pods gone", func() error {
+			pods, err := podsOf(c, "inflate")
+			if err != nil || len(pods) > 0 {
+				return fmt.Errorf("%d pods remain (%v)", len(pods), err)
+			}
+			return nil
+		})
+		must(t, c.DeleteAllOf(ctx, &v1.NodeClaim{}))
+		eventually(t, 60*time.Second, "every nodeclaim, node and instance gone", func() error {
+			claims, nodes, err := claimsAndNodes(c)
+			if err != nil {
+				return err
+			}
+			out, err := clients.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+				{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}}}})
+			if err != nil {
+				return err
+			}
+			live := 0
+			for _, r := range out.Reservations {
+				live += len(r.Instances)
+			}
+			if claims+nodes+live > 0 {
+				return fmt.Errorf("%d nodeclaims, %d nodes and %d instances remain", claims, nodes, live)
+			}
+			return nil
+		})
+	})
+}
+
+// dumpCluster logs the claims, nodes and unscheduled pods, to explain a failure.
+func dumpCluster(t *testing.T, c client.Client) {
+	ctx := context.Background()
+	var claims v1.NodeClaimList
+	var nodes corev1.NodeList
+	var pods corev1.PodList
+	var events corev1.EventList
+	_ = c.List(ctx, &claims)
+	_ = c.List(ctx, &nodes)
+	_ = c.List(ctx, &pods)
+	_ = c.List(ctx, &events)
+	for _, nc := range claims.Items {
+		var conds []string
+		for _, cond := range nc.Status.Conditions {
+			conds = append(conds, cond.Type+"="+string(cond.Status))
+		}
+		t.Logf("nodeclaim %s %s node=%s type=%s alloc=%v %v", nc.Name, nc.Status.ProviderID, nc.Status.NodeName, nc.Labels[v1.LabelInstanceType], nc.Status.Allocatable, conds)
+	}
+	for _, n := range nodes.Items {
+		t.Logf("node %s %s taints=%v alloc=%v", n.Name, n.Spec.ProviderID, n.Spec.Taints, n.Status.Allocatable)
+	}
+	for _, p := range pods.Items {
+		if p.Spec.NodeName == "" {
+			t.Logf("pending pod %s nominated=%q", p.Name, p.Status.NominatedNodeName)
+		}
+	}
+	for _, e := range events.Items {
+		if e.Type == corev1.EventTypeWarning {
+			t.Logf("event %s/%s %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
+		}
+	}
+}
