@@ -48,9 +48,26 @@ var (
 		Namespace: "karpenter", Subsystem: "nodepools", Name: "limit",
 		Help: "A nodepool's limits.",
 	}, []string{"nodepool", "resource_type"})
+	NodeClaimsDisrupted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "karpenter", Subsystem: "nodeclaims", Name: "disrupted_total",
+		Help: "NodeClaims disrupted, by reason (drifted, empty, underutilized, expired, interrupted).",
+	}, []string{"reason", "nodepool", "capacity_type"})
+	VoluntaryDisruptionDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "karpenter", Subsystem: "voluntary_disruption", Name: "decisions_total",
+		Help: "Disruption decisions carried out: delete or replace, by reason and consolidation type.",
+	}, []string{"decision", "reason", "consolidation_type"})
+	VoluntaryDisruptionEligibleNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "karpenter", Subsystem: "voluntary_disruption", Name: "eligible_nodes",
+		Help: "Nodes a disruption reason applies to in the last pass, before budgets.",
+	}, []string{"reason"})
+	NodePoolAllowedDisruptions = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "karpenter", Subsystem: "nodepools", Name: "allowed_disruptions",
+		Help: "How many more of a nodepool's nodes its active budgets allow disrupting now.",
+	}, []string{"nodepool", "reason"})
 )
 
 func init() {
 	crmetrics.Registry.MustRegister(NodeClaimsCreated, NodeClaimsLaunched, NodeClaimsRegistered, NodeClaimsInitialized,
-		NodeClaimsTerminated, SchedulingDuration, PodsPending, PodsUnschedulable, NodePoolUsage, NodePoolLimit)
+		NodeClaimsTerminated, SchedulingDuration, PodsPending, PodsUnschedulable, NodePoolUsage, NodePoolLimit,
+		NodeClaimsDisrupted, VoluntaryDisruptionDecisions, VoluntaryDisruptionEligibleNodes, NodePoolAllowedDisruptions)
 }

@@ -26,6 +26,8 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/kwok"
+	"github.com/dovetail-sh/dovetail/controller/controllers/disruption"
+	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/expiration"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/garbagecollection"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/lifecycle"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/termination"
@@ -130,6 +132,11 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(manager
 		termination.NewController(mgr.GetClient(), cloud, clk, recorder),
 		counter.NewController(mgr.GetClient(), clk),
 		garbagecollection.NewController(mgr.GetClient(), cloud, clk),
+		expiration.NewController(mgr.GetClient(), clk, recorder),
+		disruption.NewController(mgr.GetClient(), cloud, provisioner, clk, recorder, disruption.Options{
+			Period: opts.DisruptionPeriod, ValidationDelay: opts.ConsolidationValidationDelay,
+			ReplacementTimeout: disruption.DefaultOptions().ReplacementTimeout, SpotToSpotConsolidation: opts.FeatureGates.SpotToSpotConsolidation,
+		}),
 	}
 	controllers = append(controllers, built.Controllers...)
 	for _, c := range controllers {

@@ -28,6 +28,9 @@ type Options struct {
 	LogLevel                string
 	VMMemoryOverheadPercent float64
 	RegistrationTTL         time.Duration
+	// DisruptionPeriod and ConsolidationValidationDelay pace voluntary disruption.
+	DisruptionPeriod             time.Duration
+	ConsolidationValidationDelay time.Duration
 	KubeClientQPS           float64
 	KubeClientBurst         int
 	// AWS provider settings, named as Karpenter names them.
@@ -143,6 +146,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.LogLevel, "log-level", env("LOG_LEVEL", "info"), "debug, info or error [LOG_LEVEL]")
 	fs.Float64Var(&o.VMMemoryOverheadPercent, "vm-memory-overhead-percent", envFloat("VM_MEMORY_OVERHEAD_PERCENT", 0.075), "share of instance memory the hypervisor keeps [VM_MEMORY_OVERHEAD_PERCENT]")
 	fs.DurationVar(&o.RegistrationTTL, "registration-ttl", envDuration("REGISTRATION_TTL", 15*time.Minute), "delete a NodeClaim whose node has not registered after this long [REGISTRATION_TTL]")
+	fs.DurationVar(&o.DisruptionPeriod, "disruption-period", envDuration("DISRUPTION_PERIOD", 10*time.Second), "how often disruption looks for nodes to remove or replace [DISRUPTION_PERIOD]")
+	fs.DurationVar(&o.ConsolidationValidationDelay, "consolidation-validation-delay", envDuration("CONSOLIDATION_VALIDATION_DELAY", 15*time.Second), "how long a consolidation decision must hold before it is carried out [CONSOLIDATION_VALIDATION_DELAY]")
 	fs.Float64Var(&o.KubeClientQPS, "kube-client-qps", envFloat("KUBE_CLIENT_QPS", 200), "requests per second to the API server [KUBE_CLIENT_QPS]")
 	fs.IntVar(&o.KubeClientBurst, "kube-client-burst", envInt("KUBE_CLIENT_BURST", 300), "burst of requests to the API server [KUBE_CLIENT_BURST]")
 	if v := os.Getenv("FEATURE_GATES"); v != "" {
@@ -176,6 +181,12 @@ func (o *Options) Validate() error {
 		}
 	default:
 		errs = append(errs, fmt.Sprintf("--cloud-provider %q is not available; use aws or kwok", o.CloudProvider))
+	}
+	if o.DisruptionPeriod <= 0 {
+		errs = append(errs, "--disruption-period must be positive")
+	}
+	if o.ConsolidationValidationDelay < 0 {
+		errs = append(errs, "--consolidation-validation-delay must not be negative")
 	}
 	if o.VMMemoryOverheadPercent < 0 || o.VMMemoryOverheadPercent >= 1 {
 		errs = append(errs, "--vm-memory-overhead-percent must be in [0, 1), e.g. 0.075")

@@ -22,7 +22,7 @@ func TestEndpointsFlag(t *testing.T) {
 }
 
 func TestValidateAWS(t *testing.T) {
-	o := Options{CloudProvider: "aws", BatchIdleDuration: time.Second, BatchMaxDuration: 10 * time.Second, LogLevel: "info", VMMemoryOverheadPercent: 0.075}
+	o := Options{CloudProvider: "aws", BatchIdleDuration: time.Second, BatchMaxDuration: 10 * time.Second, LogLevel: "info", VMMemoryOverheadPercent: 0.075, DisruptionPeriod: 10 * time.Second}
 	err := o.Validate()
 	if err == nil || !strings.Contains(err.Error(), "--cluster-name is required") || !strings.Contains(err.Error(), "--aws-region") {
 		t.Errorf("aws without cluster name and region: %v", err)

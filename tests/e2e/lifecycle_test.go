@@ -96,7 +96,7 @@ func eventsFor(t *testing.T, c client.Client, namespace, name, reason string) []
 	must(t, c.List(context.Background(), &events, client.InNamespace(namespace)))
 	var out []corev1.Event
 	for _, e := range events.Items {
-		if e.InvolvedObject.Name == name && e.Reason == reason {
+		if (name == "" || e.InvolvedObject.Name == name) && e.Reason == reason {
 			out = append(out, e)
 		}
 	}

@@ -22,6 +22,7 @@ func DefaultOptions(t testing.TB) operator.Options {
 		ClusterName: "e2e", CloudProvider: "kwok", KwokCatalog: WriteCatalog(t),
 		BatchIdleDuration: time.Second, BatchMaxDuration: 10 * time.Second,
 		LogLevel: "info", VMMemoryOverheadPercent: 0.075, RegistrationTTL: 15 * time.Minute,
+		DisruptionPeriod: time.Second, ConsolidationValidationDelay: time.Second,
 		KubeClientQPS: 200, KubeClientBurst: 300, AllowRepeatedControllers: true,
 	}
 }

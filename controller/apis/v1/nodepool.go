@@ -245,6 +245,16 @@ type NodePoolStatus struct {
 	// Conditions: Ready, ValidationSucceeded, NodeClassReady.
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
+	// AllowedDisruptions is how many more of the pool's nodes may be voluntarily
+	// disrupted right now for each reason, after the budgets active at this moment.
+	// +optional
+	AllowedDisruptions []AllowedDisruption `json:"allowedDisruptions,omitempty"`
+}
+
+// AllowedDisruption is the room the active budgets leave for one reason.
+type AllowedDisruption struct {
+	Reason DisruptionReason `json:"reason"`
+	Nodes  int32            `json:"nodes"`
 }
 
 // NodePool is a set of constraints for the nodes Dovetail may launch.

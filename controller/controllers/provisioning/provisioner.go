@@ -201,7 +201,7 @@ func (p *Provisioner) schedule(ctx context.Context, fullOnly bool) (bool, error)
 	errs := make([]error, len(results.NodeClaims))
 	workqueue.ParallelizeUntil(ctx, 16, len(results.NodeClaims), func(i int) {
 		plan := results.NodeClaims[i]
-		claims[i], errs[i] = p.create(ctx, state.poolByName[plan.NodePool], plan)
+		claims[i], errs[i] = p.create(ctx, state.poolByName[plan.NodePool], plan, "provisioning")
 	})
 	created := 0
 	for i, plan := range results.NodeClaims {
@@ -546,7 +546,7 @@ func (p *Provisioner) daemonSetPods(ctx context.Context) ([]*corev1.Pod, error) 
 }
 
 // create writes one planned NodeClaim.
-func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *scheduling.NodeClaimPlan) (*v1.NodeClaim, error) {
+func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *scheduling.NodeClaimPlan, reason string) (*v1.NodeClaim, error) {
 	if np == nil {
 		return nil, fmt.Errorf("nodepool %s disappeared", plan.NodePool)
 	}
@@ -568,7 +568,7 @@ func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *schedul
 	for k, v := range tmpl.Labels {
 		labels[k] = v
 	}
-	annotations := map[string]string{v1.NodePoolHashVersionAnnotationKey: v1.NodePoolHashVersion}
+	annotations := map[string]string{v1.NodePoolHashAnnotationKey: np.Hash(), v1.NodePoolHashVersionAnnotationKey: v1.NodePoolHashVersion}
 	for k, v := range tmpl.Annotations {
 		annotations[k] = v
 	}
@@ -597,8 +597,34 @@ func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *schedul
 		}
 		return nil, fmt.Errorf("creating nodeclaim, %w", err)
 	}
-	metrics.NodeClaimsCreated.WithLabelValues("provisioning", np.Name).Inc()
+	metrics.NodeClaimsCreated.WithLabelValues(reason, np.Name).Inc()
 	return nc, nil
 }
 
 func ptrTo[T any](v T) *T { return &v }
+
+// Snapshot is the cluster as the engine sees it, for other controllers that plan
+// with it (disruption): pending pods, schedulable nodes and in-flight claims with
+// their pods, ready pools with their instance types, and daemonset pods.
+type Snapshot struct {
+	Pending       []*corev1.Pod
+	Nodes         []*scheduling.ExistingNode
+	Pools         []*v1.NodePool
+	InstanceTypes map[string][]*scheduling.InstanceType
+	DaemonSetPods []*corev1.Pod
+}
+
+// Snapshot reads the cluster. Objects in it come from the cache uncopied: read only.
+func (p *Provisioner) Snapshot(ctx context.Context) (*Snapshot, error) {
+	s, err := p.snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Snapshot{Pending: s.pending, Nodes: s.nodes, Pools: s.pools, InstanceTypes: s.instanceTypes, DaemonSetPods: s.daemonSetPods}, nil
+}
+
+// Launch creates the NodeClaim a plan describes, as a replacement for disrupted
+// capacity; reason ("drifted", "underutilized", ...) labels the created metric.
+func (p *Provisioner) Launch(ctx context.Context, np *v1.NodePool, plan *scheduling.NodeClaimPlan, reason string) (*v1.NodeClaim, error) {
+	return p.create(ctx, np, plan, reason)
+}

@@ -142,6 +142,10 @@ func (c *Controller) drain(ctx context.Context, nc *v1.NodeClaim, node *corev1.N
 		if pod.DeletionTimestamp != nil {
 			continue
 		}
+		if !forceful && pod.Annotations[v1.DoNotDisruptAnnotationKey] == "true" {
+			// The pod asked not to be disrupted; only the grace period overrides it.
+			continue
+		}
 		if forceful {
 			if err := c.kube.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
 				return 0, fmt.Errorf("deleting pod past the termination grace period, %w", err)

@@ -1,0 +1,285 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/tests/localstack"
+)
+
+// sampler runs probe every 100ms until stopped and keeps the worst value seen.
+type sampler struct {
+	stop chan struct{}
+	done chan struct{}
+	mu   sync.Mutex
+	min  int
+	max  int
+}
+
+func sample(probe func() (int, error)) *sampler {
+	s := &sampler{stop: make(chan struct{}), done: make(chan struct{}), min: 1 << 30, max: -1}
+	go func() {
+		defer close(s.done)
+		for {
+			if v, err := probe(); err == nil {
+				s.mu.Lock()
+				s.min, s.max = min(s.min, v), max(s.max, v)
+				s.mu.Unlock()
+			}
+			select {
+			case <-s.stop:
+				return
+			case <-time.After(100 * time.Millisecond):
+			}
+		}
+	}()
+	return s
+}
+
+func (s *sampler) finish() (lowest, highest int) {
+	close(s.stop)
+	<-s.done
+	return s.min, s.max
+}
+
+func runningPods(c client.Client, app string) (int, error) {
+	pods, err := podsOf(c, app)
+	n := 0
+	for _, p := range pods {
+		if p.Status.Phase == corev1.PodRunning && p.DeletionTimestamp == nil {
+			n++
+		}
+	}
+	return n, err
+}
+
+// disrupting counts the claims being disrupted: deleting, or on a node tainted for it.
+func disrupting(c client.Client) (int, error) {
+	var claims v1.NodeClaimList
+	var nodes corev1.NodeList
+	if err := c.List(context.Background(), &claims); err != nil {
+		return 0, err
+	}
+	if err := c.List(context.Background(), &nodes); err != nil {
+		return 0, err
+	}
+	tainted := map[string]bool{}
+	for _, n := range nodes.Items {
+		for _, t := range n.Spec.Taints {
+			if t.MatchTaint(&v1.DisruptedNoScheduleTaint) {
+				tainted[n.Name] = true
+			}
+		}
+	}
+	count := 0
+	for _, nc := range claims.Items {
+		if nc.DeletionTimestamp != nil || tainted[nc.Status.NodeName] {
+			count++
+		}
+	}
+	return count, nil
+}
+
+func nodeCPU(c client.Client) (nodes int, cpu int64, err error) {
+	var list corev1.NodeList
+	if err := c.List(context.Background(), &list); err != nil {
+		return 0, 0, err
+	}
+	for _, n := range list.Items {
+		cpu += n.Status.Capacity.Cpu().Value()
+	}
+	return len(list.Items), cpu, nil
+}
+
+func consolidatingPool(name string, after string) *v1.NodePool {
+	np := localstack.GeneralNodePool(name)
+	np.Spec.Disruption.ConsolidateAfter = v1.MustParseNillableDuration(after)
+	return np
+}
+
+// TestConsolidation scales 100 pods down to 10: empty nodes go, the rest consolidate
+// into fewer, smaller nodes, and a PodDisruptionBudget holds throughout.
+func TestConsolidation(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	must(t, c.Create(ctx, consolidatingPool("default", "2s")))
+	must(t, c.Create(ctx, localstack.Deployment("inflate", 100, "1", "1Gi")))
+	allRunning(t, c, "inflate", 100, 120*time.Second)
+	nodesBefore, cpuBefore, err := nodeCPU(c)
+	must(t, err)
+
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Name: "inflate", Namespace: "default"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr(intstr.FromInt32(9)), Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "inflate"}}},
+	}
+	must(t, c.Create(ctx, pdb))
+	scale(t, c, "inflate", 10)
+	allRunning(t, c, "inflate", 10, 60*time.Second)
+	running := sample(func() (int, error) { return runningPods(c, "inflate") })
+	eventually(t, 180*time.Second, "empty nodes removed and the rest consolidated", func() error {
+		nodes, cpu, err := nodeCPU(c)
+		if err != nil {
+			return err
+		}
+		busy, err := disrupting(c)
+		if err != nil {
+			return err
+		}
+		// Ten 1-cpu pods fit in 16 cpus; c6g/m/r prices are linear in size, so
+		// fewer, larger nodes would not be cheaper than that.
+		if nodes*2 > nodesBefore || cpu > 16 || busy > 0 {
+			return fmt.Errorf("%d nodes with %d cpus (%d disrupting); before: %d nodes, %d cpus", nodes, cpu, busy, nodesBefore, cpuBefore)
+		}
+		return nil
+	})
+	allRunning(t, c, "inflate", 10, 30*time.Second)
+	if lowest, _ := running.finish(); lowest < 9 {
+		t.Errorf("only %d of 10 pods were Running at one point; the PDB allows one at a time", lowest)
+	}
+	if len(eventsFor(t, c, "default", "", "DisruptionTerminating")) == 0 {
+		t.Error("no DisruptionTerminating events")
+	}
+}
+
+// TestBudgetsAndDrift: a budget of 0 inside its cron window holds empty nodes, the
+// same budget outside its window does not, and a template change replaces nodes one
+// budget at a time.
+func TestBudgetsAndDrift(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	now := time.Now().UTC()
+	inWindow := fmt.Sprintf("%d %d * * *", now.Add(-time.Minute).Minute(), now.Add(-time.Minute).Hour())
+	outOfWindow := fmt.Sprintf("%d %d * * *", now.Add(3*time.Hour).Minute(), now.Add(3*time.Hour).Hour())
+	np := consolidatingPool("default", "1s")
+	np.Spec.Disruption.Budgets = []v1.Budget{{Nodes: "1"}, {Nodes: "0", Schedule: &inWindow, Duration: &metav1.Duration{Duration: 2 * time.Hour}}}
+	must(t, c.Create(ctx, np))
+	spread := func(s *corev1.PodSpec) {
+		s.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			TopologyKey: v1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "spread"}}}}}}
+	}
+	must(t, c.Create(ctx, localstack.Deployment("spread", 4, "500m", "512Mi", spread)))
+	allRunning(t, c, "spread", 4, 60*time.Second)
+	must(t, c.Delete(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "spread", Namespace: "default"}}))
+
+	t.Run("a budget of 0 inside its window holds empty nodes", func(t *testing.T) {
+		eventually(t, 30*time.Second, "status shows no room for Empty", func() error {
+			must(t, c.Get(ctx, client.ObjectKeyFromObject(np), np))
+			for _, a := range np.Status.AllowedDisruptions {
+				if a.Reason == v1.DisruptionReasonEmpty && a.Nodes == 0 {
+					return nil
+				}
+			}
+			return fmt.Errorf("allowedDisruptions = %+v", np.Status.AllowedDisruptions)
+		})
+		time.Sleep(5 * time.Second)
+		if nodes, _, err := nodeCPU(c); err != nil || nodes != 4 {
+			t.Fatalf("%d nodes (%v) while the budget allows none to go; want 4", nodes, err)
+		}
+	})
+
+	t.Run("outside its window the nodes go, one at a time", func(t *testing.T) {
+		must(t, c.Get(ctx, client.ObjectKeyFromObject(np), np))
+		patch := client.MergeFrom(np.DeepCopy())
+		np.Spec.Disruption.Budgets[1].Schedule = &outOfWindow
+		np.Spec.Disruption.Budgets[1].Duration = &metav1.Duration{Duration: time.Hour}
+		must(t, c.Patch(ctx, np, patch))
+		busy := sample(func() (int, error) { return disrupting(c) })
+		eventually(t, 90*time.Second, "every empty node removed", func() error {
+			if nodes, _, err := nodeCPU(c); err != nil || nodes > 0 {
+				return fmt.Errorf("%d nodes remain (%v)", nodes, err)
+			}
+			return nil
+		})
+		if _, most := busy.finish(); most > 1 {
+			t.Errorf("%d nodes were disrupted at once under a budget of 1", most)
+		}
+	})
+
+	t.Run("a template change drifts and replaces nodes one at a time", func(t *testing.T) {
+		must(t, c.Create(ctx, localstack.Deployment("spread", 3, "500m", "512Mi", spread)))
+		allRunning(t, c, "spread", 3, 60*time.Second)
+		must(t, c.Get(ctx, client.ObjectKeyFromObject(np), np))
+		patch := client.MergeFrom(np.DeepCopy())
+		np.Spec.Template.Labels = map[string]string{"team": "search"}
+		must(t, c.Patch(ctx, np, patch))
+		busy := sample(func() (int, error) { return disrupting(c) })
+		eventually(t, 120*time.Second, "every node replaced by one with the new template", func() error {
+			var nodes corev1.NodeList
+			if err := c.List(ctx, &nodes); err != nil {
+				return err
+			}
+			if len(nodes.Items) != 3 {
+				return fmt.Errorf("%d nodes", len(nodes.Items))
+			}
+			for _, n := range nodes.Items {
+				if n.Labels["team"] != "search" {
+					return fmt.Errorf("node %s has not been replaced", n.Name)
+				}
+			}
+			return nil
+		})
+		allRunning(t, c, "spread", 3, 30*time.Second)
+		if _, most := busy.finish(); most > 1 {
+			t.Errorf("%d drifted nodes were replaced at once under a budget of 1", most)
+		}
+	})
+}
+
+// TestDoNotDisruptAndExpiration: a do-not-disrupt pod keeps consolidation off its
+// node, but not expiration, whose drain deletes it once the grace period is over.
+func TestDoNotDisruptAndExpiration(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	np := consolidatingPool("default", "1s")
+	np.Spec.Template.Spec.ExpireAfter = v1.MustParseNillableDuration("45s")
+	np.Spec.Template.Spec.TerminationGracePeriod = &metav1.Duration{Duration: 5 * time.Second}
+	must(t, c.Create(ctx, np))
+	d := localstack.Deployment("precious", 8, "1", "1Gi")
+	d.Spec.Template.Annotations = map[string]string{v1.DoNotDisruptAnnotationKey: "true"}
+	must(t, c.Create(ctx, d))
+	allRunning(t, c, "precious", 8, 60*time.Second)
+	// Down to one pod, its node is far larger than it needs: consolidation would
+	// replace it with a cheaper one, were the pod not do-not-disrupt.
+	scale(t, c, "precious", 1)
+	allRunning(t, c, "precious", 1, 30*time.Second)
+	pods, err := podsOf(c, "precious")
+	must(t, err)
+	claim := claimOfNode(t, c, pods[0].Spec.NodeName)
+	eventually(t, 30*time.Second, "a DisruptionBlocked event naming the annotation", func() error {
+		for _, e := range eventsFor(t, c, "default", claim.Name, "DisruptionBlocked") {
+			if strings.Contains(e.Message, v1.DoNotDisruptAnnotationKey) {
+				return nil
+			}
+		}
+		return fmt.Errorf("no such event on %s yet", claim.Name)
+	})
+	must(t, c.Get(ctx, client.ObjectKeyFromObject(claim), claim))
+	if claim.DeletionTimestamp != nil {
+		t.Fatalf("the do-not-disrupt pod's node is being deleted before it expired")
+	}
+	expiresAt := claim.CreationTimestamp.Add(45 * time.Second)
+	eventually(t, time.Until(expiresAt)+60*time.Second, "the node expired and was drained despite do-not-disrupt", func() error {
+		err := c.Get(ctx, client.ObjectKeyFromObject(claim), claim)
+		if err == nil {
+			return fmt.Errorf("nodeclaim %s still exists (deleting: %v)", claim.Name, claim.DeletionTimestamp != nil)
+		}
+		return nil
+	})
+	if time.Now().Before(expiresAt) {
+		t.Errorf("the nodeclaim went before it expired")
+	}
+	allRunning(t, c, "precious", 1, 60*time.Second)
+}
+
