@@ -31,8 +31,8 @@ type Options struct {
 	// DisruptionPeriod and ConsolidationValidationDelay pace voluntary disruption.
 	DisruptionPeriod             time.Duration
 	ConsolidationValidationDelay time.Duration
-	KubeClientQPS           float64
-	KubeClientBurst         int
+	KubeClientQPS                float64
+	KubeClientBurst              int
 	// AWS provider settings, named as Karpenter names them.
 	AWSRegion          string
 	ClusterEndpoint    string

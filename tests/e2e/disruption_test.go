@@ -282,4 +282,3 @@ func TestDoNotDisruptAndExpiration(t *testing.T) {
 	}
 	allRunning(t, c, "precious", 1, 60*time.Second)
 }
-

@@ -115,17 +115,17 @@ func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
 
 // candidate is a node disruption may act on.
 type candidate struct {
-	claim        *v1.NodeClaim
-	node         *corev1.Node
-	pool         *v1.NodePool
-	pods         []*corev1.Pod // those that must be rescheduled
-	instanceType string
-	capacityType string
-	price        float64 // NaN when unknown: then it may be removed, never replaced
-	cost         float64 // disruption cost: what moving its pods costs
+	claim               *v1.NodeClaim
+	node                *corev1.Node
+	pool                *v1.NodePool
+	pods                []*corev1.Pod // those that must be rescheduled
+	instanceType        string
+	capacityType        string
+	price               float64 // NaN when unknown: then it may be removed, never replaced
+	cost                float64 // disruption cost: what moving its pods costs
 	consolidatableSince time.Time
-	blockedBy    string
-	drift        string
+	blockedBy           string
+	drift               string
 }
 
 // command is a decision: candidates to remove and the claims that replace them.
