@@ -64,10 +64,23 @@ var (
 		Namespace: "karpenter", Subsystem: "nodepools", Name: "allowed_disruptions",
 		Help: "How many more of a nodepool's nodes its active budgets allow disrupting now.",
 	}, []string{"nodepool", "reason"})
+	InterruptionReceivedMessages = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "karpenter", Subsystem: "interruption", Name: "received_messages_total",
+		Help: "Messages read from the interruption queue, by kind (malformed and unknown included).",
+	}, []string{"message_type"})
+	InterruptionDeletedMessages = prometheus.NewCounter(prometheus.CounterOpts{
+		Namespace: "karpenter", Subsystem: "interruption", Name: "deleted_messages_total",
+		Help: "Messages deleted from the interruption queue.",
+	})
+	InterruptionActions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "karpenter", Subsystem: "interruption", Name: "actions_performed_total",
+		Help: "What the interruption controller did: cordon-and-drain or event-only, by message kind.",
+	}, []string{"action_type", "message_type"})
 )
 
 func init() {
 	crmetrics.Registry.MustRegister(NodeClaimsCreated, NodeClaimsLaunched, NodeClaimsRegistered, NodeClaimsInitialized,
 		NodeClaimsTerminated, SchedulingDuration, PodsPending, PodsUnschedulable, NodePoolUsage, NodePoolLimit,
-		NodeClaimsDisrupted, VoluntaryDisruptionDecisions, VoluntaryDisruptionEligibleNodes, NodePoolAllowedDisruptions)
+		NodeClaimsDisrupted, VoluntaryDisruptionDecisions, VoluntaryDisruptionEligibleNodes, NodePoolAllowedDisruptions,
+		InterruptionReceivedMessages, InterruptionDeletedMessages, InterruptionActions)
 }

@@ -9,6 +9,7 @@ import (
 
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -18,6 +19,8 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/pricing"
 	"github.com/dovetail-sh/dovetail/controller/controllers/ec2nodeclass/launchtemplates"
 	"github.com/dovetail-sh/dovetail/controller/controllers/ec2nodeclass/status"
+	"github.com/dovetail-sh/dovetail/controller/controllers/interruption"
+	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
 )
 
 // newAWSCloud builds the EC2 provider with its EC2NodeClass controller, launch
@@ -54,11 +57,19 @@ func newAWSCloud(ctx context.Context, opts Options, cfg *rest.Config, mgr manage
 	amis := &nodeclass.AMIResolver{EC2: clients.EC2, SSM: clients.SSM, SSMPrefix: settings.SSMPrefix, KubernetesVersion: version}
 	classStatus := status.NewController(mgr.GetClient(), clients.EC2, amis, clients.IAM, settings.ClusterName, settings.Region, clk)
 	classStatus.LaunchTemplates = provider.LaunchTemplates()
-	return &Cloud{
+	cloud := &Cloud{
 		Provider:    provider,
 		Controllers: []Controller{classStatus, launchtemplates.NewController(mgr.GetClient(), provider.LaunchTemplates(), clk)},
 		Runnables:   []manager.Runnable{manager.RunnableFunc(prices.Run)},
-	}, nil
+	}
+	if opts.InterruptionQueue != "" {
+		cloud.WithProvisioner = func(p *provisioning.Provisioner, recorder record.EventRecorder) []Controller {
+			return []Controller{interruption.NewController(mgr.GetClient(), clients.SQS, opts.InterruptionQueue, p, provider.Unavailable(), recorder)}
+		}
+	} else {
+		log.Info("no --interruption-queue: spot interruptions and scheduled maintenance are not handled ahead of time")
+	}
+	return cloud, nil
 }
 
 // kubernetesVersion is the API server's "major.minor", which picks alias images.

@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
@@ -64,6 +65,8 @@ type Cloud struct {
 	Provider    cloudprovider.CloudProvider
 	Controllers []Controller
 	Runnables   []manager.Runnable
+	// WithProvisioner adds controllers that launch through the provisioner.
+	WithProvisioner func(p *provisioning.Provisioner, recorder record.EventRecorder) []Controller
 }
 
 // Run builds the manager with every controller and runs it until ctx ends, with the
@@ -139,6 +142,9 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(manager
 		}),
 	}
 	controllers = append(controllers, built.Controllers...)
+	if built.WithProvisioner != nil {
+		controllers = append(controllers, built.WithProvisioner(provisioner, recorder)...)
+	}
 	for _, c := range controllers {
 		if err := c.Register(ctx, mgr); err != nil {
 			return fmt.Errorf("registering %s, %w", c.Name(), err)

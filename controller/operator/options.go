@@ -40,6 +40,7 @@ type Options struct {
 	ReservedENIs       int
 	AWSEndpoints       Endpoints
 	SSMParameterPrefix string
+	InterruptionQueue  string
 	// AllowRepeatedControllers lets one process run several managers, as tests do;
 	// controller-runtime otherwise refuses a controller name it has seen.
 	AllowRepeatedControllers bool
@@ -133,6 +134,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.IsolatedVPC, "isolated-vpc", envBool("ISOLATED_VPC", false), "the cluster has no route to the internet: never call the Pricing API, which has no VPC endpoint [ISOLATED_VPC]")
 	fs.IntVar(&o.ReservedENIs, "reserved-enis", envInt("RESERVED_ENIS", 0), "ENIs per instance kept for other uses, lowering max pods [RESERVED_ENIS]")
 	fs.Var(&o.AWSEndpoints, "aws-endpoints", "per-service endpoint overrides, service=URL,... (ec2, ssm, iam, eks, pricing, sqs) [AWS_ENDPOINTS]")
+	fs.StringVar(&o.InterruptionQueue, "interruption-queue", env("INTERRUPTION_QUEUE", ""), "SQS queue EventBridge sends spot interruptions, rebalance recommendations, state changes and scheduled maintenance to; empty turns interruption handling off [INTERRUPTION_QUEUE]")
 	fs.StringVar(&o.SSMParameterPrefix, "ssm-parameter-prefix", env("SSM_PARAMETER_PREFIX", "/aws/service"), "SSM path under which amiSelectorTerms aliases find EKS images [SSM_PARAMETER_PREFIX]")
 	fs.StringVar(&o.KwokCatalog, "kwok-catalog", env("KWOK_CATALOG", ""), "instance-type catalog for the kwok provider; default: the embedded AWS catalog [KWOK_CATALOG]")
 	fs.DurationVar(&o.BatchIdleDuration, "batch-idle-duration", envDuration("BATCH_IDLE_DURATION", time.Second), "close a provisioning batch after this long without new pending pods [BATCH_IDLE_DURATION]")

@@ -9,10 +9,16 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -20,6 +26,7 @@ import (
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
+	"github.com/dovetail-sh/dovetail/controller/metrics"
 	"github.com/dovetail-sh/dovetail/controller/operator"
 	"github.com/dovetail-sh/dovetail/tests/localstack"
 	"github.com/dovetail-sh/dovetail/tests/testenv"
@@ -53,7 +60,20 @@ func TestAWSEndToEnd(t *testing.T) {
 	for _, s := range []string{"ec2", "ssm", "iam", "eks"} {
 		opts.AWSEndpoints[s] = moto.Endpoint
 	}
+	opts.AWSEndpoints["sqs"] = moto.Endpoint
 	opts.SSMParameterPrefix = testenv.SSMPrefix
+	// Interruptions reach the controller as Karpenter's do: EventBridge rules send
+	// EC2 and Health events to the queue.
+	queue, err := clients.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("e2e-interruption")})
+	must(t, err)
+	attrs, err := clients.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: queue.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	must(t, err)
+	events := eventbridge.New(eventbridge.Options{Region: "us-west-2", BaseEndpoint: aws.String(moto.Endpoint), Credentials: credentials.NewStaticCredentialsProvider("testing", "testing", "")})
+	_, err = events.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String("e2e-spot"), EventPattern: aws.String(`{"source":["aws.ec2"],"detail-type":["EC2 Spot Instance Interruption Warning"]}`)})
+	must(t, err)
+	_, err = events.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String("e2e-spot"), Targets: []ebtypes.Target{{Id: aws.String("queue"), Arn: aws.String(attrs.Attributes["QueueArn"])}}})
+	must(t, err)
+	opts.InterruptionQueue = "e2e-interruption"
 	opts.IsolatedVPC = true
 	stack.RunController(t, opts)
 	c := stack.Client
@@ -62,7 +82,7 @@ func TestAWSEndToEnd(t *testing.T) {
 			dumpCluster(t, c)
 		}
 	})
-	standIn := testenv.StartKubeletStandIn(t, c, clients.EC2, "e2e")
+	standIn := testenv.StartKubeletStandIn(t, c, clients.EC2, "e2e", seeded.SecurityGroup)
 
 	class := localstack.NodeClass("default")
 	class.Spec.Role = seeded.Role
@@ -76,7 +96,9 @@ func TestAWSEndToEnd(t *testing.T) {
 		}
 		return nil
 	})
-	must(t, c.Create(ctx, localstack.GeneralNodePool("default")))
+	must(t, c.Create(ctx, localstack.NodePool("default",
+		localstack.Requirement(v1.LabelCapacityType, v1.OpIn, v1.CapacityTypeSpot),
+		localstack.Requirement(v1.LabelInstanceCategory, v1.OpIn, "c", "m", "r"))))
 	must(t, c.Create(ctx, localstack.Deployment("inflate", 0, "1", "1Gi")))
 
 	t.Run("scale to 50 on EC2 instances", func(t *testing.T) {
@@ -122,6 +144,64 @@ func TestAWSEndToEnd(t *testing.T) {
 		if !strings.Contains(string(ud), "apiServerEndpoint: "+endpoint) {
 			t.Errorf("user data does not join the endpoint EKS reports (%s):\n%s", endpoint, ud)
 		}
+	})
+
+	t.Run("a spot interruption warning drains the node and its pods run elsewhere", func(t *testing.T) {
+		pods, err := podsOf(c, "inflate")
+		must(t, err)
+		victim := claimOfNode(t, c, pods[0].Spec.NodeName)
+		id := victim.Status.ProviderID[strings.LastIndex(victim.Status.ProviderID, "/")+1:]
+		actions := testutil.ToFloat64(metrics.InterruptionActions.WithLabelValues("cordon_and_drain", "spot_interrupted"))
+		out, err := events.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
+			Source: aws.String("aws.ec2"), DetailType: aws.String("EC2 Spot Instance Interruption Warning"),
+			Resources: []string{"arn:aws:ec2:us-west-2:123456789012:instance/" + id},
+			Detail:    aws.String(`{"instance-id":"` + id + `","instance-action":"terminate"}`),
+		}}})
+		must(t, err)
+		if out.FailedEntryCount > 0 {
+			t.Fatalf("PutEvents failed: %+v", out.Entries)
+		}
+		eventually(t, 60*time.Second, "the interrupted nodeclaim drained and its instance terminated", func() error {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(victim), victim); err == nil {
+				return fmt.Errorf("nodeclaim %s still exists", victim.Name)
+			}
+			desc, err := clients.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+			if err != nil {
+				return err
+			}
+			if state := desc.Reservations[0].Instances[0].State.Name; state != ec2types.InstanceStateNameTerminated && state != ec2types.InstanceStateNameShuttingDown {
+				return fmt.Errorf("instance %s is %s", id, state)
+			}
+			return nil
+		})
+		for _, p := range allRunning(t, c, "inflate", 50, 120*time.Second) {
+			if p.Spec.NodeName == victim.Status.NodeName {
+				t.Errorf("pod %s still runs on the interrupted node", p.Name)
+			}
+		}
+		if got := testutil.ToFloat64(metrics.InterruptionActions.WithLabelValues("cordon_and_drain", "spot_interrupted")); got != actions+1 {
+			t.Errorf("cordon_and_drain actions went from %v to %v; want one more", actions, got)
+		}
+	})
+
+	t.Run("a malformed message is deleted and counted", func(t *testing.T) {
+		malformed := testutil.ToFloat64(metrics.InterruptionReceivedMessages.WithLabelValues("malformed"))
+		_, err := clients.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: queue.QueueUrl, MessageBody: aws.String("this is not an event")})
+		must(t, err)
+		eventually(t, 60*time.Second, "the malformed message counted and gone from the queue", func() error {
+			if got := testutil.ToFloat64(metrics.InterruptionReceivedMessages.WithLabelValues("malformed")); got != malformed+1 {
+				return fmt.Errorf("malformed messages counted: %v, want %v", got, malformed+1)
+			}
+			attrs, err := clients.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: queue.QueueUrl,
+				AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
+			if err != nil {
+				return err
+			}
+			if n, invisible := attrs.Attributes["ApproximateNumberOfMessages"], attrs.Attributes["ApproximateNumberOfMessagesNotVisible"]; n != "0" || invisible != "0" {
+				return fmt.Errorf("queue holds %s visible and %s in-flight messages", n, invisible)
+			}
+			return nil
+		})
 	})
 
 	t.Run("scale to zero and terminate every instance", func(t *testing.T) {

@@ -36,16 +36,20 @@ type KubeletStandIn struct {
 	kube    client.Client
 	ec2     *ec2.Client
 	cluster string
+	groups  []string
 
 	mu         sync.Mutex
 	registered map[string]string // instance id → node name
 	types      map[string]ec2types.InstanceTypeInfo
 }
 
-// StartKubeletStandIn registers nodes until the test ends.
-func StartKubeletStandIn(t testing.TB, kube client.Client, api *ec2.Client, cluster string) *KubeletStandIn {
+// StartKubeletStandIn registers nodes until the test ends. securityGroups are those
+// of the launch templates: the emulator's CreateFleet does not apply a template's
+// security groups (spot requests get the default group), so the stand-in sets them
+// on the instance before it joins, as EC2 would have at launch.
+func StartKubeletStandIn(t testing.TB, kube client.Client, api *ec2.Client, cluster string, securityGroups ...string) *KubeletStandIn {
 	t.Helper()
-	k := &KubeletStandIn{kube: kube, ec2: api, cluster: cluster, registered: map[string]string{}, types: map[string]ec2types.InstanceTypeInfo{}}
+	k := &KubeletStandIn{kube: kube, ec2: api, cluster: cluster, groups: securityGroups, registered: map[string]string{}, types: map[string]ec2types.InstanceTypeInfo{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() {
@@ -188,6 +192,11 @@ func (k *KubeletStandIn) register(ctx context.Context, inst *ec2types.Instance) 
 	}
 	if boot.Spec.Cluster.Name != k.cluster {
 		return fmt.Errorf("user data joins cluster %q, not %q", boot.Spec.Cluster.Name, k.cluster)
+	}
+	if len(k.groups) > 0 {
+		if _, err := k.ec2.ModifyInstanceAttribute(ctx, &ec2.ModifyInstanceAttributeInput{InstanceId: inst.InstanceId, Groups: k.groups}); err != nil {
+			return fmt.Errorf("applying the launch template's security groups: %w", err)
+		}
 	}
 	info, err := k.instanceType(ctx, inst.InstanceType)
 	if err != nil {

@@ -91,7 +91,7 @@ func AWSClients(t testing.TB, moto *localstack.Moto, region string) *aws.Clients
 	t.Setenv("AWS_CONFIG_FILE", os.DevNull)
 	t.Setenv("AWS_SHARED_CREDENTIALS_FILE", os.DevNull)
 	clients, err := aws.NewClients(context.Background(), aws.Settings{Region: region,
-		Endpoints: map[string]string{"ec2": moto.Endpoint, "ssm": moto.Endpoint, "iam": moto.Endpoint, "eks": moto.Endpoint, "pricing": moto.Endpoint}})
+		Endpoints: map[string]string{"ec2": moto.Endpoint, "ssm": moto.Endpoint, "iam": moto.Endpoint, "eks": moto.Endpoint, "pricing": moto.Endpoint, "sqs": moto.Endpoint}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 )
 
@@ -46,6 +47,7 @@ type Clients struct {
 	IAM     *iam.Client
 	EKS     *eks.Client
 	Pricing *pricing.Client
+	SQS     *sqs.Client
 	Region  string
 }
 
@@ -77,6 +79,7 @@ func NewClients(ctx context.Context, s Settings) (*Clients, error) {
 			o.Region = PricingRegion
 			o.BaseEndpoint = endpoint("pricing")
 		}),
+		SQS:    sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = endpoint("sqs") }),
 		Region: s.Region,
 	}, nil
 }

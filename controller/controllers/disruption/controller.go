@@ -143,6 +143,9 @@ func (cmd *command) String() string {
 	names := make([]string, len(cmd.candidates))
 	for i, c := range cmd.candidates {
 		names[i] = c.claim.Name + "/" + c.instanceType
+		if c.drift != "" {
+			names[i] += " (" + c.drift + ")"
+		}
 	}
 	action := "delete"
 	if len(cmd.replacements) > 0 {

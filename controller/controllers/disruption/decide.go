@@ -218,13 +218,7 @@ func (c *Controller) simulate(s *state, cands []*candidate) *scheduling.Results 
 		gone.Insert(cand.node.Name, cand.claim.Name)
 		pods = append(pods, cand.pods...)
 	}
-	nodes := make([]*scheduling.ExistingNode, 0, len(s.snap.Nodes))
-	for _, n := range s.snap.Nodes {
-		if !gone.Has(n.Name) {
-			nodes = append(nodes, n)
-		}
-	}
-	return scheduling.Solve(scheduling.Input{Pods: pods, Nodes: nodes, NodePools: s.snap.Pools, InstanceTypes: s.snap.InstanceTypes, DaemonSetPods: s.snap.DaemonSetPods})
+	return s.snap.PlanWithout(gone, pods)
 }
 
 func allPlaced(results *scheduling.Results) bool {

@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
@@ -627,4 +628,26 @@ func (p *Provisioner) Snapshot(ctx context.Context) (*Snapshot, error) {
 // capacity; reason ("drifted", "underutilized", ...) labels the created metric.
 func (p *Provisioner) Launch(ctx context.Context, np *v1.NodePool, plan *scheduling.NodeClaimPlan, reason string) (*v1.NodeClaim, error) {
 	return p.create(ctx, np, plan, reason)
+}
+
+// PlanWithout plans pods onto the cluster as if the named nodes (or claims) were
+// gone: how disruption and interruption find what replaces capacity.
+func (s *Snapshot) PlanWithout(gone sets.Set[string], pods []*corev1.Pod) *scheduling.Results {
+	nodes := make([]*scheduling.ExistingNode, 0, len(s.Nodes))
+	for _, n := range s.Nodes {
+		if !gone.Has(n.Name) {
+			nodes = append(nodes, n)
+		}
+	}
+	return scheduling.Solve(scheduling.Input{Pods: pods, Nodes: nodes, NodePools: s.Pools, InstanceTypes: s.InstanceTypes, DaemonSetPods: s.DaemonSetPods})
+}
+
+// Pool returns the ready pool of that name, or nil.
+func (s *Snapshot) Pool(name string) *v1.NodePool {
+	for _, np := range s.Pools {
+		if np.Name == name {
+			return np
+		}
+	}
+	return nil
 }

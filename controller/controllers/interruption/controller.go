@@ -1,0 +1,264 @@
+// Package interruption consumes the SQS queue that EventBridge fills with EC2 and AWS
+// Health events (spot interruption warnings, rebalance recommendations, instance
+// state changes, scheduled maintenance, capacity-reservation interruptions), and
+// moves the affected nodes' pods before the instances go: replacements are launched
+// first, the node is cordoned and drained, and a reclaimed spot offering is kept out
+// of plans for a while.
+package interruption
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
+	"github.com/dovetail-sh/dovetail/controller/metrics"
+)
+
+// SQSAPI is the part of SQS the controller uses.
+type SQSAPI interface {
+	GetQueueUrl(context.Context, *sqs.GetQueueUrlInput, ...func(*sqs.Options)) (*sqs.GetQueueUrlOutput, error)
+	ReceiveMessage(context.Context, *sqs.ReceiveMessageInput, ...func(*sqs.Options)) (*sqs.ReceiveMessageOutput, error)
+	DeleteMessage(context.Context, *sqs.DeleteMessageInput, ...func(*sqs.Options)) (*sqs.DeleteMessageOutput, error)
+}
+
+// OfferingMarker takes a reclaimed spot offering out of plans.
+type OfferingMarker interface {
+	Mark(instanceType, zone, capacityType string)
+}
+
+// Controller is the interruption queue consumer.
+type Controller struct {
+	kube        client.Client
+	sqs         SQSAPI
+	queue       string
+	provisioner *provisioning.Provisioner
+	offerings   OfferingMarker
+	recorder    record.EventRecorder
+	// WaitTime is the long-poll wait of each receive, in seconds (at most 20).
+	WaitTime int32
+}
+
+// NewController wires the controller for the named queue.
+func NewController(kube client.Client, api SQSAPI, queue string, provisioner *provisioning.Provisioner, offerings OfferingMarker, recorder record.EventRecorder) *Controller {
+	return &Controller{kube: kube, sqs: api, queue: queue, provisioner: provisioner, offerings: offerings, recorder: recorder, WaitTime: 20}
+}
+
+func (c *Controller) Name() string { return "interruption" }
+
+// Register consumes the queue on the elected leader until the manager stops.
+func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
+	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
+		ctx = log.IntoContext(ctx, log.FromContext(ctx).WithName(c.Name()))
+		url, err := c.queueURL(ctx)
+		for err != nil {
+			log.FromContext(ctx).Error(err, "finding the interruption queue; retrying")
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(30 * time.Second):
+			}
+			url, err = c.queueURL(ctx)
+		}
+		for ctx.Err() == nil {
+			if err := c.Poll(ctx, url); err != nil && ctx.Err() == nil {
+				log.FromContext(ctx).Error(err, "reading the interruption queue")
+				select {
+				case <-ctx.Done():
+				case <-time.After(time.Second):
+				}
+			}
+		}
+		return nil
+	}))
+}
+
+func (c *Controller) queueURL(ctx context.Context) (string, error) {
+	out, err := c.sqs.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(c.queue)})
+	if err != nil {
+		return "", fmt.Errorf("getting the URL of queue %q (--interruption-queue), %w", c.queue, err)
+	}
+	return aws.ToString(out.QueueUrl), nil
+}
+
+// Poll receives one batch and handles its messages in parallel. A message is deleted
+// once handled, and also when it cannot be understood: retrying those would only
+// fail again.
+func (c *Controller) Poll(ctx context.Context, url string) error {
+	out, err := c.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: c.WaitTime})
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	for _, m := range out.Messages {
+		wg.Add(1)
+		go func(m sqstypes.Message) {
+			defer wg.Done()
+			if err := c.handle(ctx, aws.ToString(m.Body)); err != nil {
+				// Left in the queue: it comes back after its visibility timeout.
+				log.FromContext(ctx).Error(err, "handling an interruption message; it will be retried", "messageID", aws.ToString(m.MessageId))
+				return
+			}
+			if _, err := c.sqs.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle}); err != nil {
+				log.FromContext(ctx).Error(err, "deleting an interruption message", "messageID", aws.ToString(m.MessageId))
+				return
+			}
+			metrics.InterruptionDeletedMessages.Inc()
+		}(m)
+	}
+	wg.Wait()
+	return nil
+}
+
+// handle acts on one message; an error means it should be retried.
+func (c *Controller) handle(ctx context.Context, body string) error {
+	msg, err := Parse(body)
+	if err != nil {
+		metrics.InterruptionReceivedMessages.WithLabelValues("malformed").Inc()
+		log.FromContext(ctx).Info("deleting a malformed interruption message", "error", err.Error())
+		return nil
+	}
+	metrics.InterruptionReceivedMessages.WithLabelValues(string(msg.Kind)).Inc()
+	if msg.Kind == Unknown || len(msg.InstanceIDs) == 0 {
+		return nil
+	}
+	var claims v1.NodeClaimList
+	if err := c.kube.List(ctx, &claims); err != nil {
+		return fmt.Errorf("listing nodeclaims, %w", err)
+	}
+	ids := sets.New(msg.InstanceIDs...)
+	for i := range claims.Items {
+		nc := &claims.Items[i]
+		id := nc.Status.ProviderID[strings.LastIndex(nc.Status.ProviderID, "/")+1:]
+		if nc.Status.ProviderID == "" || !ids.Has(id) {
+			continue
+		}
+		if err := c.act(ctx, msg, nc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Controller) act(ctx context.Context, msg Message, nc *v1.NodeClaim) error {
+	logger := log.FromContext(ctx).WithValues("nodeclaim", nc.Name, "kind", string(msg.Kind), "providerID", nc.Status.ProviderID)
+	if !msg.Acts() {
+		c.recorder.Eventf(nc, corev1.EventTypeNormal, eventReason(msg.Kind), "%s for the instance; no action taken", describe(msg))
+		metrics.InterruptionActions.WithLabelValues("event", string(msg.Kind)).Inc()
+		return nil
+	}
+	if nc.DeletionTimestamp != nil {
+		return nil
+	}
+	if msg.Kind == SpotInterruption && c.offerings != nil {
+		c.offerings.Mark(nc.Labels[v1.LabelInstanceType], nc.Labels[v1.LabelTopologyZone], v1.CapacityTypeSpot)
+	}
+	launched, err := c.launchReplacements(ctx, nc, msg)
+	if err != nil {
+		// The instance goes regardless; draining it now still beats waiting.
+		logger.Error(err, "launching replacements; draining anyway")
+	}
+	if err := c.kube.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("deleting interrupted nodeclaim %s, %w", nc.Name, err)
+	}
+	c.recorder.Eventf(nc, corev1.EventTypeWarning, eventReason(msg.Kind), "%s; draining the node and launching %d replacement(s)", describe(msg), launched)
+	metrics.InterruptionActions.WithLabelValues("cordon_and_drain", string(msg.Kind)).Inc()
+	metrics.NodeClaimsDisrupted.WithLabelValues("interrupted", nc.Labels[v1.LabelNodePool], nc.Labels[v1.LabelCapacityType]).Inc()
+	logger.Info("interrupted: draining", "replacements", launched)
+	return nil
+}
+
+// launchReplacements plans the node's pods onto the rest of the cluster and launches
+// what they need, before the drain makes them pending.
+func (c *Controller) launchReplacements(ctx context.Context, nc *v1.NodeClaim, msg Message) (int, error) {
+	if c.provisioner == nil || nc.Status.NodeName == "" {
+		return 0, nil
+	}
+	snap, err := c.provisioner.Snapshot(ctx)
+	if err != nil {
+		return 0, err
+	}
+	var pods corev1.PodList
+	if err := c.kube.List(ctx, &pods, client.MatchingFields{"spec.nodeName": nc.Status.NodeName}); err != nil {
+		return 0, err
+	}
+	var moving []*corev1.Pod
+	for i := range pods.Items {
+		p := &pods.Items[i]
+		owner := metaControllerKind(p)
+		if owner == "DaemonSet" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+			continue
+		}
+		moving = append(moving, p)
+	}
+	if len(moving) == 0 {
+		return 0, nil
+	}
+	results := snap.PlanWithout(sets.New(nc.Status.NodeName, nc.Name), moving)
+	launched := 0
+	for _, plan := range results.NodeClaims {
+		np := snap.Pool(plan.NodePool)
+		if np == nil {
+			continue
+		}
+		if _, err := c.provisioner.Launch(ctx, np, plan, "interruption"); err != nil {
+			return launched, err
+		}
+		launched++
+	}
+	return launched, nil
+}
+
+func metaControllerKind(p *corev1.Pod) string {
+	for _, o := range p.OwnerReferences {
+		if o.Controller != nil && *o.Controller {
+			return o.Kind
+		}
+	}
+	return ""
+}
+
+func eventReason(k Kind) string {
+	switch k {
+	case SpotInterruption:
+		return "SpotInterrupted"
+	case RebalanceRecommendation:
+		return "SpotRebalanceRecommendation"
+	case StateChange:
+		return "InstanceStateChange"
+	case ScheduledChange:
+		return "InstanceScheduledChange"
+	case CapacityReservationInterruption:
+		return "CapacityReservationInterrupted"
+	}
+	return "Interruption"
+}
+
+func describe(m Message) string {
+	switch m.Kind {
+	case SpotInterruption:
+		return "EC2 is reclaiming the spot instance in two minutes"
+	case RebalanceRecommendation:
+		return "EC2 recommends rebalancing: the spot instance is at elevated risk of interruption"
+	case StateChange:
+		return "the instance is " + m.State
+	case ScheduledChange:
+		return "AWS Health scheduled maintenance affects the instance"
+	case CapacityReservationInterruption:
+		return "the capacity reservation is reclaiming the instance"
+	}
+	return string(m.Kind)
+}
