@@ -30,6 +30,7 @@ import (
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
+	"github.com/dovetail-sh/dovetail/controller/controllers/periodic"
 	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
@@ -95,22 +96,7 @@ func (c *Controller) Name() string { return "disruption" }
 
 // Register runs a pass every Period on the elected leader.
 func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
-	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		ctx = log.IntoContext(ctx, log.FromContext(ctx).WithName(c.Name()))
-		timer := c.clock.NewTimer(c.opts.Period)
-		for {
-			select {
-			case <-ctx.Done():
-				timer.Stop()
-				return nil
-			case <-timer.C():
-				if err := c.Reconcile(ctx); err != nil && ctx.Err() == nil {
-					log.FromContext(ctx).Error(err, "disruption pass failed")
-				}
-				timer.Reset(c.opts.Period)
-			}
-		}
-	}))
+	return mgr.Add(periodic.Runnable(c.clock, c.opts.Period, c.Name(), c.Reconcile))
 }
 
 // candidate is a node disruption may act on.

@@ -150,15 +150,18 @@ func writeMIME(parts []part) (string, error) {
 }
 
 // labelFlag renders labels as kubelet's --node-labels value, sorted.
-func labelFlag(labels map[string]string) string {
-	keys := make([]string, 0, len(labels))
-	for k := range labels {
+func labelFlag(labels map[string]string) string { return joinSorted(labels, "=") }
+
+// joinSorted renders a map as "k<sep>v,..." in key order.
+func joinSorted(m map[string]string, sep string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
 		keys = append(keys, k)
 	}
 	sort.Strings(keys)
 	pairs := make([]string, len(keys))
 	for i, k := range keys {
-		pairs[i] = k + "=" + labels[k]
+		pairs[i] = k + sep + m[k]
 	}
 	return strings.Join(pairs, ",")
 }
@@ -213,18 +216,7 @@ func renderAL2(o Options) (string, error) {
 	return writeMIME(append(parts, part{contentType: `text/x-shellscript; charset="us-ascii"`, body: script.String()}))
 }
 
-func evictionFlag(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	pairs := make([]string, len(keys))
-	for i, k := range keys {
-		pairs[i] = k + "<" + m[k]
-	}
-	return strings.Join(pairs, ",")
-}
+func evictionFlag(m map[string]string) string { return joinSorted(m, "<") }
 
 // nodeConfig is nodeadm's NodeConfig, as much of it as nodes need.
 type nodeConfig struct {

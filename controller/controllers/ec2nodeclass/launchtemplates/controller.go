@@ -15,6 +15,7 @@ import (
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
+	"github.com/dovetail-sh/dovetail/controller/controllers/periodic"
 )
 
 // Defaults for the sweep.
@@ -40,20 +41,9 @@ func NewController(kube client.Client, templates *dtaws.LaunchTemplates, clk clo
 func (c *Controller) Name() string { return "launchtemplate.garbagecollection" }
 
 func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
-	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		timer := c.clock.NewTimer(c.Period)
-		for {
-			select {
-			case <-ctx.Done():
-				timer.Stop()
-				return nil
-			case <-timer.C():
-				if _, err := c.Sweep(ctx); err != nil && ctx.Err() == nil {
-					log.FromContext(ctx).Error(err, "sweeping launch templates failed; retrying next period")
-				}
-				timer.Reset(c.Period)
-			}
-		}
+	return mgr.Add(periodic.Runnable(c.clock, c.Period, c.Name(), func(ctx context.Context) error {
+		_, err := c.Sweep(ctx)
+		return err
 	}))
 }
 

@@ -19,6 +19,7 @@ import (
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
+	"github.com/dovetail-sh/dovetail/controller/controllers/periodic"
 )
 
 // Defaults: how often to look, and how old an instance or claim must be before it
@@ -46,22 +47,7 @@ func (c *Controller) Name() string { return "nodeclaim.garbagecollection" }
 
 // Register runs Collect every Period on the elected leader.
 func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
-	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
-		ctx = log.IntoContext(ctx, log.FromContext(ctx).WithName(c.Name()))
-		tick := c.clock.NewTimer(c.Period)
-		for {
-			select {
-			case <-ctx.Done():
-				tick.Stop()
-				return nil
-			case <-tick.C():
-				if err := c.Collect(ctx); err != nil && ctx.Err() == nil {
-					log.FromContext(ctx).Error(err, "garbage collection failed; retrying next period")
-				}
-				tick.Reset(c.Period)
-			}
-		}
-	}))
+	return mgr.Add(periodic.Runnable(c.clock, c.Period, c.Name(), c.Collect))
 }
 
 // Collect makes one pass.
