@@ -72,6 +72,11 @@ var (
 		Namespace: "karpenter", Subsystem: "interruption", Name: "deleted_messages_total",
 		Help: "Messages deleted from the interruption queue.",
 	})
+	InterruptionQueueDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "karpenter", Subsystem: "interruption", Name: "message_queue_duration_seconds",
+		Help:    "How long interruption messages waited in the queue before they were handled.",
+		Buckets: prometheus.ExponentialBuckets(0.1, 2, 12),
+	})
 	InterruptionActions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "karpenter", Subsystem: "interruption", Name: "actions_performed_total",
 		Help: "What the interruption controller did: cordon-and-drain or event-only, by message kind.",
@@ -82,5 +87,5 @@ func init() {
 	crmetrics.Registry.MustRegister(NodeClaimsCreated, NodeClaimsLaunched, NodeClaimsRegistered, NodeClaimsInitialized,
 		NodeClaimsTerminated, SchedulingDuration, PodsPending, PodsUnschedulable, NodePoolUsage, NodePoolLimit,
 		NodeClaimsDisrupted, VoluntaryDisruptionDecisions, VoluntaryDisruptionEligibleNodes, NodePoolAllowedDisruptions,
-		InterruptionReceivedMessages, InterruptionDeletedMessages, InterruptionActions)
+		InterruptionReceivedMessages, InterruptionDeletedMessages, InterruptionActions, InterruptionQueueDuration)
 }

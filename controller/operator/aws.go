@@ -64,7 +64,7 @@ func newAWSCloud(ctx context.Context, opts Options, cfg *rest.Config, mgr manage
 	}
 	if opts.InterruptionQueue != "" {
 		cloud.WithProvisioner = func(p *provisioning.Provisioner, recorder record.EventRecorder) []Controller {
-			return []Controller{interruption.NewController(mgr.GetClient(), clients.SQS, opts.InterruptionQueue, p, provider.Unavailable(), recorder)}
+			return []Controller{interruption.NewController(mgr.GetClient(), clients.SQS, opts.InterruptionQueue, p, provider.Unavailable(), recorder, clk)}
 		}
 	} else {
 		log.Info("no --interruption-queue: spot interruptions and scheduled maintenance are not handled ahead of time")

@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -152,6 +153,7 @@ func TestAWSEndToEnd(t *testing.T) {
 		victim := claimOfNode(t, c, pods[0].Spec.NodeName)
 		id := victim.Status.ProviderID[strings.LastIndex(victim.Status.ProviderID, "/")+1:]
 		actions := testutil.ToFloat64(metrics.InterruptionActions.WithLabelValues("cordon_and_drain", "spot_interrupted"))
+		queued := queueDurations(t)
 		out, err := events.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
 			Source: aws.String("aws.ec2"), DetailType: aws.String("EC2 Spot Instance Interruption Warning"),
 			Resources: []string{"arn:aws:ec2:us-west-2:123456789012:instance/" + id},
@@ -178,6 +180,9 @@ func TestAWSEndToEnd(t *testing.T) {
 			if p.Spec.NodeName == victim.Status.NodeName {
 				t.Errorf("pod %s still runs on the interrupted node", p.Name)
 			}
+		}
+		if observed := queueDurations(t); observed <= queued {
+			t.Errorf("queue durations observed went from %d to %d; want the interruption's", queued, observed)
 		}
 		if got := testutil.ToFloat64(metrics.InterruptionActions.WithLabelValues("cordon_and_drain", "spot_interrupted")); got != actions+1 {
 			t.Errorf("cordon_and_drain actions went from %v to %v; want one more", actions, got)
@@ -267,4 +272,11 @@ func dumpCluster(t *testing.T, c client.Client) {
 			t.Logf("event %s/%s %s: %s", e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Reason, e.Message)
 		}
 	}
+}
+
+// queueDurations is how many queue durations the interruption histogram has observed.
+func queueDurations(t *testing.T) uint64 {
+	m := &dto.Metric{}
+	must(t, metrics.InterruptionQueueDuration.Write(m))
+	return m.GetHistogram().GetSampleCount()
 }

@@ -11,6 +11,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -215,6 +216,18 @@ func TestBudgetsAndDrift(t *testing.T) {
 		np.Spec.Template.Labels = map[string]string{"team": "search"}
 		must(t, c.Patch(ctx, np, patch))
 		busy := sample(func() (int, error) { return disrupting(c) })
+		eventually(t, 30*time.Second, "a waiting claim shows it drifted", func() error {
+			var claims v1.NodeClaimList
+			if err := c.List(ctx, &claims); err != nil {
+				return err
+			}
+			for _, nc := range claims.Items {
+				if cond := meta.FindStatusCondition(nc.Status.Conditions, v1.ConditionTypeDrifted); cond != nil && cond.Reason == "NodePoolDrift" {
+					return nil
+				}
+			}
+			return fmt.Errorf("no nodeclaim has Drifted=NodePoolDrift")
+		})
 		eventually(t, 120*time.Second, "every node replaced by one with the new template", func() error {
 			var nodes corev1.NodeList
 			if err := c.List(ctx, &nodes); err != nil {

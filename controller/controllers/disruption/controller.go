@@ -271,6 +271,7 @@ func (c *Controller) observe(ctx context.Context) (*state, error) {
 		cand.cost = disruptionCost(cand.pods, nc, now)
 		cand.consolidatableSince = consolidatableSince(nc, np)
 		cand.drift = c.driftReason(ctx, nc, node, np)
+		c.writeConditions(ctx, cand, now)
 		s.candidates = append(s.candidates, cand)
 	}
 	for name, np := range s.poolByName {
@@ -301,6 +302,32 @@ func (c *Controller) writeAllowed(ctx context.Context, np *v1.NodePool, allowed 
 	updated.Status.AllowedDisruptions = allowed
 	if err := c.kube.Status().Patch(ctx, updated, patch); err != nil {
 		log.FromContext(ctx).V(1).Info("writing allowed disruptions to nodepool status", "nodepool", np.Name, "error", err.Error())
+	}
+}
+
+// writeConditions shows on the claim what disruption sees: Drifted with the reason,
+// and Consolidatable once consolidateAfter has passed.
+func (c *Controller) writeConditions(ctx context.Context, cand *candidate, now time.Time) {
+	nc := cand.claim
+	before := nc.DeepCopy()
+	set := func(t string, on bool, reason, message string) {
+		if !on {
+			meta.RemoveStatusCondition(&nc.Status.Conditions, t)
+			return
+		}
+		if existing := meta.FindStatusCondition(nc.Status.Conditions, t); existing != nil && existing.Status == metav1.ConditionTrue && existing.Reason == reason {
+			return
+		}
+		meta.SetStatusCondition(&nc.Status.Conditions, metav1.Condition{Type: t, Status: metav1.ConditionTrue, Reason: reason, Message: message,
+			ObservedGeneration: nc.Generation, LastTransitionTime: metav1.NewTime(now)})
+	}
+	set(v1.ConditionTypeDrifted, cand.drift != "", cand.drift, "the node no longer matches its NodePool or node class")
+	set(v1.ConditionTypeConsolidatable, cand.consolidatable(now), "Consolidatable", "consolidateAfter has passed since the last pod change")
+	if equality.Semantic.DeepEqual(before.Status.Conditions, nc.Status.Conditions) {
+		return
+	}
+	if err := c.kube.Status().Patch(ctx, nc, client.MergeFrom(before)); err != nil {
+		log.FromContext(ctx).V(1).Info("writing disruption conditions", "nodeclaim", nc.Name, "error", err.Error())
 	}
 }
 

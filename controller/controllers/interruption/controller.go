@@ -9,6 +9,7 @@ package interruption
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -19,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
@@ -48,13 +50,14 @@ type Controller struct {
 	provisioner *provisioning.Provisioner
 	offerings   OfferingMarker
 	recorder    record.EventRecorder
+	clock       clock.Clock
 	// WaitTime is the long-poll wait of each receive, in seconds (at most 20).
 	WaitTime int32
 }
 
 // NewController wires the controller for the named queue.
-func NewController(kube client.Client, api SQSAPI, queue string, provisioner *provisioning.Provisioner, offerings OfferingMarker, recorder record.EventRecorder) *Controller {
-	return &Controller{kube: kube, sqs: api, queue: queue, provisioner: provisioner, offerings: offerings, recorder: recorder, WaitTime: 20}
+func NewController(kube client.Client, api SQSAPI, queue string, provisioner *provisioning.Provisioner, offerings OfferingMarker, recorder record.EventRecorder, clk clock.Clock) *Controller {
+	return &Controller{kube: kube, sqs: api, queue: queue, provisioner: provisioner, offerings: offerings, recorder: recorder, clock: clk, WaitTime: 20}
 }
 
 func (c *Controller) Name() string { return "interruption" }
@@ -98,7 +101,8 @@ func (c *Controller) queueURL(ctx context.Context) (string, error) {
 // once handled, and also when it cannot be understood: retrying those would only
 // fail again.
 func (c *Controller) Poll(ctx context.Context, url string) error {
-	out, err := c.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: c.WaitTime})
+	out, err := c.sqs.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), MaxNumberOfMessages: 10, WaitTimeSeconds: c.WaitTime,
+		MessageSystemAttributeNames: []sqstypes.MessageSystemAttributeName{sqstypes.MessageSystemAttributeNameSentTimestamp}})
 	if err != nil {
 		return err
 	}
@@ -117,6 +121,9 @@ func (c *Controller) Poll(ctx context.Context, url string) error {
 				return
 			}
 			metrics.InterruptionDeletedMessages.Inc()
+			if sent, err := strconv.ParseInt(m.Attributes[string(sqstypes.MessageSystemAttributeNameSentTimestamp)], 10, 64); err == nil {
+				metrics.InterruptionQueueDuration.Observe(c.clock.Since(time.UnixMilli(sent)).Seconds())
+			}
 		}(m)
 	}
 	wg.Wait()
