@@ -36,11 +36,11 @@ type providerModel struct {
 
 // awsModel mirrors the hashicorp/aws provider's settings users already know.
 type awsModel struct {
-	Region                 types.String    `tfsdk:"region"`
-	Profile                types.String    `tfsdk:"profile"`
-	SharedConfigFiles      []types.String  `tfsdk:"shared_config_files"`
-	SharedCredentialsFiles []types.String  `tfsdk:"shared_credentials_files"`
-	Endpoints              types.Map       `tfsdk:"endpoints"`
+	Region                 types.String     `tfsdk:"region"`
+	Profile                types.String     `tfsdk:"profile"`
+	SharedConfigFiles      []types.String   `tfsdk:"shared_config_files"`
+	SharedCredentialsFiles []types.String   `tfsdk:"shared_credentials_files"`
+	Endpoints              types.Map        `tfsdk:"endpoints"`
 	AssumeRole             *assumeRoleModel `tfsdk:"assume_role"`
 }
 
