@@ -77,11 +77,8 @@ func (r *discoveryTags) Configure(_ context.Context, req resource.ConfigureReque
 }
 
 // ModifyPlan fails the plan when the provider has no aws block, rather than the apply.
-func (r *discoveryTags) ModifyPlan(_ context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
-	if r.clients != nil && r.clients.AWS == nil {
-		resp.Diagnostics.AddError("The dovetail provider has no aws block",
-			"dovetail_discovery_tags calls EC2: add aws { region = \"...\" } to the provider \"dovetail\" block.")
-	}
+func (r *discoveryTags) ModifyPlan(_ context.Context, _ resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	requireAWS(r.clients, "dovetail_discovery_tags", &resp.Diagnostics)
 }
 
 func (r *discoveryTags) ids(ctx context.Context, m *discoveryTagsModel) ([]string, error) {

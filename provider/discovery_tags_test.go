@@ -160,7 +160,7 @@ resource "dovetail_discovery_tags" "this" {
 	})
 }
 
-func TestDiscoveryTagsValidation(t *testing.T) {
+func TestPlanTimeValidation(t *testing.T) {
 	acceptance(t)
 	cases := map[string]struct{ config, want string }{
 		"bad subnet id": {providerBlock("http://127.0.0.1:1") + `
@@ -177,6 +177,15 @@ resource "dovetail_discovery_tags" "this" {
   cluster_name       = "-demo"
   security_group_ids = ["sg-0123"]
 }`, `must be an EKS cluster name`},
+		"queue name too long": {providerBlock("http://127.0.0.1:1") + `
+resource "dovetail_interruption_queue" "this" {
+  name = "a-queue-name-that-is-far-too-long-for-rules"
+}`, `must be 1-30 letters, digits, - or _`},
+		"queue retention out of range": {providerBlock("http://127.0.0.1:1") + `
+resource "dovetail_interruption_queue" "this" {
+  name                      = "q"
+  message_retention_seconds = 10
+}`, `message_retention_seconds value must be between 60 and 1209600`},
 		"no aws block": {`
 resource "dovetail_discovery_tags" "this" {
   cluster_name       = "demo"

@@ -1,14 +1,20 @@
 package provider
 
 import (
-	"errors"
-	"strings"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 
-	"github.com/aws/smithy-go"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/awserr"
 )
 
-// isNotFound reports an AWS error saying the resource does not exist.
-func isNotFound(err error) bool {
-	var apiErr smithy.APIError
-	return errors.As(err, &apiErr) && strings.Contains(apiErr.ErrorCode(), "NotFound")
+var (
+	isCode     = awserr.IsCode
+	isNotFound = awserr.IsNotFound
+)
+
+// requireAWS fails a plan that needs AWS when the provider has no aws block.
+func requireAWS(c *Clients, resourceType string, diags *diag.Diagnostics) {
+	if c != nil && c.AWS == nil {
+		diags.AddError("The dovetail provider has no aws block",
+			resourceType+" calls AWS: add aws { region = \"...\" } to the provider \"dovetail\" block.")
+	}
 }

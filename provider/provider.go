@@ -11,6 +11,8 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
@@ -57,8 +59,10 @@ type Clients struct {
 
 // AWSClients are the AWS API clients, each with its endpoint override.
 type AWSClients struct {
-	EC2    *ec2.Client
-	Region string
+	EC2         *ec2.Client
+	SQS         *sqs.Client
+	EventBridge *eventbridge.Client
+	Region      string
 }
 
 func (p *dovetailProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
@@ -162,8 +166,10 @@ func newAWSClients(ctx context.Context, m *awsModel) (*AWSClients, error) {
 		}))
 	}
 	return &AWSClients{
-		EC2:    ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = endpoint("ec2") }),
-		Region: region,
+		EC2:         ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = endpoint("ec2") }),
+		SQS:         sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = endpoint("sqs") }),
+		EventBridge: eventbridge.NewFromConfig(cfg, func(o *eventbridge.Options) { o.BaseEndpoint = endpoint("events") }),
+		Region:      region,
 	}, nil
 }
 
@@ -176,7 +182,7 @@ func stringValues(in []types.String) []string {
 }
 
 func (p *dovetailProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{NewDiscoveryTagsResource}
+	return []func() resource.Resource{NewDiscoveryTagsResource, NewInterruptionQueueResource}
 }
 
 func (p *dovetailProvider) DataSources(context.Context) []func() datasource.DataSource {

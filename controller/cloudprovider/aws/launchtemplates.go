@@ -15,11 +15,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-	"github.com/aws/smithy-go"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/clock"
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/awserr"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/userdata"
 )
 
@@ -301,18 +301,7 @@ func metadataOptions(m *awsv1.MetadataOptions) *ec2types.LaunchTemplateInstanceM
 }
 
 // isCode reports whether err is an AWS API error with one of the codes.
-func isCode(err error, codes ...string) bool {
-	var apiErr smithy.APIError
-	if !errors.As(err, &apiErr) {
-		return false
-	}
-	for _, c := range codes {
-		if apiErr.ErrorCode() == c {
-			return true
-		}
-	}
-	return false
-}
+func isCode(err error, codes ...string) bool { return awserr.IsCode(err, codes...) }
 
 func sortedKeys(m map[string]string) []string {
 	keys := make([]string, 0, len(m))

@@ -1,0 +1,282 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"strconv"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+)
+
+// InterruptionRule is one EventBridge rule feeding the interruption queue.
+type InterruptionRule struct {
+	Suffix  string
+	Pattern string
+}
+
+// InterruptionRules are the events the controller's interruption handling reads.
+var InterruptionRules = []InterruptionRule{
+	{"spot-interruption", `{"source":["aws.ec2"],"detail-type":["EC2 Spot Instance Interruption Warning"]}`},
+	{"rebalance", `{"source":["aws.ec2"],"detail-type":["EC2 Instance Rebalance Recommendation"]}`},
+	{"instance-state-change", `{"source":["aws.ec2"],"detail-type":["EC2 Instance State-change Notification"]}`},
+	{"scheduled-change", `{"source":["aws.health"],"detail-type":["AWS Health Event"]}`},
+	{"capacity-reservation-interruption", `{"source":["aws.ec2"],"detail-type":["EC2 Capacity Reservation Instance Interruption Warning"]}`},
+}
+
+const queueTargetID = "dovetail-interruption-queue"
+
+// NewInterruptionQueueResource is dovetail_interruption_queue.
+func NewInterruptionQueueResource() resource.Resource { return &interruptionQueue{} }
+
+type interruptionQueue struct{ clients *Clients }
+
+type interruptionQueueModel struct {
+	ID               types.String `tfsdk:"id"`
+	Name             types.String `tfsdk:"name"`
+	MessageRetention types.Int64  `tfsdk:"message_retention_seconds"`
+	SQSManagedSSE    types.Bool   `tfsdk:"sqs_managed_sse"`
+	URL              types.String `tfsdk:"url"`
+	ARN              types.String `tfsdk:"arn"`
+	RuleNames        types.List   `tfsdk:"rule_names"`
+}
+
+func (r *interruptionQueue) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_interruption_queue"
+}
+
+func (r *interruptionQueue) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	computedString := func(desc string) schema.StringAttribute {
+		return schema.StringAttribute{Computed: true, Description: desc, PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}}
+	}
+	resp.Schema = schema.Schema{
+		Description: "The SQS queue the controller's --interruption-queue reads, and the EventBridge rules that fill it: spot interruption warnings, rebalance recommendations, instance state changes, AWS Health scheduled changes and capacity-reservation interruptions. The queue is encrypted, keeps messages 300 s, and admits only EventBridge and SQS over TLS.",
+		Attributes: map[string]schema.Attribute{
+			"id": computedString("The queue name."),
+			"name": schema.StringAttribute{Required: true, Description: "Queue name; the rules are named <name>-<event>.",
+				Validators:    []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^[A-Za-z0-9_-]{1,30}$`), "must be 1-30 letters, digits, - or _ (rule names add up to 34 characters)")},
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()}},
+			"message_retention_seconds": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(300),
+				Description: "How long an unread message is kept; an interruption older than 5 minutes is moot.",
+				Validators:  []validator.Int64{int64validator.Between(60, 1209600)}},
+			"sqs_managed_sse": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true), Description: "Encrypt messages at rest with SQS-managed keys."},
+			"url":             computedString("The queue URL."),
+			"arn":             computedString("The queue ARN."),
+			"rule_names": schema.ListAttribute{Computed: true, ElementType: types.StringType, Description: "The EventBridge rules.",
+				PlanModifiers: nil},
+		},
+	}
+}
+
+func (r *interruptionQueue) Configure(_ context.Context, req resource.ConfigureRequest, _ *resource.ConfigureResponse) {
+	if c, ok := req.ProviderData.(*Clients); ok {
+		r.clients = c
+	}
+}
+
+func (r *interruptionQueue) ModifyPlan(_ context.Context, _ resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	requireAWS(r.clients, "dovetail_interruption_queue", &resp.Diagnostics)
+}
+
+// queuePolicy admits EventBridge and SQS, and refuses anything not over TLS.
+func queuePolicy(arn string) string {
+	policy := map[string]any{
+		"Version": "2012-10-17",
+		"Id":      "DovetailInterruptionQueue",
+		"Statement": []map[string]any{
+			{"Sid": "EventBridgeAndSQS", "Effect": "Allow", "Action": "sqs:SendMessage", "Resource": arn,
+				"Principal": map[string]any{"Service": []string{"events.amazonaws.com", "sqs.amazonaws.com"}}},
+			{"Sid": "DenyHTTP", "Effect": "Deny", "Action": "sqs:*", "Resource": arn, "Principal": "*",
+				"Condition": map[string]any{"Bool": map[string]string{"aws:SecureTransport": "false"}}},
+		},
+	}
+	b, _ := json.Marshal(policy)
+	return string(b)
+}
+
+func (r *interruptionQueue) attributes(m *interruptionQueueModel, arn string) map[string]string {
+	attrs := map[string]string{
+		string(sqstypes.QueueAttributeNameMessageRetentionPeriod): strconv.FormatInt(m.MessageRetention.ValueInt64(), 10),
+		string(sqstypes.QueueAttributeNameSqsManagedSseEnabled):   strconv.FormatBool(m.SQSManagedSSE.ValueBool()),
+	}
+	if arn != "" {
+		attrs[string(sqstypes.QueueAttributeNamePolicy)] = queuePolicy(arn)
+	}
+	return attrs
+}
+
+// apply makes the queue and rules match the model; each call is idempotent.
+func (r *interruptionQueue) apply(ctx context.Context, m *interruptionQueueModel) error {
+	api := r.clients.AWS
+	created, err := api.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(m.Name.ValueString()), Attributes: r.attributes(m, "")})
+	if err != nil && !isCode(err, "QueueAlreadyExists", "QueueNameExists") {
+		return fmt.Errorf("creating queue %s, %w", m.Name.ValueString(), err)
+	}
+	url := ""
+	if created != nil {
+		url = aws.ToString(created.QueueUrl)
+	}
+	if url == "" {
+		got, err := api.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(m.Name.ValueString())})
+		if err != nil {
+			return fmt.Errorf("finding queue %s, %w", m.Name.ValueString(), err)
+		}
+		url = aws.ToString(got.QueueUrl)
+	}
+	attrs, err := api.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	if err != nil {
+		return fmt.Errorf("reading queue %s, %w", m.Name.ValueString(), err)
+	}
+	arn := attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
+	if _, err := api.SQS.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(url), Attributes: r.attributes(m, arn)}); err != nil {
+		return fmt.Errorf("setting the attributes of queue %s, %w", m.Name.ValueString(), err)
+	}
+	var names []string
+	for _, rule := range InterruptionRules {
+		name := m.Name.ValueString() + "-" + rule.Suffix
+		if _, err := api.EventBridge.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String(name), EventPattern: aws.String(rule.Pattern),
+			Description: aws.String("Dovetail interruption handling: " + rule.Suffix)}); err != nil {
+			return fmt.Errorf("creating EventBridge rule %s, %w", name, err)
+		}
+		if _, err := api.EventBridge.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String(name),
+			Targets: []ebtypes.Target{{Id: aws.String(queueTargetID), Arn: aws.String(arn)}}}); err != nil {
+			return fmt.Errorf("pointing EventBridge rule %s at the queue, %w", name, err)
+		}
+		names = append(names, name)
+	}
+	m.ID, m.URL, m.ARN = m.Name, types.StringValue(url), types.StringValue(arn)
+	m.RuleNames, _ = types.ListValueFrom(ctx, types.StringType, names)
+	return nil
+}
+
+func (r *interruptionQueue) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan interruptionQueueModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if err := r.apply(ctx, &plan); err != nil {
+		resp.Diagnostics.AddError("Cannot create the interruption queue", err.Error())
+		// Record what exists so a retry or destroy finds it.
+		if !plan.URL.IsUnknown() && !plan.URL.IsNull() {
+			resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+		}
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+// Read reports the queue's attributes; a missing queue or rule means the resource
+// must be made again.
+func (r *interruptionQueue) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state interruptionQueueModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() || r.clients == nil || r.clients.AWS == nil {
+		return
+	}
+	api := r.clients.AWS
+	got, err := api.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(state.Name.ValueString())})
+	if isCode(err, "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist") {
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot read the interruption queue", err.Error())
+		return
+	}
+	attrs, err := api.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: got.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll}})
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot read the interruption queue", err.Error())
+		return
+	}
+	a := attrs.Attributes
+	if v, err := strconv.ParseInt(a[string(sqstypes.QueueAttributeNameMessageRetentionPeriod)], 10, 64); err == nil {
+		state.MessageRetention = types.Int64Value(v)
+	}
+	if v, err := strconv.ParseBool(a[string(sqstypes.QueueAttributeNameSqsManagedSseEnabled)]); err == nil {
+		state.SQSManagedSSE = types.BoolValue(v)
+	}
+	state.URL, state.ARN = types.StringValue(aws.ToString(got.QueueUrl)), types.StringValue(a[string(sqstypes.QueueAttributeNameQueueArn)])
+	var names []string
+	for _, rule := range InterruptionRules {
+		name := state.Name.ValueString() + "-" + rule.Suffix
+		targets, err := api.EventBridge.ListTargetsByRule(ctx, &eventbridge.ListTargetsByRuleInput{Rule: aws.String(name)})
+		if isCode(err, "ResourceNotFoundException") || (err == nil && len(targets.Targets) == 0) {
+			// A rule or its target is gone: interruptions would be missed.
+			resp.State.RemoveResource(ctx)
+			return
+		}
+		if err != nil {
+			resp.Diagnostics.AddError("Cannot read the interruption rules", err.Error())
+			return
+		}
+		names = append(names, name)
+	}
+	state.RuleNames, _ = types.ListValueFrom(ctx, types.StringType, names)
+	state.ID = state.Name
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+func (r *interruptionQueue) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan interruptionQueueModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if err := r.apply(ctx, &plan); err != nil {
+		resp.Diagnostics.AddError("Cannot update the interruption queue", err.Error())
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *interruptionQueue) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state interruptionQueueModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	api := r.clients.AWS
+	for _, rule := range InterruptionRules {
+		name := state.Name.ValueString() + "-" + rule.Suffix
+		if _, err := api.EventBridge.RemoveTargets(ctx, &eventbridge.RemoveTargetsInput{Rule: aws.String(name), Ids: []string{queueTargetID}}); err != nil && !isCode(err, "ResourceNotFoundException") {
+			resp.Diagnostics.AddError("Cannot remove the rule's target", fmt.Sprintf("rule %s: %v", name, err))
+			return
+		}
+		if _, err := api.EventBridge.DeleteRule(ctx, &eventbridge.DeleteRuleInput{Name: aws.String(name)}); err != nil && !isCode(err, "ResourceNotFoundException") {
+			resp.Diagnostics.AddError("Cannot delete the rule", fmt.Sprintf("rule %s: %v", name, err))
+			return
+		}
+	}
+	got, err := api.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(state.Name.ValueString())})
+	if isCode(err, "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist") {
+		return
+	}
+	if err == nil {
+		_, err = api.SQS.DeleteQueue(ctx, &sqs.DeleteQueueInput{QueueUrl: got.QueueUrl})
+	}
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot delete the interruption queue", err.Error())
+	}
+}
+
+func (r *interruptionQueue) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	resource.ImportStatePassthroughID(ctx, path.Root("name"), req, resp)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+}

@@ -1,0 +1,166 @@
+package provider_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+
+	"github.com/dovetail-sh/dovetail/provider"
+	"github.com/dovetail-sh/dovetail/tests/testenv"
+)
+
+func queueConfig(endpoint string, retention int) string {
+	return fmt.Sprintf(`
+provider "dovetail" {
+  aws {
+    region    = "us-west-2"
+    endpoints = { sqs = %[1]q, events = %[1]q }
+  }
+}
+
+resource "dovetail_interruption_queue" "this" {
+  name                      = "demo-interruption"
+  message_retention_seconds = %[2]d
+}
+`, endpoint, retention)
+}
+
+func TestAccInterruptionQueue(t *testing.T) {
+	acceptance(t)
+	ctx := context.Background()
+	moto := testenv.StartMoto(t)
+	clients := testenv.AWSClients(t, moto, "us-west-2")
+	events := eventbridge.New(eventbridge.Options{Region: "us-west-2", BaseEndpoint: aws.String(moto.Endpoint), Credentials: credentials.NewStaticCredentialsProvider("testing", "testing", "")})
+	queueURL := func() (string, error) {
+		out, err := clients.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("demo-interruption")})
+		if err != nil {
+			return "", err
+		}
+		return aws.ToString(out.QueueUrl), nil
+	}
+	attribute := func(name sqstypes.QueueAttributeName, want func(string) error) resource.TestCheckFunc {
+		return func(*terraform.State) error {
+			url, err := queueURL()
+			if err != nil {
+				return err
+			}
+			out, err := clients.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{name}})
+			if err != nil {
+				return err
+			}
+			return want(out.Attributes[string(name)])
+		}
+	}
+	equals := func(v string) func(string) error {
+		return func(got string) error {
+			if got != v {
+				return fmt.Errorf("got %q, want %q", got, v)
+			}
+			return nil
+		}
+	}
+	// The rules must deliver: a spot warning sent to EventBridge lands in the queue.
+	delivers := func(*terraform.State) error {
+		out, err := events.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
+			Source: aws.String("aws.ec2"), DetailType: aws.String("EC2 Spot Instance Interruption Warning"), Detail: aws.String(`{"instance-id":"i-0123456789abcdef0"}`)}}})
+		if err != nil || out.FailedEntryCount > 0 {
+			return fmt.Errorf("PutEvents: %v %+v", err, out)
+		}
+		url, err := queueURL()
+		if err != nil {
+			return err
+		}
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			msgs, err := clients.SQS.ReceiveMessage(ctx, &sqs.ReceiveMessageInput{QueueUrl: aws.String(url), WaitTimeSeconds: 1})
+			if err != nil {
+				return err
+			}
+			for _, m := range msgs.Messages {
+				if strings.Contains(aws.ToString(m.Body), "i-0123456789abcdef0") {
+					_, err := clients.SQS.DeleteMessage(ctx, &sqs.DeleteMessageInput{QueueUrl: aws.String(url), ReceiptHandle: m.ReceiptHandle})
+					return err
+				}
+			}
+		}
+		return fmt.Errorf("the spot interruption warning never reached the queue")
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		CheckDestroy: func(*terraform.State) error {
+			if _, err := queueURL(); err == nil {
+				return fmt.Errorf("the queue still exists")
+			}
+			for _, r := range provider.InterruptionRules {
+				if _, err := events.DescribeRule(ctx, &eventbridge.DescribeRuleInput{Name: aws.String("demo-interruption-" + r.Suffix)}); err == nil {
+					return fmt.Errorf("rule %s still exists", r.Suffix)
+				}
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{
+			{
+				Config: queueConfig(moto.Endpoint, 300),
+				Check: resource.ComposeTestCheckFunc(
+					attribute(sqstypes.QueueAttributeNameMessageRetentionPeriod, equals("300")),
+					attribute(sqstypes.QueueAttributeNameSqsManagedSseEnabled, equals("true")),
+					attribute(sqstypes.QueueAttributeNamePolicy, func(p string) error {
+						for _, want := range []string{"events.amazonaws.com", "sqs.amazonaws.com", `"aws:SecureTransport":"false"`} {
+							// The emulator re-indents the document.
+							if !strings.Contains(strings.ReplaceAll(p, " ", ""), want) {
+								return fmt.Errorf("queue policy lacks %s: %s", want, p)
+							}
+						}
+						return nil
+					}),
+					resource.TestCheckResourceAttr("dovetail_interruption_queue.this", "rule_names.#", fmt.Sprint(len(provider.InterruptionRules))),
+					resource.TestCheckResourceAttrSet("dovetail_interruption_queue.this", "arn"),
+					delivers,
+				),
+			},
+			{
+				Config: queueConfig(moto.Endpoint, 600),
+				Check:  attribute(sqstypes.QueueAttributeNameMessageRetentionPeriod, equals("600")),
+			},
+			{ResourceName: "dovetail_interruption_queue.this", ImportState: true, ImportStateId: "demo-interruption", ImportStateVerify: true},
+			{
+				// Retention changed out of band shows as drift.
+				PreConfig: func() {
+					url, err := queueURL()
+					if err == nil {
+						_, err = clients.SQS.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(url), Attributes: map[string]string{"MessageRetentionPeriod": "900"}})
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: queueConfig(moto.Endpoint, 600), PlanOnly: true, ExpectNonEmptyPlan: true,
+			},
+			{
+				// A rule deleted out of band is put back.
+				PreConfig: func() {
+					name := "demo-interruption-" + provider.InterruptionRules[0].Suffix
+					if _, err := events.RemoveTargets(ctx, &eventbridge.RemoveTargetsInput{Rule: aws.String(name), Ids: []string{"dovetail-interruption-queue"}}); err != nil {
+						t.Fatal(err)
+					}
+					if _, err := events.DeleteRule(ctx, &eventbridge.DeleteRuleInput{Name: aws.String(name)}); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: queueConfig(moto.Endpoint, 600),
+				Check:  resource.ComposeTestCheckFunc(attribute(sqstypes.QueueAttributeNameMessageRetentionPeriod, equals("600")), delivers),
+			},
+		},
+	})
+}
