@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
@@ -60,6 +61,7 @@ type Clients struct {
 // AWSClients are the AWS API clients, each with its endpoint override.
 type AWSClients struct {
 	EC2         *ec2.Client
+	IAM         *iam.Client
 	SQS         *sqs.Client
 	EventBridge *eventbridge.Client
 	Region      string
@@ -167,6 +169,7 @@ func newAWSClients(ctx context.Context, m *awsModel) (*AWSClients, error) {
 	}
 	return &AWSClients{
 		EC2:         ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = endpoint("ec2") }),
+		IAM:         iam.NewFromConfig(cfg, func(o *iam.Options) { o.BaseEndpoint = endpoint("iam") }),
 		SQS:         sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = endpoint("sqs") }),
 		EventBridge: eventbridge.NewFromConfig(cfg, func(o *eventbridge.Options) { o.BaseEndpoint = endpoint("events") }),
 		Region:      region,
@@ -182,7 +185,7 @@ func stringValues(in []types.String) []string {
 }
 
 func (p *dovetailProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{NewDiscoveryTagsResource, NewInterruptionQueueResource}
+	return []func() resource.Resource{NewDiscoveryTagsResource, NewInterruptionQueueResource, NewNodeRoleResource}
 }
 
 func (p *dovetailProvider) DataSources(context.Context) []func() datasource.DataSource {
