@@ -186,6 +186,12 @@ resource "dovetail_interruption_queue" "this" {
   name                      = "q"
   message_retention_seconds = 10
 }`, `message_retention_seconds value must be between 60 and 1209600`},
+		"policy with a role name, not an ARN": {`
+data "dovetail_controller_policy" "this" {
+  cluster_name  = "demo"
+  region        = "us-west-2"
+  node_role_arn = "KarpenterNodeRole-demo"
+}`, `must be an ARN, e.g. arn:aws:iam::123456789012:role/KarpenterNodeRole-demo`},
 		"no aws block": {`
 resource "dovetail_discovery_tags" "this" {
   cluster_name       = "demo"

@@ -189,5 +189,5 @@ func (p *dovetailProvider) Resources(context.Context) []func() resource.Resource
 }
 
 func (p *dovetailProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return nil
+	return []func() datasource.DataSource{NewControllerPolicyDataSource}
 }

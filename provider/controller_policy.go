@@ -1,0 +1,105 @@
+package provider
+
+import (
+	"encoding/json"
+	"fmt"
+)
+
+// ControllerPolicyInput names what the controller's permissions are scoped to.
+type ControllerPolicyInput struct {
+	Partition   string
+	Region      string
+	AccountID   string
+	ClusterName string
+	NodeRoleARN string
+	// InterruptionQueueARN is optional; without it no SQS permission is granted.
+	InterruptionQueueARN string
+}
+
+type statement struct {
+	Sid       string                    `json:"Sid"`
+	Effect    string                    `json:"Effect"`
+	Action    []string                  `json:"Action"`
+	Resource  []string                  `json:"Resource"`
+	Condition map[string]map[string]any `json:"Condition,omitempty"`
+}
+
+// ControllerPolicy is the least-privilege IAM policy of the controller: read actions
+// limited to the region, and every write scoped by the tags the controller puts on
+// what it creates (instances and volumes carry kubernetes.io/cluster/<cluster>=owned
+// and a nodepool; launch templates karpenter.k8s.aws/cluster=<cluster>; instance
+// profiles the cluster, region and class), with iam:PassRole for the node role only.
+func ControllerPolicy(in ControllerPolicyInput) (string, error) {
+	if in.ClusterName == "" || in.Region == "" || in.NodeRoleARN == "" {
+		return "", fmt.Errorf("cluster_name, region and node_role_arn are required")
+	}
+	p := in.Partition
+	if p == "" {
+		p = "aws"
+	}
+	ec2ARN := func(kind string) string { return fmt.Sprintf("arn:%s:ec2:%s:*:%s/*", p, in.Region, kind) }
+	ec2Public := func(kind string) string { return fmt.Sprintf("arn:%s:ec2:%s::%s/*", p, in.Region, kind) }
+	clusterTag := "kubernetes.io/cluster/" + in.ClusterName
+	account := in.AccountID
+	if account == "" {
+		account = "*"
+	}
+	launched := []string{ec2ARN("fleet"), ec2ARN("instance"), ec2ARN("volume"), ec2ARN("network-interface"), ec2ARN("spot-instances-request")}
+	statements := []statement{
+		{Sid: "AllowScopedEC2InstanceAccessActions", Effect: "Allow", Action: []string{"ec2:RunInstances", "ec2:CreateFleet"},
+			Resource: []string{ec2Public("image"), ec2Public("snapshot"), ec2ARN("security-group"), ec2ARN("subnet"), ec2ARN("capacity-reservation")}},
+		{Sid: "AllowScopedEC2LaunchTemplateAccessActions", Effect: "Allow", Action: []string{"ec2:RunInstances", "ec2:CreateFleet"},
+			Resource:  []string{ec2ARN("launch-template")},
+			Condition: map[string]map[string]any{"StringEquals": {"aws:ResourceTag/karpenter.k8s.aws/cluster": in.ClusterName}}},
+		{Sid: "AllowScopedEC2InstanceActionsWithTags", Effect: "Allow", Action: []string{"ec2:RunInstances", "ec2:CreateFleet"},
+			Resource: launched,
+			Condition: map[string]map[string]any{
+				"StringEquals": {"aws:RequestTag/" + clusterTag: "owned", "aws:RequestTag/eks:eks-cluster-name": in.ClusterName},
+				"StringLike":   {"aws:RequestTag/karpenter.sh/nodepool": "*"},
+			}},
+		{Sid: "AllowScopedLaunchTemplateCreation", Effect: "Allow", Action: []string{"ec2:CreateLaunchTemplate"},
+			Resource:  []string{ec2ARN("launch-template")},
+			Condition: map[string]map[string]any{"StringEquals": {"aws:RequestTag/karpenter.k8s.aws/cluster": in.ClusterName}}},
+		{Sid: "AllowScopedResourceCreationTagging", Effect: "Allow", Action: []string{"ec2:CreateTags"},
+			Resource: append(append([]string{}, launched...), ec2ARN("launch-template")),
+			Condition: map[string]map[string]any{
+				"StringEquals": {"ec2:CreateAction": []string{"RunInstances", "CreateFleet", "CreateLaunchTemplate"}},
+			}},
+		{Sid: "AllowScopedDeletion", Effect: "Allow", Action: []string{"ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"},
+			Resource:  []string{ec2ARN("instance"), ec2ARN("launch-template")},
+			Condition: map[string]map[string]any{"StringEquals": {"aws:ResourceTag/karpenter.k8s.aws/cluster": in.ClusterName}}},
+		{Sid: "AllowRegionalReadActions", Effect: "Allow",
+			Action: []string{"ec2:DescribeAvailabilityZones", "ec2:DescribeCapacityReservations", "ec2:DescribeImages", "ec2:DescribeInstances",
+				"ec2:DescribeInstanceTypeOfferings", "ec2:DescribeInstanceTypes", "ec2:DescribeLaunchTemplates", "ec2:DescribeSecurityGroups",
+				"ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets"},
+			Resource:  []string{"*"},
+			Condition: map[string]map[string]any{"StringEquals": {"aws:RequestedRegion": in.Region}}},
+		{Sid: "AllowSSMReadActions", Effect: "Allow", Action: []string{"ssm:GetParameter"},
+			Resource: []string{fmt.Sprintf("arn:%s:ssm:%s::parameter/aws/service/*", p, in.Region)}},
+		{Sid: "AllowPricingReadActions", Effect: "Allow", Action: []string{"pricing:GetProducts"}, Resource: []string{"*"}},
+		{Sid: "AllowPassingInstanceRole", Effect: "Allow", Action: []string{"iam:PassRole"}, Resource: []string{in.NodeRoleARN},
+			Condition: map[string]map[string]any{"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}},
+		{Sid: "AllowScopedInstanceProfileCreationActions", Effect: "Allow", Action: []string{"iam:CreateInstanceProfile", "iam:TagInstanceProfile"},
+			Resource: []string{fmt.Sprintf("arn:%s:iam::%s:instance-profile/*", p, account)},
+			Condition: map[string]map[string]any{
+				"StringEquals": {"aws:RequestTag/" + clusterTag: "owned", "aws:RequestTag/topology.kubernetes.io/region": in.Region},
+				"StringLike":   {"aws:RequestTag/karpenter.k8s.aws/ec2nodeclass": "*"},
+			}},
+		{Sid: "AllowScopedInstanceProfileActions", Effect: "Allow", Action: []string{"iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile"},
+			Resource: []string{fmt.Sprintf("arn:%s:iam::%s:instance-profile/*", p, account)},
+			Condition: map[string]map[string]any{
+				"StringEquals": {"aws:ResourceTag/" + clusterTag: "owned", "aws:ResourceTag/topology.kubernetes.io/region": in.Region},
+				"StringLike":   {"aws:ResourceTag/karpenter.k8s.aws/ec2nodeclass": "*"},
+			}},
+		{Sid: "AllowInstanceProfileReadActions", Effect: "Allow", Action: []string{"iam:GetInstanceProfile"},
+			Resource: []string{fmt.Sprintf("arn:%s:iam::%s:instance-profile/*", p, account)}},
+		{Sid: "AllowAPIServerEndpointDiscovery", Effect: "Allow", Action: []string{"eks:DescribeCluster"},
+			Resource: []string{fmt.Sprintf("arn:%s:eks:%s:%s:cluster/%s", p, in.Region, account, in.ClusterName)}},
+	}
+	if in.InterruptionQueueARN != "" {
+		statements = append(statements, statement{Sid: "AllowInterruptionQueueActions", Effect: "Allow",
+			Action: []string{"sqs:DeleteMessage", "sqs:GetQueueUrl", "sqs:ReceiveMessage"}, Resource: []string{in.InterruptionQueueARN}})
+	}
+	b, err := json.Marshal(map[string]any{"Version": "2012-10-17", "Statement": statements})
+	return string(b), err
+}

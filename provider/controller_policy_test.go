@@ -1,0 +1,113 @@
+package provider_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+
+	"github.com/dovetail-sh/dovetail/provider"
+	"github.com/dovetail-sh/dovetail/tests/testenv"
+)
+
+type policyDoc struct {
+	Statement []struct {
+		Sid       string
+		Action    []string
+		Resource  []string
+		Condition map[string]map[string]any
+	}
+}
+
+func TestControllerPolicyIsScoped(t *testing.T) {
+	in := provider.ControllerPolicyInput{Region: "us-west-2", AccountID: "123456789012", ClusterName: "demo", NodeRoleARN: "arn:aws:iam::123456789012:role/nodes"}
+	doc, err := provider.ControllerPolicy(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p policyDoc
+	if err := json.Unmarshal([]byte(doc), &p); err != nil {
+		t.Fatal(err)
+	}
+	reads := map[string]bool{}
+	for _, s := range p.Statement {
+		for _, a := range s.Action {
+			if strings.Contains(a, "*") {
+				t.Errorf("%s grants a wildcard action %s", s.Sid, a)
+			}
+			verb := a[strings.Index(a, ":")+1:]
+			read := strings.HasPrefix(verb, "Describe") || strings.HasPrefix(verb, "Get")
+			if read {
+				reads[a] = true
+			}
+			if !read && a != "ec2:RunInstances" && a != "ec2:CreateFleet" && len(s.Condition) == 0 && a != "iam:PassRole" {
+				t.Errorf("%s grants %s without a condition", s.Sid, a)
+			}
+			if !read && len(s.Resource) == 1 && s.Resource[0] == "*" {
+				t.Errorf("%s grants %s on every resource", s.Sid, a)
+			}
+			if strings.HasPrefix(a, "sqs:") {
+				t.Errorf("%s grants %s though no queue was given", s.Sid, a)
+			}
+		}
+		if s.Sid == "AllowPassingInstanceRole" && (len(s.Resource) != 1 || s.Resource[0] != in.NodeRoleARN) {
+			t.Errorf("PassRole on %v, want only the node role", s.Resource)
+		}
+	}
+	// Every AWS call the controller makes is allowed.
+	for _, a := range []string{"ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets",
+		"ec2:DescribeSecurityGroups", "ec2:DescribeImages", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplates", "ssm:GetParameter", "pricing:GetProducts",
+		"iam:GetInstanceProfile", "eks:DescribeCluster"} {
+		if !reads[a] {
+			t.Errorf("the controller calls %s, which the policy does not allow", a)
+		}
+	}
+	in.InterruptionQueueARN = "arn:aws:sqs:us-west-2:123456789012:demo"
+	withQueue, _ := provider.ControllerPolicy(in)
+	if !strings.Contains(withQueue, `"sqs:ReceiveMessage"`) || !strings.Contains(withQueue, in.InterruptionQueueARN) {
+		t.Errorf("no SQS permission on the given queue: %s", withQueue)
+	}
+}
+
+func TestAccControllerPolicyDataSource(t *testing.T) {
+	acceptance(t)
+	ctx := context.Background()
+	moto := testenv.StartMoto(t)
+	api := testenv.AWSClients(t, moto, "us-west-2").IAM
+	want, err := provider.ControllerPolicy(provider.ControllerPolicyInput{Region: "us-west-2", AccountID: "123456789012", ClusterName: "demo",
+		NodeRoleARN: "arn:aws:iam::123456789012:role/nodes", InterruptionQueueARN: "arn:aws:sqs:us-west-2:123456789012:demo"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{{
+			Config: `
+data "dovetail_controller_policy" "this" {
+  cluster_name           = "demo"
+  region                 = "us-west-2"
+  account_id             = "123456789012"
+  node_role_arn          = "arn:aws:iam::123456789012:role/nodes"
+  interruption_queue_arn = "arn:aws:sqs:us-west-2:123456789012:demo"
+}
+`,
+			Check: resource.ComposeTestCheckFunc(
+				resource.TestCheckResourceAttr("data.dovetail_controller_policy.this", "json", want),
+				func(s *terraform.State) error {
+					// IAM accepts the document as a managed policy.
+					doc := s.RootModule().Resources["data.dovetail_controller_policy.this"].Primary.Attributes["json"]
+					if _, err := api.CreatePolicy(ctx, &iam.CreatePolicyInput{PolicyName: aws.String("DovetailController"), PolicyDocument: aws.String(doc)}); err != nil {
+						return fmt.Errorf("IAM refused the policy: %v", err)
+					}
+					return nil
+				},
+			),
+		}},
+	})
+}
