@@ -1,0 +1,242 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/url"
+	"regexp"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+)
+
+const controllerPolicyName = "DovetailController"
+
+// NewControllerRoleResource is dovetail_controller_role.
+func NewControllerRoleResource() resource.Resource { return &controllerRole{} }
+
+type controllerRole struct{ clients *Clients }
+
+type controllerRoleModel struct {
+	ID                   types.String `tfsdk:"id"`
+	Name                 types.String `tfsdk:"name"`
+	ClusterName          types.String `tfsdk:"cluster_name"`
+	Region               types.String `tfsdk:"region"`
+	AccountID            types.String `tfsdk:"account_id"`
+	NodeRoleARN          types.String `tfsdk:"node_role_arn"`
+	InterruptionQueueARN types.String `tfsdk:"interruption_queue_arn"`
+	OIDCProviderARN      types.String `tfsdk:"oidc_provider_arn"`
+	Namespace            types.String `tfsdk:"namespace"`
+	ServiceAccount       types.String `tfsdk:"service_account"`
+	ARN                  types.String `tfsdk:"arn"`
+	PolicyJSON           types.String `tfsdk:"policy_json"`
+}
+
+func (r *controllerRole) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_controller_role"
+}
+
+func (r *controllerRole) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	arn := stringvalidator.RegexMatches(regexp.MustCompile(`^arn:aws[a-z-]*:`), "must be an ARN")
+	replace := []planmodifier.String{stringplanmodifier.RequiresReplace()}
+	resp.Schema = schema.Schema{
+		Description: "The controller's IAM role: trusted by the cluster's OIDC provider for one service account (IRSA) when oidc_provider_arn is set, else by EKS Pod Identity (pods.eks.amazonaws.com), with the policy dovetail_controller_policy renders as its inline policy. A policy edited outside Terraform shows in the next plan and is put back.",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{Computed: true, PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
+			"name": schema.StringAttribute{Required: true, PlanModifiers: replace,
+				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^[\w+=,.@-]{1,64}$`), "must be 1-64 characters of letters, digits and +=,.@_-")}},
+			"cluster_name":           schema.StringAttribute{Required: true},
+			"region":                 schema.StringAttribute{Required: true},
+			"account_id":             schema.StringAttribute{Optional: true, Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^[0-9]{12}$`), "must be a 12-digit account ID")}},
+			"node_role_arn":          schema.StringAttribute{Required: true, Validators: []validator.String{arn}},
+			"interruption_queue_arn": schema.StringAttribute{Optional: true, Validators: []validator.String{arn}},
+			"oidc_provider_arn": schema.StringAttribute{Optional: true, PlanModifiers: replace, Validators: []validator.String{arn},
+				Description: "The cluster's IAM OIDC provider, for IRSA; unset means EKS Pod Identity."},
+			"namespace":       schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("dovetail"), PlanModifiers: replace},
+			"service_account": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("dovetail"), PlanModifiers: replace},
+			"arn":             schema.StringAttribute{Computed: true, PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
+			"policy_json":     schema.StringAttribute{Computed: true, Description: "The inline policy as attached."},
+		},
+	}
+}
+
+func (r *controllerRole) Configure(_ context.Context, req resource.ConfigureRequest, _ *resource.ConfigureResponse) {
+	if c, ok := req.ProviderData.(*Clients); ok {
+		r.clients = c
+	}
+}
+
+// ModifyPlan plans the policy document, so a document changed outside Terraform
+// (read back in Read) differs from the plan and is put back.
+func (r *controllerRole) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	requireAWS(r.clients, "dovetail_controller_role", &resp.Diagnostics)
+	if req.Plan.Raw.IsNull() {
+		return
+	}
+	var plan controllerRoleModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	for _, v := range []types.String{plan.ClusterName, plan.Region, plan.AccountID, plan.NodeRoleARN, plan.InterruptionQueueARN} {
+		if v.IsUnknown() {
+			return
+		}
+	}
+	doc, err := r.policy(&plan)
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot render the controller policy", err.Error())
+		return
+	}
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("policy_json"), doc)...)
+}
+
+func (r *controllerRole) policy(m *controllerRoleModel) (string, error) {
+	doc, err := ControllerPolicy(ControllerPolicyInput{Region: m.Region.ValueString(), AccountID: m.AccountID.ValueString(),
+		ClusterName: m.ClusterName.ValueString(), NodeRoleARN: m.NodeRoleARN.ValueString(), InterruptionQueueARN: m.InterruptionQueueARN.ValueString()})
+	if err != nil {
+		return "", err
+	}
+	return normalizeJSON(doc)
+}
+
+// normalizeJSON gives equal documents equal text (IAM returns them re-encoded).
+func normalizeJSON(doc string) (string, error) {
+	var v any
+	if err := json.Unmarshal([]byte(doc), &v); err != nil {
+		return "", err
+	}
+	b, err := json.Marshal(v)
+	return string(b), err
+}
+
+func (r *controllerRole) trustPolicy(m *controllerRoleModel) string {
+	var statement map[string]any
+	if oidc := m.OIDCProviderARN.ValueString(); oidc != "" {
+		issuer := oidc[strings.Index(oidc, "oidc-provider/")+len("oidc-provider/"):]
+		statement = map[string]any{"Effect": "Allow", "Action": "sts:AssumeRoleWithWebIdentity", "Principal": map[string]any{"Federated": oidc},
+			"Condition": map[string]any{"StringEquals": map[string]string{
+				issuer + ":aud": "sts.amazonaws.com",
+				issuer + ":sub": fmt.Sprintf("system:serviceaccount:%s:%s", m.Namespace.ValueString(), m.ServiceAccount.ValueString()),
+			}}}
+	} else {
+		statement = map[string]any{"Effect": "Allow", "Action": []string{"sts:AssumeRole", "sts:TagSession"}, "Principal": map[string]any{"Service": "pods.eks.amazonaws.com"}}
+	}
+	b, _ := json.Marshal(map[string]any{"Version": "2012-10-17", "Statement": []any{statement}})
+	return string(b)
+}
+
+func (r *controllerRole) putPolicy(ctx context.Context, m *controllerRoleModel) error {
+	doc, err := r.policy(m)
+	if err != nil {
+		return err
+	}
+	if _, err := r.clients.AWS.IAM.PutRolePolicy(ctx, &iam.PutRolePolicyInput{RoleName: aws.String(m.Name.ValueString()), PolicyName: aws.String(controllerPolicyName), PolicyDocument: aws.String(doc)}); err != nil {
+		return fmt.Errorf("attaching the controller policy, %w", err)
+	}
+	m.PolicyJSON = types.StringValue(doc)
+	return nil
+}
+
+func (r *controllerRole) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan controllerRoleModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	out, err := r.clients.AWS.IAM.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(plan.Name.ValueString()),
+		AssumeRolePolicyDocument: aws.String(r.trustPolicy(&plan)), Description: aws.String("Dovetail controller")})
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot create the controller role", err.Error())
+		return
+	}
+	plan.ID, plan.ARN = plan.Name, types.StringValue(aws.ToString(out.Role.Arn))
+	if err := r.putPolicy(ctx, &plan); err != nil {
+		// The role exists: record it so it is not leaked.
+		plan.PolicyJSON = types.StringValue("")
+		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+		resp.Diagnostics.AddError("Cannot attach the controller policy", err.Error())
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *controllerRole) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state controllerRoleModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() || r.clients == nil || r.clients.AWS == nil {
+		return
+	}
+	api := r.clients.AWS.IAM
+	role, err := api.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(state.Name.ValueString())})
+	if isCode(err, "NoSuchEntity") {
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot read the controller role", err.Error())
+		return
+	}
+	state.ID, state.ARN = state.Name, types.StringValue(aws.ToString(role.Role.Arn))
+	state.PolicyJSON = types.StringValue("")
+	got, err := api.GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(state.Name.ValueString()), PolicyName: aws.String(controllerPolicyName)})
+	switch {
+	case isCode(err, "NoSuchEntity"):
+	case err != nil:
+		resp.Diagnostics.AddError("Cannot read the controller policy", err.Error())
+		return
+	default:
+		doc, _ := url.QueryUnescape(aws.ToString(got.PolicyDocument))
+		if normalized, err := normalizeJSON(doc); err == nil {
+			state.PolicyJSON = types.StringValue(normalized)
+		}
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+func (r *controllerRole) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan controllerRoleModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	if err := r.putPolicy(ctx, &plan); err != nil {
+		resp.Diagnostics.AddError("Cannot update the controller policy", err.Error())
+		return
+	}
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+}
+
+func (r *controllerRole) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state controllerRoleModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	api := r.clients.AWS.IAM
+	name := aws.String(state.Name.ValueString())
+	if _, err := api.DeleteRolePolicy(ctx, &iam.DeleteRolePolicyInput{RoleName: name, PolicyName: aws.String(controllerPolicyName)}); err != nil && !isCode(err, "NoSuchEntity") {
+		resp.Diagnostics.AddError("Cannot remove the controller policy", err.Error())
+		return
+	}
+	if _, err := api.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: name}); err != nil && !isCode(err, "NoSuchEntity") {
+		resp.Diagnostics.AddError("Cannot delete the controller role", err.Error())
+	}
+}
+
+// ImportState takes the role name; the policy inputs come from the configuration.
+func (r *controllerRole) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	resource.ImportStatePassthroughID(ctx, path.Root("name"), req, resp)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+}
