@@ -26,7 +26,7 @@ const controllerPolicyName = "DovetailController"
 // NewControllerRoleResource is dovetail_controller_role.
 func NewControllerRoleResource() resource.Resource { return &controllerRole{} }
 
-type controllerRole struct{ clients *Clients }
+type controllerRole struct{ awsBacked }
 
 type controllerRoleModel struct {
 	ID                   types.String `tfsdk:"id"`
@@ -68,12 +68,6 @@ func (r *controllerRole) Schema(_ context.Context, _ resource.SchemaRequest, res
 			"arn":             schema.StringAttribute{Computed: true, PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
 			"policy_json":     schema.StringAttribute{Computed: true, Description: "The inline policy as attached."},
 		},
-	}
-}
-
-func (r *controllerRole) Configure(_ context.Context, req resource.ConfigureRequest, _ *resource.ConfigureResponse) {
-	if c, ok := req.ProviderData.(*Clients); ok {
-		r.clients = c
 	}
 }
 

@@ -16,14 +16,7 @@ import (
 )
 
 func controllerRoleConfig(endpoint, queue, trust string) string {
-	return fmt.Sprintf(`
-provider "dovetail" {
-  aws {
-    region    = "us-west-2"
-    endpoints = { iam = %q }
-  }
-}
-
+	return awsProvider(endpoint, "iam") + fmt.Sprintf(`
 resource "dovetail_controller_role" "this" {
   name          = "DovetailController-demo"
   cluster_name  = "demo"
@@ -33,7 +26,7 @@ resource "dovetail_controller_role" "this" {
   %s
   %s
 }
-`, endpoint, queue, trust)
+`, queue, trust)
 }
 
 func TestAccControllerRole(t *testing.T) {

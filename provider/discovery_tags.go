@@ -31,7 +31,7 @@ var pathAWS = path.Root("aws")
 // NewDiscoveryTagsResource is dovetail_discovery_tags.
 func NewDiscoveryTagsResource() resource.Resource { return &discoveryTags{} }
 
-type discoveryTags struct{ clients *Clients }
+type discoveryTags struct{ awsBacked }
 
 type discoveryTagsModel struct {
 	ID               types.String `tfsdk:"id"`
@@ -68,12 +68,6 @@ func (r *discoveryTags) Schema(_ context.Context, _ resource.SchemaRequest, resp
 
 func (r *discoveryTags) ConfigValidators(context.Context) []resource.ConfigValidator {
 	return []resource.ConfigValidator{resourcevalidator.AtLeastOneOf(path.MatchRoot("subnet_ids"), path.MatchRoot("security_group_ids"))}
-}
-
-func (r *discoveryTags) Configure(_ context.Context, req resource.ConfigureRequest, _ *resource.ConfigureResponse) {
-	if c, ok := req.ProviderData.(*Clients); ok {
-		r.clients = c
-	}
 }
 
 // ModifyPlan fails the plan when the provider has no aws block, rather than the apply.

@@ -16,15 +16,25 @@ import (
 	"github.com/dovetail-sh/dovetail/tests/testenv"
 )
 
-func providerBlock(endpoint string) string {
+func providerBlock(endpoint string) string { return awsProvider(endpoint, "ec2") }
+
+// awsProvider configures the provider's aws block with the services at endpoint.
+func awsProvider(endpoint string, services ...string) string {
+	entries := ""
+	for i, s := range services {
+		if i > 0 {
+			entries += ", "
+		}
+		entries += fmt.Sprintf("%s = %q", s, endpoint)
+	}
 	return fmt.Sprintf(`
 provider "dovetail" {
   aws {
     region    = "us-west-2"
-    endpoints = { ec2 = %q }
+    endpoints = { %s }
   }
 }
-`, endpoint)
+`, entries)
 }
 
 func discoveryConfig(endpoint string, subnets []string, group string) string {

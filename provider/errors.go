@@ -1,7 +1,10 @@
 package provider
 
 import (
+	"context"
+
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
 
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/awserr"
 )
@@ -16,5 +19,14 @@ func requireAWS(c *Clients, resourceType string, diags *diag.Diagnostics) {
 	if c != nil && c.AWS == nil {
 		diags.AddError("The dovetail provider has no aws block",
 			resourceType+" calls AWS: add aws { region = \"...\" } to the provider \"dovetail\" block.")
+	}
+}
+
+// awsBacked gives a resource the provider's clients.
+type awsBacked struct{ clients *Clients }
+
+func (b *awsBacked) Configure(_ context.Context, req resource.ConfigureRequest, _ *resource.ConfigureResponse) {
+	if c, ok := req.ProviderData.(*Clients); ok {
+		b.clients = c
 	}
 }

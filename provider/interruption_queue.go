@@ -45,7 +45,7 @@ const queueTargetID = "dovetail-interruption-queue"
 // NewInterruptionQueueResource is dovetail_interruption_queue.
 func NewInterruptionQueueResource() resource.Resource { return &interruptionQueue{} }
 
-type interruptionQueue struct{ clients *Clients }
+type interruptionQueue struct{ awsBacked }
 
 type interruptionQueueModel struct {
 	ID               types.String `tfsdk:"id"`
@@ -81,12 +81,6 @@ func (r *interruptionQueue) Schema(_ context.Context, _ resource.SchemaRequest, 
 			"rule_names": schema.ListAttribute{Computed: true, ElementType: types.StringType, Description: "The EventBridge rules.",
 				PlanModifiers: nil},
 		},
-	}
-}
-
-func (r *interruptionQueue) Configure(_ context.Context, req resource.ConfigureRequest, _ *resource.ConfigureResponse) {
-	if c, ok := req.ProviderData.(*Clients); ok {
-		r.clients = c
 	}
 }
 

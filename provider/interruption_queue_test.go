@@ -21,19 +21,12 @@ import (
 )
 
 func queueConfig(endpoint string, retention int) string {
-	return fmt.Sprintf(`
-provider "dovetail" {
-  aws {
-    region    = "us-west-2"
-    endpoints = { sqs = %[1]q, events = %[1]q }
-  }
-}
-
+	return awsProvider(endpoint, "sqs", "events") + fmt.Sprintf(`
 resource "dovetail_interruption_queue" "this" {
   name                      = "demo-interruption"
-  message_retention_seconds = %[2]d
+  message_retention_seconds = %d
 }
-`, endpoint, retention)
+`, retention)
 }
 
 func TestAccInterruptionQueue(t *testing.T) {

@@ -38,7 +38,7 @@ const ec2TrustPolicy = `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","
 // NewNodeRoleResource is dovetail_node_role.
 func NewNodeRoleResource() resource.Resource { return &nodeRole{} }
 
-type nodeRole struct{ clients *Clients }
+type nodeRole struct{ awsBacked }
 
 type nodeRoleModel struct {
 	ID                    types.String `tfsdk:"id"`
@@ -82,12 +82,6 @@ func (r *nodeRole) Schema(_ context.Context, _ resource.SchemaRequest, resp *res
 			"arn":                   schema.StringAttribute{Computed: true, PlanModifiers: keep},
 			"instance_profile_name": schema.StringAttribute{Computed: true, PlanModifiers: keep},
 		},
-	}
-}
-
-func (r *nodeRole) Configure(_ context.Context, req resource.ConfigureRequest, _ *resource.ConfigureResponse) {
-	if c, ok := req.ProviderData.(*Clients); ok {
-		r.clients = c
 	}
 }
 

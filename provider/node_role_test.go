@@ -16,19 +16,12 @@ import (
 )
 
 func nodeRoleConfig(endpoint string, profile bool) string {
-	return fmt.Sprintf(`
-provider "dovetail" {
-  aws {
-    region    = "us-west-2"
-    endpoints = { iam = %q }
-  }
-}
-
+	return awsProvider(endpoint, "iam") + fmt.Sprintf(`
 resource "dovetail_node_role" "this" {
   name                    = "KarpenterNodeRole-demo"
   create_instance_profile = %t
 }
-`, endpoint, profile)
+`, profile)
 }
 
 func TestAccNodeRole(t *testing.T) {
