@@ -185,7 +185,7 @@ func stringValues(in []types.String) []string {
 }
 
 func (p *dovetailProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{NewDiscoveryTagsResource, NewInterruptionQueueResource, NewNodeRoleResource, NewControllerRoleResource}
+	return []func() resource.Resource{NewDiscoveryTagsResource, NewInterruptionQueueResource, NewNodeRoleResource, NewControllerRoleResource, NewVPCEndpointsResource}
 }
 
 func (p *dovetailProvider) DataSources(context.Context) []func() datasource.DataSource {

@@ -1,0 +1,274 @@
+package provider
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/setdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+)
+
+// PrivateClusterServices are the interface endpoints nodes and the controller need
+// without a route to the internet.
+var PrivateClusterServices = []string{"sts", "ssm", "ec2", "sqs", "ecr.api", "ecr.dkr", "eks"}
+
+// NewVPCEndpointsResource is dovetail_vpc_endpoints.
+func NewVPCEndpointsResource() resource.Resource { return &vpcEndpoints{} }
+
+type vpcEndpoints struct{ awsBacked }
+
+type vpcEndpointsModel struct {
+	ID              types.String `tfsdk:"id"`
+	VPCID           types.String `tfsdk:"vpc_id"`
+	SubnetIDs       types.Set    `tfsdk:"subnet_ids"`
+	RouteTableIDs   types.Set    `tfsdk:"route_table_ids"`
+	Services        types.Set    `tfsdk:"services"`
+	SecurityGroupID types.String `tfsdk:"security_group_id"`
+	EndpointIDs     types.Map    `tfsdk:"endpoint_ids"`
+}
+
+func (r *vpcEndpoints) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + "_vpc_endpoints"
+}
+
+func (r *vpcEndpoints) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	var defaults []attr.Value
+	for _, s := range PrivateClusterServices {
+		defaults = append(defaults, types.StringValue(s))
+	}
+	keep := []planmodifier.String{stringplanmodifier.UseStateForUnknown()}
+	resp.Schema = schema.Schema{
+		Description: "VPC endpoints for a private cluster: interface endpoints with private DNS (sts, ssm, ec2, sqs, ecr.api, ecr.dkr, eks by default) behind a security group that admits HTTPS from the VPC, and the S3 gateway endpoint on the given route tables (image layers come from S3).",
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{Computed: true, PlanModifiers: keep},
+			"vpc_id": schema.StringAttribute{Required: true, PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^vpc-[0-9a-f]+$`), "must be a VPC ID such as vpc-0123abcd")}},
+			"subnet_ids": schema.SetAttribute{Required: true, ElementType: types.StringType, Description: "Subnets the interface endpoints get addresses in, one per zone.",
+				Validators: []validator.Set{setvalidator.SizeAtLeast(1), setvalidator.ValueStringsAre(stringvalidator.RegexMatches(regexp.MustCompile(`^subnet-[0-9a-f]+$`), "must be a subnet ID such as subnet-0123abcd"))}},
+			"route_table_ids": schema.SetAttribute{Optional: true, ElementType: types.StringType, Description: "Route tables for the S3 gateway endpoint; without them no S3 endpoint is made.",
+				Validators: []validator.Set{setvalidator.ValueStringsAre(stringvalidator.RegexMatches(regexp.MustCompile(`^rtb-[0-9a-f]+$`), "must be a route table ID such as rtb-0123abcd"))}},
+			"services": schema.SetAttribute{Optional: true, Computed: true, ElementType: types.StringType, Default: setdefault.StaticValue(types.SetValueMust(types.StringType, defaults)),
+				Description: "Interface endpoint services, as the part after com.amazonaws.<region>.",
+				Validators:  []validator.Set{setvalidator.ValueStringsAre(stringvalidator.RegexMatches(regexp.MustCompile(`^[a-z0-9][a-z0-9.-]*$`), "must be a service such as ec2 or ecr.api"))}},
+			"security_group_id": schema.StringAttribute{Computed: true, PlanModifiers: keep},
+			"endpoint_ids":      schema.MapAttribute{Computed: true, ElementType: types.StringType, Description: "Endpoint ID per service (s3 included when made)."},
+		},
+	}
+}
+
+func (r *vpcEndpoints) ModifyPlan(_ context.Context, _ resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	requireAWS(r.clients, "dovetail_vpc_endpoints", &resp.Diagnostics)
+}
+
+func (r *vpcEndpoints) serviceName(service string) string {
+	return fmt.Sprintf("com.amazonaws.%s.%s", r.clients.AWS.Region, service)
+}
+
+// securityGroup makes the endpoints' group: HTTPS from the VPC's CIDR.
+func (r *vpcEndpoints) securityGroup(ctx context.Context, vpcID string) (string, error) {
+	api := r.clients.AWS.EC2
+	vpcs, err := api.DescribeVpcs(ctx, &ec2.DescribeVpcsInput{VpcIds: []string{vpcID}})
+	if err != nil || len(vpcs.Vpcs) == 0 {
+		return "", fmt.Errorf("describing %s: %v", vpcID, err)
+	}
+	sg, err := api.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{VpcId: aws.String(vpcID), GroupName: aws.String("dovetail-vpc-endpoints-" + vpcID),
+		Description: aws.String("HTTPS from the VPC to its endpoints (Dovetail)")})
+	if err != nil {
+		return "", fmt.Errorf("creating the endpoints' security group, %w", err)
+	}
+	id := aws.ToString(sg.GroupId)
+	if _, err := api.AuthorizeSecurityGroupIngress(ctx, &ec2.AuthorizeSecurityGroupIngressInput{GroupId: aws.String(id), IpPermissions: []ec2types.IpPermission{{
+		IpProtocol: aws.String("tcp"), FromPort: aws.Int32(443), ToPort: aws.Int32(443), IpRanges: []ec2types.IpRange{{CidrIp: vpcs.Vpcs[0].CidrBlock}}}}}); err != nil {
+		return id, fmt.Errorf("allowing HTTPS into the endpoints' security group, %w", err)
+	}
+	return id, nil
+}
+
+// ensure makes the endpoints the model asks for and returns service → endpoint ID.
+func (r *vpcEndpoints) ensure(ctx context.Context, m *vpcEndpointsModel, existing map[string]string) (map[string]string, error) {
+	api := r.clients.AWS.EC2
+	subnets, routes, services := setStrings(ctx, m.SubnetIDs), setStrings(ctx, m.RouteTableIDs), setStrings(ctx, m.Services)
+	out := map[string]string{}
+	for _, svc := range services {
+		if id, ok := existing[svc]; ok {
+			out[svc] = id
+			continue
+		}
+		ep, err := api.CreateVpcEndpoint(ctx, &ec2.CreateVpcEndpointInput{VpcId: aws.String(m.VPCID.ValueString()), ServiceName: aws.String(r.serviceName(svc)),
+			VpcEndpointType: ec2types.VpcEndpointTypeInterface, SubnetIds: subnets, SecurityGroupIds: []string{m.SecurityGroupID.ValueString()}, PrivateDnsEnabled: aws.Bool(true)})
+		if err != nil {
+			return out, fmt.Errorf("creating the %s endpoint, %w", svc, err)
+		}
+		out[svc] = aws.ToString(ep.VpcEndpoint.VpcEndpointId)
+	}
+	if len(routes) > 0 {
+		if id, ok := existing["s3"]; ok {
+			out["s3"] = id
+		} else {
+			ep, err := api.CreateVpcEndpoint(ctx, &ec2.CreateVpcEndpointInput{VpcId: aws.String(m.VPCID.ValueString()), ServiceName: aws.String(r.serviceName("s3")),
+				VpcEndpointType: ec2types.VpcEndpointTypeGateway, RouteTableIds: routes})
+			if err != nil {
+				return out, fmt.Errorf("creating the s3 gateway endpoint, %w", err)
+			}
+			out["s3"] = aws.ToString(ep.VpcEndpoint.VpcEndpointId)
+		}
+	}
+	var drop []string
+	for svc, id := range existing {
+		if _, kept := out[svc]; !kept {
+			drop = append(drop, id)
+		}
+	}
+	if len(drop) > 0 {
+		if _, err := api.DeleteVpcEndpoints(ctx, &ec2.DeleteVpcEndpointsInput{VpcEndpointIds: drop}); err != nil {
+			return out, fmt.Errorf("deleting endpoints no longer asked for, %w", err)
+		}
+	}
+	return out, nil
+}
+
+func (r *vpcEndpoints) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan vpcEndpointsModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	plan.ID = plan.VPCID
+	sg, err := r.securityGroup(ctx, plan.VPCID.ValueString())
+	plan.SecurityGroupID = types.StringValue(sg)
+	plan.EndpointIDs = types.MapValueMust(types.StringType, map[string]attr.Value{})
+	if err != nil {
+		if sg != "" {
+			resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+		}
+		resp.Diagnostics.AddError("Cannot create the endpoints' security group", err.Error())
+		return
+	}
+	ids, err := r.ensure(ctx, &plan, nil)
+	plan.EndpointIDs, _ = types.MapValueFrom(ctx, types.StringType, ids)
+	// Whatever was made is recorded, so a failure leaves nothing unaccounted for.
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot create the VPC endpoints", err.Error())
+	}
+}
+
+// Read keeps the endpoints that still exist; a missing one is drift the next apply
+// makes again.
+func (r *vpcEndpoints) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state vpcEndpointsModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() || r.clients == nil || r.clients.AWS == nil {
+		return
+	}
+	ids := map[string]string{}
+	resp.Diagnostics.Append(state.EndpointIDs.ElementsAs(ctx, &ids, false)...)
+	live, err := r.liveEndpoints(ctx, state.VPCID.ValueString(), ids)
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot read the VPC endpoints", err.Error())
+		return
+	}
+	services := sets.New[string]()
+	for svc := range live {
+		if svc != "s3" {
+			services.Insert(svc)
+		}
+	}
+	state.Services, _ = types.SetValueFrom(ctx, types.StringType, sets.List(services))
+	state.EndpointIDs, _ = types.MapValueFrom(ctx, types.StringType, live)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+func (r *vpcEndpoints) liveEndpoints(ctx context.Context, vpcID string, ids map[string]string) (map[string]string, error) {
+	live := map[string]string{}
+	if len(ids) == 0 {
+		return live, nil
+	}
+	// By VPC, not by ID: asking for a deleted ID is an error rather than an absence.
+	present := sets.New[string]()
+	pages := ec2.NewDescribeVpcEndpointsPaginator(r.clients.AWS.EC2, &ec2.DescribeVpcEndpointsInput{Filters: []ec2types.Filter{{Name: aws.String("vpc-id"), Values: []string{vpcID}}}})
+	for pages.HasMorePages() {
+		out, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, ep := range out.VpcEndpoints {
+			if !gone(ep.State) {
+				present.Insert(aws.ToString(ep.VpcEndpointId))
+			}
+		}
+	}
+	for svc, id := range ids {
+		if present.Has(id) {
+			live[svc] = id
+		}
+	}
+	return live, nil
+}
+
+func mapValues(m map[string]string) []string {
+	out := make([]string, 0, len(m))
+	for _, v := range m {
+		out = append(out, v)
+	}
+	return out
+}
+
+func (r *vpcEndpoints) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan, state vpcEndpointsModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	existing := map[string]string{}
+	resp.Diagnostics.Append(state.EndpointIDs.ElementsAs(ctx, &existing, false)...)
+	plan.SecurityGroupID, plan.ID = state.SecurityGroupID, state.ID
+	ids, err := r.ensure(ctx, &plan, existing)
+	plan.EndpointIDs, _ = types.MapValueFrom(ctx, types.StringType, ids)
+	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot update the VPC endpoints", err.Error())
+	}
+}
+
+func (r *vpcEndpoints) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state vpcEndpointsModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	api := r.clients.AWS.EC2
+	ids := map[string]string{}
+	resp.Diagnostics.Append(state.EndpointIDs.ElementsAs(ctx, &ids, false)...)
+	if len(ids) > 0 {
+		if _, err := api.DeleteVpcEndpoints(ctx, &ec2.DeleteVpcEndpointsInput{VpcEndpointIds: mapValues(ids)}); err != nil && !isNotFound(err) {
+			resp.Diagnostics.AddError("Cannot delete the VPC endpoints", err.Error())
+			return
+		}
+	}
+	if sg := state.SecurityGroupID.ValueString(); sg != "" {
+		if _, err := api.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String(sg)}); err != nil && !isNotFound(err) {
+			resp.Diagnostics.AddError("Cannot delete the endpoints' security group", err.Error())
+		}
+	}
+}
+
+// gone: EC2 reports endpoint states in lower case, the SDK's constants are capitalized.
+func gone(state ec2types.State) bool {
+	return strings.EqualFold(string(state), string(ec2types.StateDeleted)) || strings.EqualFold(string(state), string(ec2types.StateDeleting))
+}

@@ -1,0 +1,118 @@
+package provider_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/dovetail-sh/dovetail/tests/testenv"
+)
+
+func TestAccVPCEndpoints(t *testing.T) {
+	acceptance(t)
+	ctx := context.Background()
+	moto := testenv.StartMoto(t)
+	api := testenv.AWSClients(t, moto, "us-west-2").EC2
+	vpc, err := api.CreateVpc(ctx, &ec2.CreateVpcInput{CidrBlock: aws.String("10.70.0.0/16")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vpcID := aws.ToString(vpc.Vpc.VpcId)
+	subnet, err := api.CreateSubnet(ctx, &ec2.CreateSubnetInput{VpcId: vpc.Vpc.VpcId, CidrBlock: aws.String("10.70.1.0/24"), AvailabilityZone: aws.String("us-west-2a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rt, err := api.CreateRouteTable(ctx, &ec2.CreateRouteTableInput{VpcId: vpc.Vpc.VpcId})
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := func(services string) string {
+		return awsProvider(moto.Endpoint, "ec2") + fmt.Sprintf(`
+resource "dovetail_vpc_endpoints" "this" {
+  vpc_id          = %q
+  subnet_ids      = [%q]
+  route_table_ids = [%q]
+  %s
+}
+`, vpcID, aws.ToString(subnet.Subnet.SubnetId), aws.ToString(rt.RouteTable.RouteTableId), services)
+	}
+	endpoints := func() (map[string]ec2types.VpcEndpoint, error) {
+		out, err := api.DescribeVpcEndpoints(ctx, &ec2.DescribeVpcEndpointsInput{Filters: []ec2types.Filter{{Name: aws.String("vpc-id"), Values: []string{vpcID}}}})
+		if err != nil {
+			return nil, err
+		}
+		byService := map[string]ec2types.VpcEndpoint{}
+		for _, ep := range out.VpcEndpoints {
+			if !strings.EqualFold(string(ep.State), "deleted") {
+				byService[aws.ToString(ep.ServiceName)] = ep
+			}
+		}
+		return byService, nil
+	}
+	expect := func(services ...string) resource.TestCheckFunc {
+		return func(*terraform.State) error {
+			got, err := endpoints()
+			if err != nil {
+				return err
+			}
+			want := sets.New[string]()
+			for _, s := range services {
+				want.Insert("com.amazonaws.us-west-2." + s)
+			}
+			have := sets.New[string]()
+			for name, ep := range got {
+				have.Insert(name)
+				if ep.VpcEndpointType == ec2types.VpcEndpointTypeInterface && !aws.ToBool(ep.PrivateDnsEnabled) {
+					return fmt.Errorf("%s has no private DNS", name)
+				}
+			}
+			if !have.Equal(want) {
+				return fmt.Errorf("endpoints %v, want %v", sets.List(have), sets.List(want))
+			}
+			return nil
+		}
+	}
+	all := []string{"sts", "ssm", "ec2", "sqs", "ecr.api", "ecr.dkr", "eks", "s3"}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		CheckDestroy: func(*terraform.State) error {
+			if err := expect()(nil); err != nil {
+				return err
+			}
+			groups, err := api.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{{Name: aws.String("group-name"), Values: []string{"dovetail-vpc-endpoints-" + vpcID}}}})
+			if err != nil {
+				return err
+			}
+			if len(groups.SecurityGroups) > 0 {
+				return fmt.Errorf("the endpoints' security group is left behind")
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{
+			{Config: config(""), Check: resource.ComposeTestCheckFunc(expect(all...), resource.TestCheckResourceAttrSet("dovetail_vpc_endpoints.this", "security_group_id"))},
+			{Config: config(`services = ["ec2", "sts"]`), Check: expect("ec2", "sts", "s3")},
+			{
+				// An endpoint deleted by hand is drift, and apply makes it again.
+				PreConfig: func() {
+					got, err := endpoints()
+					if err == nil {
+						_, err = api.DeleteVpcEndpoints(ctx, &ec2.DeleteVpcEndpointsInput{VpcEndpointIds: []string{aws.ToString(got["com.amazonaws.us-west-2.ec2"].VpcEndpointId)}})
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: config(`services = ["ec2", "sts"]`), PlanOnly: true, ExpectNonEmptyPlan: true,
+			},
+			{Config: config(`services = ["ec2", "sts"]`), Check: expect("ec2", "sts", "s3")},
+		},
+	})
+}
