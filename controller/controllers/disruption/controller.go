@@ -274,6 +274,24 @@ func (c *Controller) observe(ctx context.Context) (*state, error) {
 		c.writeConditions(ctx, cand, now)
 		s.candidates = append(s.candidates, cand)
 	}
+	// Forget claims and nodes that are gone, so the bookkeeping does not grow.
+	seenClaims, seenNodes := sets.New[string](), sets.New[string]()
+	for i := range s.claims {
+		seenClaims.Insert(s.claims[i].Name)
+	}
+	for i := range nodes.Items {
+		seenNodes.Insert(nodes.Items[i].Name)
+	}
+	for name := range c.podSets {
+		if !seenClaims.Has(name) {
+			delete(c.podSets, name)
+		}
+	}
+	for name := range c.blocked {
+		if !seenNodes.Has(name) {
+			delete(c.blocked, name)
+		}
+	}
 	for name, np := range s.poolByName {
 		s.allowed[name] = map[v1.DisruptionReason]int{}
 		var status []v1.AllowedDisruption
