@@ -7,7 +7,6 @@ import (
 	"sort"
 	"strings"
 	"sync"
-	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -72,8 +71,9 @@ type CloudProvider struct {
 
 // classTypes are the engine's instance types for one version of a class.
 type classTypes struct {
-	key   string
-	types []*scheduling.InstanceType
+	key    string
+	types  []*scheduling.InstanceType
+	priced *catalog.File
 }
 
 // New builds the provider.
@@ -150,12 +150,14 @@ func (c *CloudProvider) instanceTypes(ctx context.Context, class *awsv1.EC2NodeC
 	cached, ok := c.cache[class.Name]
 	c.mu.Unlock()
 	if ok && cached.key == key {
-		return cached.types, c.priced(f, class, zones), nil
+		// Every provisioning solve asks for every pool's types; pricing them again
+		// would redo the work the key says has not changed.
+		return cached.types, cached.priced, nil
 	}
 	priced := c.priced(f, class, zones)
 	types := priced.ForEngine(c.allocatableSettings(class))
 	c.mu.Lock()
-	c.cache[class.Name] = classTypes{key: key, types: types}
+	c.cache[class.Name] = classTypes{key: key, types: types, priced: priced}
 	c.mu.Unlock()
 	return types, priced, nil
 }
@@ -772,6 +774,3 @@ func drift(class *awsv1.EC2NodeClass, inst *ec2types.Instance) cloudprovider.Dri
 	}
 	return ""
 }
-
-// InstanceLaunchTime is when an instance in List was launched, for garbage collection.
-func InstanceLaunchTime(nc *v1.NodeClaim) time.Time { return nc.CreationTimestamp.Time }

@@ -105,7 +105,7 @@ func (c *Controller) driftCommand(s *state, drifted []*candidate) *command {
 	}
 	for _, pool := range pools {
 		results := c.simulate(s, byPool[pool])
-		if !allPlaced(results) {
+		if len(results.Unschedulable) > 0 {
 			continue
 		}
 		return &command{reason: v1.DisruptionReasonDrifted, consolidationType: typeDrift, candidates: byPool[pool], replacements: results.NodeClaims}
@@ -147,7 +147,7 @@ func (c *Controller) singleNode(s *state, cands []*candidate) *command {
 // on the remaining nodes plus at most one new node that costs less than they do.
 func (c *Controller) consolidation(s *state, cands []*candidate, kind string) *command {
 	results := c.simulate(s, cands)
-	if !allPlaced(results) || len(results.NodeClaims) > 1 {
+	if len(results.Unschedulable) > 0 || len(results.NodeClaims) > 1 {
 		return nil
 	}
 	cmd := &command{reason: v1.DisruptionReasonUnderutilized, consolidationType: kind, candidates: cands}
@@ -219,10 +219,6 @@ func (c *Controller) simulate(s *state, cands []*candidate) *scheduling.Results 
 		pods = append(pods, cand.pods...)
 	}
 	return s.snap.PlanWithout(gone, pods)
-}
-
-func allPlaced(results *scheduling.Results) bool {
-	return len(results.Unschedulable) == 0
 }
 
 // revalidate decides again for the same candidates on the current cluster.
