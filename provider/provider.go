@@ -34,7 +34,8 @@ type dovetailProvider struct{ version string }
 
 // providerModel is the provider block.
 type providerModel struct {
-	AWS *awsModel `tfsdk:"aws"`
+	AWS        *awsModel        `tfsdk:"aws"`
+	Kubernetes *kubernetesModel `tfsdk:"kubernetes"`
 }
 
 // awsModel mirrors the hashicorp/aws provider's settings users already know.
@@ -55,7 +56,8 @@ type assumeRoleModel struct {
 
 // Clients are what resources use; a side that was not configured is nil.
 type Clients struct {
-	AWS *AWSClients
+	AWS        *AWSClients
+	Kubernetes *KubeClients
 }
 
 // AWSClients are the AWS API clients, each with its endpoint override.
@@ -96,6 +98,7 @@ func (p *dovetailProvider) Schema(_ context.Context, _ provider.SchemaRequest, r
 					},
 				},
 			},
+			"kubernetes": kubernetesBlock(),
 		},
 	}
 }
@@ -114,6 +117,9 @@ func (p *dovetailProvider) Configure(ctx context.Context, req provider.Configure
 			return
 		}
 		clients.AWS = aws
+	}
+	if cfg.Kubernetes != nil {
+		clients.Kubernetes = newKubeClients(cfg.Kubernetes)
 	}
 	resp.ResourceData = clients
 	resp.DataSourceData = clients
@@ -185,7 +191,8 @@ func stringValues(in []types.String) []string {
 }
 
 func (p *dovetailProvider) Resources(context.Context) []func() resource.Resource {
-	return []func() resource.Resource{NewDiscoveryTagsResource, NewInterruptionQueueResource, NewNodeRoleResource, NewControllerRoleResource, NewVPCEndpointsResource}
+	return []func() resource.Resource{NewDiscoveryTagsResource, NewInterruptionQueueResource, NewNodeRoleResource, NewControllerRoleResource, NewVPCEndpointsResource,
+		NewNodePoolResource, NewEC2NodeClassResource}
 }
 
 func (p *dovetailProvider) DataSources(context.Context) []func() datasource.DataSource {

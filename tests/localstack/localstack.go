@@ -38,6 +38,8 @@ type Options struct {
 	Dir    string
 	// ControlPlaneOnly starts just etcd and kube-apiserver.
 	ControlPlaneOnly bool
+	// WithoutCRDs leaves Dovetail's CRDs out, as in a cluster it was never installed in.
+	WithoutCRDs bool
 }
 
 // Stack is a running local cluster.
@@ -69,6 +71,9 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 	crds, err := templates.CRDs()
 	if err != nil {
 		return nil, err
+	}
+	if opts.WithoutCRDs {
+		crds = nil
 	}
 	env := &envtest.Environment{BinaryAssetsDirectory: opts.BinDir, CRDs: crds, ErrorIfCRDPathMissing: true, Scheme: Scheme()}
 	// Without a node-lifecycle controller nothing would clear the not-ready taint

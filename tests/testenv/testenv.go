@@ -53,17 +53,28 @@ func BinDir(t testing.TB) string {
 type APIServer struct {
 	Config *rest.Config
 	Client client.Client
+	// Kubeconfig is a cluster-admin kubeconfig file for the server.
+	Kubeconfig string
 }
 
 // StartAPIServer starts etcd and kube-apiserver and stops them when the test ends.
 func StartAPIServer(t testing.TB) *APIServer {
+	return startAPIServer(t, false)
+}
+
+// StartBareAPIServer is StartAPIServer without Dovetail's CRDs.
+func StartBareAPIServer(t testing.TB) *APIServer {
+	return startAPIServer(t, true)
+}
+
+func startAPIServer(t testing.TB, withoutCRDs bool) *APIServer {
 	t.Helper()
-	s, err := localstack.Start(context.Background(), localstack.Options{BinDir: BinDir(t), Dir: t.TempDir(), ControlPlaneOnly: true})
+	s, err := localstack.Start(context.Background(), localstack.Options{BinDir: BinDir(t), Dir: t.TempDir(), ControlPlaneOnly: true, WithoutCRDs: withoutCRDs})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = s.Stop() })
-	return &APIServer{Config: s.Config, Client: s.Client}
+	return &APIServer{Config: s.Config, Client: s.Client, Kubeconfig: s.Kubeconfig}
 }
 
 // StartMoto starts moto_server for the test and stops it when the test ends.

@@ -1,0 +1,430 @@
+package provider
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dovetail-sh/dovetail/provider/crdschema"
+	"github.com/dovetail-sh/dovetail/templates"
+)
+
+// FieldManager owns what the provider applies with server-side apply.
+const FieldManager = "terraform-provider-dovetail"
+
+// deleteTimeout bounds the wait for a deleted object's finalizers.
+const deleteTimeout = 10 * time.Minute
+
+// kinds are Dovetail's CRDs, read once: the provider's schema is the cluster's schema.
+var kinds = sync.OnceValues(func() (map[string]*crdschema.Kind, error) {
+	crds, err := templates.CRDs()
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]*crdschema.Kind{}
+	for _, crd := range crds {
+		k, err := crdschema.Load(crd)
+		if err != nil {
+			return nil, err
+		}
+		out[k.GVK.Kind] = k
+	}
+	return out, nil
+})
+
+// customResource is a cluster-scoped custom resource whose spec is typed HCL: the
+// NodePool and EC2NodeClass resources.
+type customResource struct {
+	awsBacked
+	kindName    string
+	typeSuffix  string
+	description string
+	// extraChecks are checks the controller makes beyond the CRD's, so plans fail
+	// where the controller would refuse the object later.
+	extraChecks func(spec map[string]any) field.ErrorList
+}
+
+type customResourceModel struct {
+	ID          types.String `tfsdk:"id"`
+	Name        types.String `tfsdk:"name"`
+	Labels      types.Map    `tfsdk:"labels"`
+	Annotations types.Map    `tfsdk:"annotations"`
+	Spec        types.Object `tfsdk:"spec"`
+	Status      types.Object `tfsdk:"status"`
+}
+
+func (r *customResource) kind(diags *diag.Diagnostics) *crdschema.Kind {
+	all, err := kinds()
+	if err != nil {
+		diags.AddError("Cannot read Dovetail's CRDs", err.Error())
+		return nil
+	}
+	return all[r.kindName]
+}
+
+func (r *customResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
+	resp.TypeName = req.ProviderTypeName + r.typeSuffix
+}
+
+func (r *customResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+	k := r.kind(&resp.Diagnostics)
+	if k == nil {
+		return
+	}
+	spec, err := crdschema.Attribute(k.Property("spec"), crdschema.Configurable, true)
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot build the schema of "+r.kindName, err.Error())
+		return
+	}
+	status, err := crdschema.Attribute(k.Property("status"), crdschema.Reported, false)
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot build the schema of "+r.kindName, err.Error())
+		return
+	}
+	resp.Schema = schema.Schema{
+		Description: r.description,
+		Attributes: map[string]schema.Attribute{
+			"id": schema.StringAttribute{Computed: true, Description: "The object's name.", PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
+			"name": schema.StringAttribute{Required: true, Description: "metadata.name; changing it replaces the object.",
+				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+				Validators:    []validator.String{dnsSubdomain{}}},
+			"labels": schema.MapAttribute{Optional: true, ElementType: types.StringType,
+				Description: "Labels of the object itself (not of its nodes). Only keys set here are managed; others, such as those the controller sets, are left alone."},
+			"annotations": schema.MapAttribute{Optional: true, ElementType: types.StringType,
+				Description: "Annotations of the object itself. Only keys set here are managed."},
+			"spec":   spec,
+			"status": status,
+		},
+	}
+}
+
+func (r *customResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var cfg customResourceModel
+	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
+	if resp.Diagnostics.HasError() || cfg.Name.IsUnknown() {
+		return
+	}
+	r.validate(ctx, cfg.Name.ValueString(), cfg.Spec, types.ObjectNull(nil), &resp.Diagnostics)
+}
+
+// validate runs the API server's defaulting and validation on a spec, reporting each
+// problem on its attribute. With an old spec it reports only what the change breaks
+// (transition rules such as immutable fields). Unknown values are checked at apply.
+func (r *customResource) validate(ctx context.Context, name string, specValue, oldValue types.Object, diags *diag.Diagnostics) {
+	k := r.kind(diags)
+	if k == nil {
+		return
+	}
+	spec, err := r.specJSON(ctx, k, specValue)
+	if errors.Is(err, crdschema.ErrUnknown) {
+		return
+	} else if err != nil {
+		diags.AddError("Cannot read spec", err.Error())
+		return
+	}
+	obj := k.Object(name, spec)
+	k.Default(obj)
+	errs := k.Validate(ctx, obj, nil)
+	if r.extraChecks != nil {
+		if s, ok := obj["spec"].(map[string]any); ok {
+			errs = append(errs, r.extraChecks(s)...)
+		}
+	}
+	if !oldValue.IsNull() && !oldValue.IsUnknown() {
+		old, err := r.specJSON(ctx, k, oldValue)
+		if err != nil {
+			return
+		}
+		oldObj := k.Object(name, old)
+		k.Default(oldObj)
+		seen := map[string]bool{}
+		for _, e := range errs {
+			seen[e.Error()] = true
+		}
+		errs = nil
+		for _, e := range k.Validate(ctx, obj, oldObj) {
+			if !seen[e.Error()] {
+				errs = append(errs, e)
+			}
+		}
+	}
+	for _, e := range errs {
+		p, s := crdschema.AttributePath(path.Empty(), k.Root, e.Field)
+		if strings.HasPrefix(e.Field, "metadata") {
+			p = path.Root("name")
+		}
+		detail := fmt.Sprintf("The %s %s CRD refuses %s: %s", k.GVK.GroupVersion(), k.GVK.Kind, p, e.ErrorBody())
+		if desc := strings.TrimSpace(s.Generic.Description); desc != "" && p.String() != "spec" {
+			detail += "\n\n" + p.String() + ": " + desc
+		}
+		diags.AddAttributeError(p, "Invalid "+p.String(), detail)
+	}
+}
+
+func (r *customResource) specJSON(ctx context.Context, k *crdschema.Kind, v types.Object) (map[string]any, error) {
+	if v.IsUnknown() {
+		return nil, crdschema.ErrUnknown
+	}
+	if v.IsNull() {
+		return nil, nil
+	}
+	tv, err := v.ToTerraformValue(ctx)
+	if err != nil {
+		return nil, err
+	}
+	x, err := crdschema.ToUnstructured(tv, k.Property("spec"))
+	if err != nil {
+		return nil, err
+	}
+	spec, _ := x.(map[string]any)
+	return spec, nil
+}
+
+func (r *customResource) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+	if req.Plan.Raw.IsNull() {
+		return
+	}
+	requireKubernetes(r.clients, "dovetail"+r.typeSuffix, &resp.Diagnostics)
+	if req.State.Raw.IsNull() {
+		return
+	}
+	var plan, state customResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	if resp.Diagnostics.HasError() || plan.Name.ValueString() != state.Name.ValueString() {
+		return
+	}
+	r.validate(ctx, plan.Name.ValueString(), plan.Spec, state.Spec, &resp.Diagnostics)
+}
+
+func (r *customResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan customResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	r.apply(ctx, &plan, &resp.Diagnostics)
+	if !resp.Diagnostics.HasError() {
+		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	}
+}
+
+func (r *customResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	var plan customResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	r.apply(ctx, &plan, &resp.Diagnostics)
+	if !resp.Diagnostics.HasError() {
+		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	}
+}
+
+// apply server-side applies the planned object and checks that the cluster now holds
+// exactly the planned spec. Fields another manager added (say, with kubectl edit) are
+// not removed by an apply that omits them, so the spec is then replaced outright.
+func (r *customResource) apply(ctx context.Context, plan *customResourceModel, diags *diag.Diagnostics) {
+	k := r.kind(diags)
+	cl := kubeClient(r.clients, diags)
+	if k == nil || cl == nil {
+		return
+	}
+	spec, err := r.specJSON(ctx, k, plan.Spec)
+	if err != nil {
+		diags.AddError("Cannot read spec", err.Error())
+		return
+	}
+	name := plan.Name.ValueString()
+	u := &unstructured.Unstructured{Object: k.Object(name, spec)}
+	u.SetLabels(mapStrings(plan.Labels))
+	u.SetAnnotations(mapStrings(plan.Annotations))
+	if err := cl.Patch(ctx, u, client.Apply, client.ForceOwnership, client.FieldOwner(FieldManager)); err != nil {
+		diags.AddError(fmt.Sprintf("Cannot apply %s %s", k.GVK.Kind, name), r.explain(k, err))
+		return
+	}
+	got, d := r.specValue(ctx, k, u.Object["spec"])
+	diags.Append(d...)
+	if diags.HasError() {
+		return
+	}
+	if !got.Equal(plan.Spec) {
+		u.Object["spec"] = spec
+		if err := cl.Update(ctx, u, client.FieldOwner(FieldManager)); err != nil {
+			diags.AddError(fmt.Sprintf("Cannot replace the spec of %s %s", k.GVK.Kind, name), r.explain(k, err))
+			return
+		}
+		if got, d = r.specValue(ctx, k, u.Object["spec"]); !got.Equal(plan.Spec) {
+			diags.Append(d...)
+			diags.AddError(fmt.Sprintf("%s %s does not hold the planned spec", k.GVK.Kind, name),
+				fmt.Sprintf("After applying, the cluster holds\n%s\nbut the plan was\n%s\nSomething in the cluster (a mutating webhook?) changes the object.", got, plan.Spec))
+			return
+		}
+	}
+	plan.ID = plan.Name
+	status, d := r.statusValue(ctx, k, u.Object["status"])
+	diags.Append(d...)
+	plan.Status = status
+}
+
+// explain turns the API server's refusals into what to do about them.
+func (r *customResource) explain(k *crdschema.Kind, err error) string {
+	if meta.IsNoMatchError(err) {
+		return fmt.Sprintf("The cluster does not serve %s %s: its CRD is not installed. Install it with dovetail_controller (and add depends_on = [dovetail_controller.this] here) or apply the output of `dovetail render`.",
+			k.GVK.GroupVersion(), k.GVK.Kind)
+	}
+	return err.Error()
+}
+
+func (r *customResource) specValue(ctx context.Context, k *crdschema.Kind, spec any) (types.Object, diag.Diagnostics) {
+	return objectValue(ctx, k.Property("spec"), crdschema.Configurable, spec)
+}
+
+func (r *customResource) statusValue(ctx context.Context, k *crdschema.Kind, status any) (types.Object, diag.Diagnostics) {
+	return objectValue(ctx, k.Property("status"), crdschema.Reported, status)
+}
+
+func objectValue(ctx context.Context, s *structuralschema.Structural, mode crdschema.Mode, x any) (types.Object, diag.Diagnostics) {
+	var diags diag.Diagnostics
+	a, err := crdschema.Attribute(s, mode, false)
+	if err != nil {
+		diags.AddError("Cannot build the schema", err.Error())
+		return types.ObjectNull(nil), diags
+	}
+	typ := a.GetType()
+	tv, err := crdschema.FromUnstructured(x, s, typ.TerraformType(ctx))
+	if err != nil {
+		diags.AddError("Cannot read the object from the cluster", err.Error())
+		return types.ObjectNull(nil), diags
+	}
+	v, err := typ.ValueFromTerraform(ctx, tv)
+	if err != nil {
+		diags.AddError("Cannot read the object from the cluster", err.Error())
+		return types.ObjectNull(nil), diags
+	}
+	obj, ok := v.(types.Object)
+	if !ok {
+		diags.AddError("Cannot read the object from the cluster", fmt.Sprintf("got %T", v))
+	}
+	return obj, diags
+}
+
+func (r *customResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	var state customResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	k := r.kind(&resp.Diagnostics)
+	cl := kubeClient(r.clients, &resp.Diagnostics)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(k.GVK)
+	err := cl.Get(ctx, client.ObjectKey{Name: state.Name.ValueString()}, u)
+	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+		resp.State.RemoveResource(ctx)
+		return
+	}
+	if err != nil {
+		resp.Diagnostics.AddError(fmt.Sprintf("Cannot read %s %s", k.GVK.Kind, state.Name.ValueString()), err.Error())
+		return
+	}
+	var d diag.Diagnostics
+	state.ID = types.StringValue(u.GetName())
+	state.Spec, d = r.specValue(ctx, k, u.Object["spec"])
+	resp.Diagnostics.Append(d...)
+	state.Status, d = r.statusValue(ctx, k, u.Object["status"])
+	resp.Diagnostics.Append(d...)
+	state.Labels = managedKeys(state.Labels, u.GetLabels())
+	state.Annotations = managedKeys(state.Annotations, u.GetAnnotations())
+	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+// managedKeys keeps the live values of the keys Terraform set; a key removed in the
+// cluster disappears, so the plan puts it back.
+func managedKeys(prior types.Map, live map[string]string) types.Map {
+	if prior.IsNull() || prior.IsUnknown() {
+		return prior
+	}
+	out := map[string]attr.Value{}
+	for k := range prior.Elements() {
+		if v, ok := live[k]; ok {
+			out[k] = types.StringValue(v)
+		}
+	}
+	return types.MapValueMust(types.StringType, out)
+}
+
+func (r *customResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
+	var state customResourceModel
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	k := r.kind(&resp.Diagnostics)
+	cl := kubeClient(r.clients, &resp.Diagnostics)
+	if resp.Diagnostics.HasError() {
+		return
+	}
+	u := &unstructured.Unstructured{}
+	u.SetGroupVersionKind(k.GVK)
+	u.SetName(state.Name.ValueString())
+	if err := cl.Delete(ctx, u); err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
+		resp.Diagnostics.AddError(fmt.Sprintf("Cannot delete %s %s", k.GVK.Kind, u.GetName()), err.Error())
+		return
+	}
+	// A NodePool's nodes and an EC2NodeClass's launch templates go before the object
+	// does (finalizers); returning earlier would let Terraform delete the IAM role or
+	// the controller they still need.
+	var finalizers []string
+	err := wait.PollUntilContextTimeout(ctx, time.Second, deleteTimeout, true, func(ctx context.Context) (bool, error) {
+		live := &unstructured.Unstructured{}
+		live.SetGroupVersionKind(k.GVK)
+		err := cl.Get(ctx, client.ObjectKey{Name: u.GetName()}, live)
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			return true, nil
+		}
+		finalizers = live.GetFinalizers()
+		return false, nil
+	})
+	if err != nil {
+		sort.Strings(finalizers)
+		resp.Diagnostics.AddError(fmt.Sprintf("%s %s is still terminating", k.GVK.Kind, u.GetName()),
+			fmt.Sprintf("After %s it still has finalizers %v. Is the Dovetail controller running? It removes them once the nodes are gone.", deleteTimeout, finalizers))
+	}
+}
+
+func (r *customResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), req.ID)...)
+}
+
+func mapStrings(m types.Map) map[string]string {
+	if m.IsNull() || m.IsUnknown() {
+		return nil
+	}
+	out := map[string]string{}
+	for k, v := range m.Elements() {
+		if s, ok := v.(types.String); ok {
+			out[k] = s.ValueString()
+		}
+	}
+	return out
+}

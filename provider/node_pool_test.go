@@ -1,0 +1,292 @@
+package provider_test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	k8sresource "k8s.io/apimachinery/pkg/api/resource"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/tests/testenv"
+)
+
+func kubeProvider(kubeconfig string) string {
+	return fmt.Sprintf(`
+provider "dovetail" {
+  kubernetes {
+    config_path = %q
+  }
+}
+`, kubeconfig)
+}
+
+// nodePoolConfig is a node class and a pool on it; cpu is the pool's limit.
+func nodePoolConfig(kubeconfig, poolName, cpu string) string {
+	return kubeProvider(kubeconfig) + fmt.Sprintf(`
+resource "dovetail_ec2_node_class" "default" {
+  name = "default"
+  spec = {
+    role                          = "KarpenterNodeRole-demo"
+    ami_selector_terms            = [{ alias = "al2023@latest" }]
+    subnet_selector_terms         = [{ tags = { "karpenter.sh/discovery" = "demo" } }]
+    security_group_selector_terms = [{ tags = { "karpenter.sh/discovery" = "demo" } }]
+    metadata_options              = { http_put_response_hop_limit = 2 }
+  }
+}
+
+resource "dovetail_node_pool" "general" {
+  name   = %q
+  labels = { team = "platform" }
+  spec = {
+    template = {
+      metadata = { labels = { "billing-team" = "platform" } }
+      spec = {
+        node_class_ref = { group = "karpenter.k8s.aws", kind = "EC2NodeClass", name = dovetail_ec2_node_class.default.name }
+        requirements = [
+          { key = "karpenter.sh/capacity-type", operator = "In", values = ["spot", "on-demand"] },
+          { key = "karpenter.k8s.aws/instance-cpu", operator = "Gt", values = ["3"] },
+        ]
+      }
+    }
+    limits     = { cpu = %q }
+    disruption = { consolidate_after = "30s", budgets = [{ nodes = "20%%" }, { nodes = "0", schedule = "0 9 * * mon-fri", duration = "8h" }] }
+  }
+}
+`, poolName, cpu)
+}
+
+func TestAccNodePoolAndNodeClass(t *testing.T) {
+	acceptance(t)
+	ctx := context.Background()
+	api := testenv.StartAPIServer(t)
+	kube := api.Client
+	pool := func(name string) (*v1.NodePool, error) {
+		np := &v1.NodePool{}
+		return np, kube.Get(ctx, client.ObjectKey{Name: name}, np)
+	}
+	limit := func(name, want string) resource.TestCheckFunc {
+		return func(*terraform.State) error {
+			np, err := pool(name)
+			if err != nil {
+				return err
+			}
+			if got := np.Spec.Limits[corev1.ResourceCPU]; got.Cmp(k8sresource.MustParse(want)) != 0 {
+				return fmt.Errorf("cpu limit %s, want %s", got.String(), want)
+			}
+			if len(np.Spec.Template.Spec.Taints) != 0 {
+				return fmt.Errorf("taints %v that are not in the configuration", np.Spec.Template.Spec.Taints)
+			}
+			return nil
+		}
+	}
+	const addr = "dovetail_node_pool.general"
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		CheckDestroy: func(*terraform.State) error {
+			for _, obj := range []client.Object{&v1.NodePool{}, &v1.NodePool{}, &awsv1.EC2NodeClass{}} {
+				for _, name := range []string{"general", "general-2", "default"} {
+					if err := kube.Get(ctx, client.ObjectKey{Name: name}, obj); !apierrors.IsNotFound(err) {
+						return fmt.Errorf("%T %s is still in the cluster (%v)", obj, name, err)
+					}
+				}
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{
+			{
+				Config: nodePoolConfig(api.Kubeconfig, "general", "100"),
+				Check: resource.ComposeTestCheckFunc(
+					limit("general", "100"),
+					// The CRD's defaults are in state, as planned: nothing is "known after apply".
+					resource.TestCheckResourceAttr(addr, "spec.disruption.consolidation_policy", "WhenEmptyOrUnderutilized"),
+					resource.TestCheckResourceAttr(addr, "spec.template.spec.expire_after", "720h"),
+					resource.TestCheckResourceAttr("dovetail_ec2_node_class.default", "spec.metadata_options.http_tokens", "required"),
+					func(*terraform.State) error {
+						np, err := pool("general")
+						if err != nil {
+							return err
+						}
+						if np.Labels["team"] != "platform" || np.Spec.Template.Labels["billing-team"] != "platform" || len(np.Spec.Disruption.Budgets) != 2 {
+							return fmt.Errorf("the cluster holds %+v", np)
+						}
+						nc := &awsv1.EC2NodeClass{}
+						if err := kube.Get(ctx, client.ObjectKey{Name: "default"}, nc); err != nil {
+							return err
+						}
+						if nc.Spec.Role != "KarpenterNodeRole-demo" || *nc.Spec.MetadataOptions.HTTPPutResponseHopLimit != 2 {
+							return fmt.Errorf("the cluster holds %+v", nc.Spec)
+						}
+						return nil
+					}),
+			},
+			{
+				// Update in place.
+				Config:           nodePoolConfig(api.Kubeconfig, "general", "200"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)}},
+				Check:            limit("general", "200"),
+			},
+			{
+				// kubectl edit: a changed limit and an added taint are drift, and the
+				// apply removes the taint even though another field manager added it.
+				PreConfig: func() {
+					np, err := pool("general")
+					if err != nil {
+						t.Fatal(err)
+					}
+					np.Spec.Limits[corev1.ResourceCPU] = k8sresource.MustParse("5")
+					np.Spec.Template.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "x", Effect: corev1.TaintEffectNoSchedule}}
+					if err := kube.Update(ctx, np, client.FieldOwner("kubectl-edit")); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config:           nodePoolConfig(api.Kubeconfig, "general", "200"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)}},
+				Check:            limit("general", "200"),
+			},
+			{
+				ResourceName:            addr,
+				ImportState:             true,
+				ImportStateVerify:       true,
+				ImportStateId:           "general",
+				ImportStateVerifyIgnore: []string{"labels", "status"},
+			},
+			{
+				ResourceName:            "dovetail_ec2_node_class.default",
+				ImportState:             true,
+				ImportStateVerify:       true,
+				ImportStateId:           "default",
+				ImportStateVerifyIgnore: []string{"status"},
+			},
+			{
+				// Deleted behind Terraform's back: the plan creates it again.
+				PreConfig: func() {
+					np, err := pool("general")
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := kube.Delete(ctx, np); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config:           nodePoolConfig(api.Kubeconfig, "general", "200"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionCreate)}},
+				Check:            limit("general", "200"),
+			},
+			{
+				// A new name is a new object.
+				Config:           nodePoolConfig(api.Kubeconfig, "general-2", "200"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionDestroyBeforeCreate)}},
+				Check: resource.ComposeTestCheckFunc(limit("general-2", "200"), func(*terraform.State) error {
+					if _, err := pool("general"); !apierrors.IsNotFound(err) {
+						return fmt.Errorf("the old pool is still there (%v)", err)
+					}
+					return nil
+				}),
+			},
+		},
+	})
+}
+
+// A plan needs no CRD in the cluster: the schema is the provider's. Applying without
+// it says how to install it.
+func TestAccNodePoolBeforeCRDs(t *testing.T) {
+	acceptance(t)
+	api := testenv.StartBareAPIServer(t)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{Config: nodePoolConfig(api.Kubeconfig, "general", "100"), PlanOnly: true, ExpectNonEmptyPlan: true},
+			{Config: nodePoolConfig(api.Kubeconfig, "general", "100"), ExpectError: regexp.MustCompile(`its\s+CRD\s+is\s+not\s+installed`)},
+		},
+	})
+}
+
+// poolWith is a NodePool whose spec has the given disruption and requirement.
+func poolWith(name, disruption, requirement string) string {
+	return `
+provider "dovetail" {
+  kubernetes {
+    host = "https://127.0.0.1:1"
+  }
+}
+resource "dovetail_node_pool" "p" {
+  name = "` + name + `"
+  spec = {
+    ` + disruption + `
+    template = {
+      spec = {
+        node_class_ref = { group = "karpenter.k8s.aws", kind = "EC2NodeClass", name = "default" }
+        requirements   = [` + requirement + `]
+      }
+    }
+  }
+}
+`
+}
+
+// Every rule of the CRDs is checked at plan time, on the attribute that breaks it,
+// with the CRD's own message.
+func TestNodePoolPlanTimeValidation(t *testing.T) {
+	acceptance(t)
+	req := `{ key = "kubernetes.io/arch", operator = "In", values = ["arm64"] }`
+	cases := map[string]struct{ config, want string }{
+		"unknown operator": {poolWith("p", "", `{ key = "kubernetes.io/arch", operator = "Equals", values = ["arm64"] }`),
+			`spec.template.spec.requirements\[0\].operator: Unsupported value: "Equals": supported values: "In", "NotIn"`},
+		"In without values": {poolWith("p", "", `{ key = "kubernetes.io/arch", operator = "In" }`),
+			`requirements with operator 'In' must have a value defined`},
+		"restricted label domain": {poolWith("p", "", `{ key = "karpenter.sh/team", operator = "In", values = ["a"] }`),
+			`label domain "karpenter.sh" is restricted`},
+		"bad duration": {poolWith("p", `disruption = { consolidate_after = "5 minutes" }`, req),
+			`spec.disruption.consolidate_after: Invalid value: "5 minutes"`},
+		"schedule without duration": {poolWith("p", `disruption = { consolidate_after = "0s", budgets = [{ nodes = "1", schedule = "@daily" }] }`, req),
+			`'schedule' must be set with 'duration'`},
+		"schedule that is not cron": {poolWith("p", `disruption = { consolidate_after = "0s", budgets = [{ nodes = "1", schedule = "61 * * * *", duration = "1h" }] }`, req),
+			`spec.disruption.budgets\[0\].schedule: Invalid value: "61 \* \* \* \*": not a cron expression`},
+		"budget over 100%": {poolWith("p", `disruption = { consolidate_after = "0s", budgets = [{ nodes = "110%" }] }`, req),
+			`spec.disruption.budgets\[0\].nodes: Invalid value: "110%"`},
+		"weight over 100": {poolWith("p", `weight = 101`, req),
+			`spec.weight: Invalid value: 101: spec.weight in body should be less than or equal to 100`},
+		"bad name": {poolWith("General_Pool", "", req), `"General_Pool" is not a valid object name`},
+		"no kubernetes block": {`
+resource "dovetail_node_pool" "p" {
+  name = "p"
+  spec = { template = { spec = {
+    node_class_ref = { group = "karpenter.k8s.aws", kind = "EC2NodeClass", name = "default" }
+    requirements   = []
+  } } }
+}`, `add kubernetes { config_path = "~/.kube/config" }`},
+		"node class with neither role nor instance profile": {`
+provider "dovetail" {
+  kubernetes {
+    host = "https://127.0.0.1:1"
+  }
+}
+resource "dovetail_ec2_node_class" "c" {
+  name = "c"
+  spec = {
+    ami_selector_terms            = [{ alias = "al2023@latest" }]
+    subnet_selector_terms         = [{ tags = { "karpenter.sh/discovery" = "" } }]
+    security_group_selector_terms = [{ id = "sg-1", name = "web" }]
+  }
+}`, `must specify exactly one of \['role', 'instanceProfile'\]`},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			resource.Test(t, resource.TestCase{
+				ProtoV6ProviderFactories: factories,
+				Steps: []resource.TestStep{{Config: c.config, PlanOnly: true,
+					ExpectError: regexp.MustCompile(strings.ReplaceAll(strings.ReplaceAll(c.want, " ", `\s+`), "{", `\{`))}},
+			})
+		})
+	}
+}
