@@ -22,6 +22,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -63,6 +64,9 @@ type customResource struct {
 	// extraChecks are checks the controller makes beyond the CRD's, so plans fail
 	// where the controller would refuse the object later.
 	extraChecks func(spec map[string]any) field.ErrorList
+	// afterDelete waits for what the object's deletion sets off, such as a NodePool's
+	// nodes terminating.
+	afterDelete func(ctx context.Context, cl client.Client, name string) error
 }
 
 type customResourceModel struct {
@@ -408,8 +412,38 @@ func (r *customResource) Delete(ctx context.Context, req resource.DeleteRequest,
 		sort.Strings(finalizers)
 		resp.Diagnostics.AddError(fmt.Sprintf("%s %s is still terminating", k.GVK.Kind, u.GetName()),
 			fmt.Sprintf("After %s it still has finalizers %v. Is the Dovetail controller running? It removes them once the nodes are gone.", deleteTimeout, finalizers))
+		return
+	}
+	if r.afterDelete != nil {
+		if err := r.afterDelete(ctx, cl, u.GetName()); err != nil {
+			resp.Diagnostics.AddError(fmt.Sprintf("The nodes of %s %s are still terminating", k.GVK.Kind, u.GetName()), err.Error())
+		}
 	}
 }
+
+// nodeClaimsGone waits until no NodeClaim matches the labels: deleting a NodePool
+// deletes its NodeClaims, and their instances are terminated before they go.
+func nodeClaimsGone(ctx context.Context, cl client.Client, labels client.MatchingLabels, timeout time.Duration) error {
+	var left []string
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		claims := &unstructured.UnstructuredList{}
+		claims.SetGroupVersionKind(nodeClaimListGVK)
+		if err := cl.List(ctx, claims, labels); err != nil {
+			return meta.IsNoMatchError(err), nil
+		}
+		left = left[:0]
+		for _, c := range claims.Items {
+			left = append(left, c.GetName())
+		}
+		return len(left) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("after %s these NodeClaims remain: %v. Is the Dovetail controller running? It terminates their instances", timeout, left)
+	}
+	return nil
+}
+
+var nodeClaimListGVK = k8sschema.GroupVersionKind{Group: "karpenter.sh", Version: "v1", Kind: "NodeClaimList"}
 
 func (r *customResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)

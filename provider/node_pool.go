@@ -9,6 +9,7 @@ import (
 	"github.com/robfig/cron/v3"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // NewNodePoolResource is dovetail_node_pool: a karpenter.sh/v1 NodePool.
@@ -19,6 +20,9 @@ func NewNodePoolResource() resource.Resource {
 		description: "A karpenter.sh/v1 NodePool: what nodes Dovetail may launch for pending pods and how they may be disrupted. " +
 			"The spec mirrors the YAML field by field in snake_case; defaults, validation and status come from the CRD, so plans are checked before the CRD is installed. Applied with server-side apply.",
 		extraChecks: nodePoolChecks,
+		afterDelete: func(ctx context.Context, cl client.Client, name string) error {
+			return nodeClaimsGone(ctx, cl, client.MatchingLabels{"karpenter.sh/nodepool": name}, deleteTimeout)
+		},
 	}
 }
 

@@ -192,7 +192,7 @@ func stringValues(in []types.String) []string {
 
 func (p *dovetailProvider) Resources(context.Context) []func() resource.Resource {
 	return []func() resource.Resource{NewDiscoveryTagsResource, NewInterruptionQueueResource, NewNodeRoleResource, NewControllerRoleResource, NewVPCEndpointsResource,
-		NewNodePoolResource, NewEC2NodeClassResource}
+		NewNodePoolResource, NewEC2NodeClassResource, NewControllerResource}
 }
 
 func (p *dovetailProvider) DataSources(context.Context) []func() datasource.DataSource {

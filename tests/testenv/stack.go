@@ -16,7 +16,18 @@ type Stack struct {
 // the tail of every process's output if the test failed.
 func StartStack(t testing.TB) *Stack {
 	t.Helper()
-	s, err := localstack.Start(context.Background(), localstack.Options{BinDir: BinDir(t), Dir: t.TempDir()})
+	return startStack(t, false)
+}
+
+// StartStackWithoutCRDs is StartStack on a cluster Dovetail was never installed in.
+func StartStackWithoutCRDs(t testing.TB) *Stack {
+	t.Helper()
+	return startStack(t, true)
+}
+
+func startStack(t testing.TB, withoutCRDs bool) *Stack {
+	t.Helper()
+	s, err := localstack.Start(context.Background(), localstack.Options{BinDir: BinDir(t), Dir: t.TempDir(), WithoutCRDs: withoutCRDs})
 	if err != nil {
 		t.Fatal(err)
 	}

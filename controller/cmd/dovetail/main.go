@@ -1,5 +1,6 @@
 // Command dovetail is the user-facing CLI: `dovetail simulate` plans workloads against
-// NodePools without a cluster.
+// NodePools without a cluster; `dovetail render` prints what the Terraform provider's
+// dovetail_controller installs, for GitOps.
 package main
 
 import (
@@ -21,9 +22,11 @@ const usage = `dovetail: Karpenter-compatible node autoscaling, planned before i
 
 Usage:
   dovetail simulate -f FILE [-f FILE ...] [--catalog FILE] [--zones Z1,Z2] [-o table|json]
+  dovetail render --cluster-name NAME [--namespace NS] [--irsa-role-arn ARN] [...]
 
 Commands:
   simulate   plan pending workloads against NodePools and an instance-type catalog
+  render     print the CRDs, RBAC and controller Deployment as YAML (run with -h for all settings)
 `
 
 func main() {
@@ -43,6 +46,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 	switch args[0] {
 	case "simulate":
 		return simulateCmd(args[1:], stdout, stderr)
+	case "render":
+		return renderCmd(args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "dovetail: unknown command %q\n\n%s", args[0], usage)
 		return 2

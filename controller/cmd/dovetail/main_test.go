@@ -165,3 +165,26 @@ spec:
 		t.Errorf("a Node without allocatable should be refused naming the field: exit %d, %s", code, missing.String())
 	}
 }
+
+func TestRender(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run([]string{"render", "--cluster-name", "demo", "--irsa-role-arn", "arn:aws:iam::123456789012:role/dovetail", "--no-namespace",
+		"--feature-gates", "SpotToSpotConsolidation=true"}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	text := out.String()
+	for _, want := range []string{"kind: CustomResourceDefinition", "name: nodepools.karpenter.sh", "kind: Deployment", "kind: PodDisruptionBudget",
+		"eks.amazonaws.com/role-arn: arn:aws:iam::123456789012:role/dovetail", "value: SpotToSpotConsolidation=true"} {
+		if !strings.Contains(text, want) {
+			t.Errorf("render output lacks %q", want)
+		}
+	}
+	if strings.Contains(text, "kind: Namespace") {
+		t.Error("--no-namespace still emitted the Namespace")
+	}
+	errOut.Reset()
+	if code := run([]string{"render"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "--cluster-name is required") {
+		t.Errorf("render without a cluster name: exit %d, %q", code, errOut.String())
+	}
+}

@@ -1,0 +1,83 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+
+	"github.com/dovetail-sh/dovetail/templates"
+)
+
+// keyValues is a repeatable "k=v,k=v" flag.
+type keyValues map[string]string
+
+func (kv keyValues) String() string { return fmt.Sprint(map[string]string(kv)) }
+func (kv keyValues) Set(v string) error {
+	for _, pair := range strings.Split(v, ",") {
+		k, val, ok := strings.Cut(pair, "=")
+		if !ok || k == "" {
+			return fmt.Errorf("%q is not key=value", pair)
+		}
+		kv[k] = val
+	}
+	return nil
+}
+
+// renderCmd prints the same manifests dovetail_controller applies.
+func renderCmd(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("render", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	v := templates.DefaultValues()
+	fs.StringVar(&v.Settings.ClusterName, "cluster-name", "", "EKS cluster name (required)")
+	fs.StringVar(&v.Settings.ClusterEndpoint, "cluster-endpoint", "", "API server URL nodes join; default: read from EKS")
+	fs.StringVar(&v.Settings.AWSRegion, "aws-region", "", "AWS region; default: the pod's (IRSA / Pod Identity set AWS_REGION)")
+	fs.StringVar(&v.Settings.InterruptionQueue, "interruption-queue", "", "SQS queue of spot interruptions (dovetail_interruption_queue)")
+	fs.BoolVar(&v.Settings.IsolatedVPC, "isolated-vpc", false, "no internet route: never call the Pricing API")
+	fs.StringVar(&v.Settings.LogLevel, "log-level", v.Settings.LogLevel, "debug, info or error")
+	fs.StringVar(&v.Settings.BatchIdleDuration, "batch-idle-duration", v.Settings.BatchIdleDuration, "close a provisioning batch after this long without new pods")
+	fs.StringVar(&v.Settings.BatchMaxDuration, "batch-max-duration", v.Settings.BatchMaxDuration, "close a provisioning batch after this long regardless")
+	gates := keyValues{}
+	fs.Var(gates, "feature-gates", "Name=true,... (SpotToSpotConsolidation, NodeRepair)")
+	endpoints := keyValues{}
+	fs.Var(endpoints, "aws-endpoints", "service=URL,... endpoint overrides")
+	fs.StringVar(&v.Name, "name", v.Name, "name of the Deployment, Service, RBAC objects")
+	fs.StringVar(&v.Namespace, "namespace", v.Namespace, "namespace of the controller")
+	noNamespace := fs.Bool("no-namespace", false, "do not emit the Namespace (it exists already)")
+	fs.StringVar(&v.ServiceAccount, "service-account", v.ServiceAccount, "ServiceAccount name (the one a Pod Identity association names)")
+	fs.StringVar(&v.IRSARoleARN, "irsa-role-arn", "", "annotate the ServiceAccount for IRSA with this role (dovetail_controller_role)")
+	fs.StringVar(&v.Image, "image", v.Image, "controller image")
+	fs.IntVar(&v.Replicas, "replicas", v.Replicas, "controller replicas (one leads)")
+	fs.StringVar(&v.CPU, "cpu", v.CPU, "CPU request")
+	fs.StringVar(&v.Memory, "memory", v.Memory, "memory request and limit")
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return 0
+		}
+		return 2
+	}
+	if v.Settings.ClusterName == "" {
+		fmt.Fprintln(stderr, "dovetail render: --cluster-name is required: the controller tags and finds its instances by it")
+		return 2
+	}
+	v.CreateNamespace = !*noNamespace
+	if len(gates) > 0 {
+		v.Settings.FeatureGates = map[string]bool{}
+		for k, val := range gates {
+			b, err := strconv.ParseBool(val)
+			if err != nil {
+				fmt.Fprintf(stderr, "dovetail render: --feature-gates %s=%s: use true or false\n", k, val)
+				return 2
+			}
+			v.Settings.FeatureGates[k] = b
+		}
+	}
+	v.Settings.AWSEndpoints = endpoints
+	if err := templates.Render(stdout, v); err != nil {
+		fmt.Fprintf(stderr, "dovetail render: %v\n", err)
+		return 1
+	}
+	return 0
+}

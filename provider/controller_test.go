@@ -1,0 +1,253 @@
+package provider_test
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/tests/localstack"
+	"github.com/dovetail-sh/dovetail/tests/testenv"
+)
+
+// controllerConfig installs the controller and, depending on it, a node class and a
+// pool: the CRDs they need arrive in the same apply.
+func controllerConfig(kubeconfig string, replicas int, logLevel, timeout string) string {
+	return kubeProvider(kubeconfig) + fmt.Sprintf(`
+resource "dovetail_controller" "this" {
+  cluster_name       = "demo"
+  aws_region         = "us-west-2"
+  irsa_role_arn      = "arn:aws:iam::123456789012:role/dovetail"
+  interruption_queue = "demo-interruptions"
+  feature_gates      = { SpotToSpotConsolidation = true }
+  replicas           = %d
+  log_level          = %q
+  rollout_timeout    = %q
+}
+
+resource "dovetail_ec2_node_class" "default" {
+  name = "default"
+  spec = {
+    role                          = "KarpenterNodeRole-demo"
+    ami_selector_terms            = [{ alias = "al2023@latest" }]
+    subnet_selector_terms         = [{ tags = { "karpenter.sh/discovery" = "demo" } }]
+    security_group_selector_terms = [{ tags = { "karpenter.sh/discovery" = "demo" } }]
+  }
+  depends_on = [dovetail_controller.this]
+}
+
+resource "dovetail_node_pool" "general" {
+  name = "general"
+  spec = {
+    template = {
+      spec = {
+        node_class_ref = { group = "karpenter.k8s.aws", kind = "EC2NodeClass", name = dovetail_ec2_node_class.default.name }
+        requirements   = [{ key = "karpenter.sh/capacity-type", operator = "In", values = ["on-demand"] }]
+      }
+    }
+  }
+  depends_on = [dovetail_controller.this]
+}
+`, replicas, logLevel, timeout)
+}
+
+func TestAccController(t *testing.T) {
+	acceptance(t)
+	ctx := context.Background()
+	stack := testenv.StartStackWithoutCRDs(t)
+	kube := stack.Client
+	testenv.AddSystemNodes(t, kube, 2)
+	deployment := func() (*appsv1.Deployment, error) {
+		d := &appsv1.Deployment{}
+		return d, kube.Get(ctx, client.ObjectKey{Namespace: "dovetail", Name: "dovetail"}, d)
+	}
+	rolledOut := func(replicas int32, logLevel string) resource.TestCheckFunc {
+		return func(*terraform.State) error {
+			d, err := deployment()
+			if err != nil {
+				return err
+			}
+			if *d.Spec.Replicas != replicas || d.Status.AvailableReplicas != replicas || d.Status.UpdatedReplicas != replicas {
+				return fmt.Errorf("deployment %d replicas, %d available, %d updated; want %d", *d.Spec.Replicas, d.Status.AvailableReplicas, d.Status.UpdatedReplicas, replicas)
+			}
+			env := map[string]string{}
+			for _, e := range d.Spec.Template.Spec.Containers[0].Env {
+				env[e.Name] = e.Value
+			}
+			if env["LOG_LEVEL"] != logLevel || env["CLUSTER_NAME"] != "demo" || env["INTERRUPTION_QUEUE"] != "demo-interruptions" || env["FEATURE_GATES"] != "SpotToSpotConsolidation=true" {
+				return fmt.Errorf("controller environment %v", env)
+			}
+			return nil
+		}
+	}
+	installed := func(*terraform.State) error {
+		crd := &apiextensionsv1.CustomResourceDefinition{}
+		if err := kube.Get(ctx, client.ObjectKey{Name: "nodepools.karpenter.sh"}, crd); err != nil {
+			return fmt.Errorf("NodePool CRD: %w", err)
+		}
+		sa := &corev1.ServiceAccount{}
+		if err := kube.Get(ctx, client.ObjectKey{Namespace: "dovetail", Name: "dovetail"}, sa); err != nil {
+			return err
+		}
+		if sa.Annotations["eks.amazonaws.com/role-arn"] != "arn:aws:iam::123456789012:role/dovetail" {
+			return fmt.Errorf("service account annotations %v", sa.Annotations)
+		}
+		np := &v1.NodePool{}
+		return kube.Get(ctx, client.ObjectKey{Name: "general"}, np)
+	}
+	const addr = "dovetail_controller.this"
+	update := resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)}}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		CheckDestroy: func(*terraform.State) error {
+			for _, obj := range []client.Object{
+				&apiextensionsv1.CustomResourceDefinition{ObjectMeta: metaName("", "nodepools.karpenter.sh")},
+				&apiextensionsv1.CustomResourceDefinition{ObjectMeta: metaName("", "nodeclaims.karpenter.sh")},
+				&apiextensionsv1.CustomResourceDefinition{ObjectMeta: metaName("", "ec2nodeclasses.karpenter.k8s.aws")},
+				&appsv1.Deployment{ObjectMeta: metaName("dovetail", "dovetail")},
+				&rbacv1.ClusterRole{ObjectMeta: metaName("", "dovetail")},
+				&rbacv1.ClusterRoleBinding{ObjectMeta: metaName("", "dovetail")},
+			} {
+				if err := kube.Get(ctx, client.ObjectKeyFromObject(obj), obj); !apierrors.IsNotFound(err) {
+					return fmt.Errorf("%T %s is still there (%v)", obj, obj.GetName(), err)
+				}
+			}
+			// No namespace controller runs here, so the namespace stays Terminating.
+			ns := &corev1.Namespace{}
+			if err := kube.Get(ctx, client.ObjectKey{Name: "dovetail"}, ns); err == nil && ns.DeletionTimestamp == nil {
+				return fmt.Errorf("the namespace was not deleted")
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{
+			{
+				Config: controllerConfig(stack.Kubeconfig, 2, "info", "2m"),
+				Check: resource.ComposeTestCheckFunc(installed, rolledOut(2, "info"),
+					func(*terraform.State) error { return provisionsAsServiceAccount(t, stack) }),
+			},
+			{
+				Config:           controllerConfig(stack.Kubeconfig, 2, "debug", "2m"),
+				ConfigPlanChecks: update,
+				Check:            rolledOut(2, "debug"),
+			},
+			{
+				// kubectl scale is drift, put back by the next apply.
+				PreConfig: func() {
+					d, err := deployment()
+					if err != nil {
+						t.Fatal(err)
+					}
+					one := int32(1)
+					d.Spec.Replicas = &one
+					if err := kube.Update(ctx, d, client.FieldOwner("kubectl-scale")); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config:           controllerConfig(stack.Kubeconfig, 2, "debug", "2m"),
+				ConfigPlanChecks: update,
+				Check:            rolledOut(2, "debug"),
+			},
+			{
+				// A third replica has no node of its own: the apply says so.
+				Config:      controllerConfig(stack.Kubeconfig, 3, "debug", "10s"),
+				ExpectError: regexp.MustCompile(`(?s)did not roll out.*pod dovetail-\S+ is\s+not\s+scheduled:.*anti-affinity`),
+			},
+			{
+				Config: controllerConfig(stack.Kubeconfig, 2, "debug", "2m"),
+				Check:  rolledOut(2, "debug"),
+			},
+			{
+				ResourceName:            addr,
+				ImportState:             true,
+				ImportStateVerify:       true,
+				ImportStateId:           "dovetail/dovetail",
+				ImportStateVerifyIgnore: []string{"rollout_timeout"},
+			},
+			{
+				// Deleted by hand: the next apply installs it again.
+				PreConfig: func() {
+					d, err := deployment()
+					if err != nil {
+						t.Fatal(err)
+					}
+					if err := kube.Delete(ctx, d); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config:           controllerConfig(stack.Kubeconfig, 2, "debug", "2m"),
+				ConfigPlanChecks: update,
+				Check:            rolledOut(2, "debug"),
+			},
+		},
+	})
+}
+
+// provisionsAsServiceAccount runs the controller with nothing but the installed RBAC
+// (impersonating its ServiceAccount) and checks it launches nodes for pending pods and
+// takes them down again: the ClusterRole is enough, and the installation works.
+func provisionsAsServiceAccount(t *testing.T, stack *testenv.Stack) error {
+	ctx := context.Background()
+	cfg := rest.CopyConfig(stack.Config)
+	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:dovetail:dovetail", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:dovetail"}}
+	// The kwok provider plays the kubelet too, which reports node status: grant that
+	// alone on top of the installed RBAC, which an AWS cluster's kubelets do not need.
+	kubelet := &rbacv1.ClusterRole{ObjectMeta: metaName("", "kwok-kubelet-stand-in"),
+		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch", "update"}}}}
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metaName("", "kwok-kubelet-stand-in"),
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: kubelet.Name},
+		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "dovetail", Name: "dovetail"}}}
+	for _, obj := range []client.Object{kubelet, binding} {
+		if err := stack.Client.Create(ctx, obj); err != nil {
+			return err
+		}
+	}
+	opts := testenv.DefaultOptions(t)
+	opts.ClusterName = "demo"
+	opts.LeaderElect = true
+	opts.LeaderElectionNamespace = "dovetail"
+	testenv.RunController(t, cfg, t.TempDir(), opts, nil)
+	web := localstack.Deployment("web", 3, "1", "1Gi", func(p *corev1.PodSpec) {
+		p.NodeSelector = map[string]string{v1.LabelNodePool: "general"}
+	})
+	if err := stack.Client.Create(ctx, web); err != nil {
+		return err
+	}
+	running := func() error {
+		pods := &corev1.PodList{}
+		if err := stack.Client.List(ctx, pods, client.MatchingLabels{"app": "web"}); err != nil {
+			return err
+		}
+		n := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning {
+				n++
+			}
+		}
+		if n != 3 {
+			return fmt.Errorf("%d of 3 pods running", n)
+		}
+		return nil
+	}
+	testenv.Eventually(t, 2*time.Minute, "the controller, with its own RBAC only, runs the pods", running)
+	// Leave no NodeClaims for the destroy to wait on... except through the pool: the
+	// destroy deletes the pool and waits for its claims, which this controller drains.
+	return stack.Client.Delete(ctx, web)
+}
+
+func metaName(namespace, name string) metav1.ObjectMeta {
+	return metav1.ObjectMeta{Namespace: namespace, Name: name}
+}

@@ -1,0 +1,78 @@
+package templates_test
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+
+	"github.com/dovetail-sh/dovetail/templates"
+)
+
+func TestManifests(t *testing.T) {
+	v := templates.DefaultValues()
+	v.Settings.ClusterName = "demo"
+	v.Settings.InterruptionQueue = "demo-interruptions"
+	v.Settings.FeatureGates = map[string]bool{"SpotToSpotConsolidation": true}
+	v.IRSARoleARN = "arn:aws:iam::123456789012:role/dovetail"
+	objs, err := templates.Manifests(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var kinds []string
+	for _, o := range objs {
+		kinds = append(kinds, o.GetKind())
+	}
+	if got := strings.Join(kinds, ","); got != "Namespace,ServiceAccount,ClusterRole,ClusterRoleBinding,Role,RoleBinding,Deployment,Service,PodDisruptionBudget" {
+		t.Fatalf("kinds in order: %s", got)
+	}
+	sa := objs[1]
+	if sa.GetAnnotations()["eks.amazonaws.com/role-arn"] != v.IRSARoleARN {
+		t.Errorf("service account annotations %v", sa.GetAnnotations())
+	}
+	deploy := objs[6]
+	if r, _, _ := unstructured.NestedInt64(deploy.Object, "spec", "replicas"); r != 2 {
+		t.Errorf("replicas %d", r)
+	}
+	containers, _, _ := unstructured.NestedSlice(deploy.Object, "spec", "template", "spec", "containers")
+	c := containers[0].(map[string]any)
+	env := map[string]string{}
+	for _, e := range c["env"].([]any) {
+		m := e.(map[string]any)
+		if v, ok := m["value"].(string); ok {
+			env[m["name"].(string)] = v
+		}
+	}
+	for k, want := range map[string]string{"CLUSTER_NAME": "demo", "INTERRUPTION_QUEUE": "demo-interruptions", "FEATURE_GATES": "SpotToSpotConsolidation=true", "LOG_LEVEL": "info"} {
+		if env[k] != want {
+			t.Errorf("env %s = %q, want %q", k, env[k], want)
+		}
+	}
+	if ro, _, _ := unstructured.NestedBool(c, "securityContext", "readOnlyRootFilesystem"); !ro {
+		t.Error("the root filesystem should be read-only")
+	}
+	if nonRoot, _, _ := unstructured.NestedBool(deploy.Object, "spec", "template", "spec", "securityContext", "runAsNonRoot"); !nonRoot {
+		t.Error("the pod should run as non-root")
+	}
+
+	v.CreateNamespace = false
+	v.Settings.ClusterName = ""
+	if _, err := templates.Manifests(v); err == nil || !strings.Contains(err.Error(), "cluster name is required") {
+		t.Errorf("a missing cluster name gave %v", err)
+	}
+}
+
+func TestRenderPutsCRDsFirst(t *testing.T) {
+	v := templates.DefaultValues()
+	v.Settings.ClusterName = "demo"
+	var buf bytes.Buffer
+	if err := templates.Render(&buf, v); err != nil {
+		t.Fatal(err)
+	}
+	out := buf.String()
+	crd, deploy := strings.Index(out, "kind: CustomResourceDefinition"), strings.Index(out, "kind: Deployment")
+	if crd < 0 || deploy < 0 || crd > deploy {
+		t.Errorf("CRDs at %d, Deployment at %d", crd, deploy)
+	}
+}
