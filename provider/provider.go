@@ -196,5 +196,5 @@ func (p *dovetailProvider) Resources(context.Context) []func() resource.Resource
 }
 
 func (p *dovetailProvider) DataSources(context.Context) []func() datasource.DataSource {
-	return []func() datasource.DataSource{NewControllerPolicyDataSource}
+	return []func() datasource.DataSource{NewControllerPolicyDataSource, NewInstanceTypesDataSource}
 }
