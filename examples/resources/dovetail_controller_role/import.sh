@@ -1,0 +1,1 @@
+terraform import dovetail_controller_role.this DovetailController-demo

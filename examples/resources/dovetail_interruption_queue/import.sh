@@ -1,0 +1,1 @@
+terraform import dovetail_interruption_queue.this demo-interruptions

@@ -1,0 +1,3 @@
+resource "dovetail_interruption_queue" "this" {
+  name = "demo-interruptions"
+}

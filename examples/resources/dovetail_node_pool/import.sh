@@ -1,0 +1,2 @@
+# A NodePool is imported by its name.
+terraform import dovetail_node_pool.general general

@@ -1,0 +1,1 @@
+terraform import dovetail_node_role.this KarpenterNodeRole-demo
