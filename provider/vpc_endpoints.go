@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
@@ -109,7 +110,8 @@ func (r *vpcEndpoints) ensure(ctx context.Context, m *vpcEndpointsModel, existin
 			continue
 		}
 		ep, err := api.CreateVpcEndpoint(ctx, &ec2.CreateVpcEndpointInput{VpcId: aws.String(m.VPCID.ValueString()), ServiceName: aws.String(r.serviceName(svc)),
-			VpcEndpointType: ec2types.VpcEndpointTypeInterface, SubnetIds: subnets, SecurityGroupIds: []string{m.SecurityGroupID.ValueString()}, PrivateDnsEnabled: aws.Bool(true)})
+			VpcEndpointType: ec2types.VpcEndpointTypeInterface, SubnetIds: subnets, SecurityGroupIds: []string{m.SecurityGroupID.ValueString()}, PrivateDnsEnabled: aws.Bool(true),
+			TagSpecifications: endpointTags(svc)})
 		if err != nil {
 			return out, fmt.Errorf("creating the %s endpoint, %w", svc, err)
 		}
@@ -120,7 +122,7 @@ func (r *vpcEndpoints) ensure(ctx context.Context, m *vpcEndpointsModel, existin
 			out["s3"] = id
 		} else {
 			ep, err := api.CreateVpcEndpoint(ctx, &ec2.CreateVpcEndpointInput{VpcId: aws.String(m.VPCID.ValueString()), ServiceName: aws.String(r.serviceName("s3")),
-				VpcEndpointType: ec2types.VpcEndpointTypeGateway, RouteTableIds: routes})
+				VpcEndpointType: ec2types.VpcEndpointTypeGateway, RouteTableIds: routes, TagSpecifications: endpointTags("s3")})
 			if err != nil {
 				return out, fmt.Errorf("creating the s3 gateway endpoint, %w", err)
 			}
@@ -139,6 +141,72 @@ func (r *vpcEndpoints) ensure(ctx context.Context, m *vpcEndpointsModel, existin
 		}
 	}
 	return out, nil
+}
+
+// EndpointServiceTag marks the endpoints this resource makes with their service, so an
+// import finds them in the VPC.
+const EndpointServiceTag = "dovetail.sh/vpc-endpoint-service"
+
+func endpointTags(service string) []ec2types.TagSpecification {
+	return []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeVpcEndpoint, Tags: []ec2types.Tag{
+		{Key: aws.String(EndpointServiceTag), Value: aws.String(service)}, {Key: aws.String("dovetail.sh/managed-by"), Value: aws.String("terraform")}}}}
+}
+
+// ImportState takes the VPC ID; Read then finds the tagged endpoints and their group.
+func (r *vpcEndpoints) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
+	if !strings.HasPrefix(req.ID, "vpc-") {
+		resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("%q: import dovetail_vpc_endpoints by the VPC ID, such as vpc-0123abcd", req.ID))
+		return
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("vpc_id"), req.ID)...)
+}
+
+// adopt fills an imported state from the endpoints tagged in the VPC.
+func (r *vpcEndpoints) adopt(ctx context.Context, m *vpcEndpointsModel) error {
+	api := r.clients.AWS.EC2
+	vpcID := m.VPCID.ValueString()
+	ids := map[string]string{}
+	subnets, routes := sets.New[string](), sets.New[string]()
+	pages := ec2.NewDescribeVpcEndpointsPaginator(api, &ec2.DescribeVpcEndpointsInput{Filters: []ec2types.Filter{{Name: aws.String("vpc-id"), Values: []string{vpcID}}}})
+	for pages.HasMorePages() {
+		out, err := pages.NextPage(ctx)
+		if err != nil {
+			return err
+		}
+		for _, ep := range out.VpcEndpoints {
+			svc := ""
+			for _, t := range ep.Tags {
+				if aws.ToString(t.Key) == EndpointServiceTag {
+					svc = aws.ToString(t.Value)
+				}
+			}
+			if svc == "" || gone(ep.State) {
+				continue
+			}
+			ids[svc] = aws.ToString(ep.VpcEndpointId)
+			subnets.Insert(ep.SubnetIds...)
+			routes.Insert(ep.RouteTableIds...)
+		}
+	}
+	groups, err := api.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{
+		{Name: aws.String("vpc-id"), Values: []string{vpcID}}, {Name: aws.String("group-name"), Values: []string{"dovetail-vpc-endpoints-" + vpcID}}}})
+	if err != nil {
+		return err
+	}
+	if len(groups.SecurityGroups) == 0 && len(ids) == 0 {
+		return nil
+	}
+	if len(groups.SecurityGroups) > 0 {
+		m.SecurityGroupID = types.StringValue(aws.ToString(groups.SecurityGroups[0].GroupId))
+	}
+	m.SubnetIDs, _ = types.SetValueFrom(ctx, types.StringType, sets.List(subnets))
+	m.RouteTableIDs = types.SetNull(types.StringType)
+	if routes.Len() > 0 {
+		m.RouteTableIDs, _ = types.SetValueFrom(ctx, types.StringType, sets.List(routes))
+	}
+	m.EndpointIDs, _ = types.MapValueFrom(ctx, types.StringType, ids)
+	return nil
 }
 
 func (r *vpcEndpoints) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
@@ -174,6 +242,16 @@ func (r *vpcEndpoints) Read(ctx context.Context, req resource.ReadRequest, resp 
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() || r.clients == nil || r.clients.AWS == nil {
 		return
+	}
+	if state.EndpointIDs.IsNull() {
+		if err := r.adopt(ctx, &state); err != nil {
+			resp.Diagnostics.AddError("Cannot find the VPC endpoints to import", err.Error())
+			return
+		}
+		if state.EndpointIDs.IsNull() {
+			resp.Diagnostics.AddError("Nothing to import", fmt.Sprintf("%s has no endpoints tagged %s and no group dovetail-vpc-endpoints-%s.", state.VPCID.ValueString(), EndpointServiceTag, state.VPCID.ValueString()))
+			return
+		}
 	}
 	ids := map[string]string{}
 	resp.Diagnostics.Append(state.EndpointIDs.ElementsAs(ctx, &ids, false)...)

@@ -113,6 +113,10 @@ resource "dovetail_vpc_endpoints" "this" {
 				Config: config(`services = ["ec2", "sts"]`), PlanOnly: true, ExpectNonEmptyPlan: true,
 			},
 			{Config: config(`services = ["ec2", "sts"]`), Check: expect("ec2", "sts", "s3")},
+			{
+				// Import by VPC ID finds the tagged endpoints and their group.
+				ResourceName: "dovetail_vpc_endpoints.this", ImportState: true, ImportStateVerify: true, ImportStateId: vpcID,
+			},
 		},
 	})
 }
