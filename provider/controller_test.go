@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -250,4 +251,36 @@ func provisionsAsServiceAccount(t *testing.T, stack *testenv.Stack) error {
 
 func metaName(namespace, name string) metav1.ObjectMeta {
 	return metav1.ObjectMeta{Namespace: namespace, Name: name}
+}
+
+func TestControllerPlanTimeValidation(t *testing.T) {
+	acceptance(t)
+	controller := func(attrs string) string {
+		return `
+provider "dovetail" {
+  kubernetes {
+    host = "https://127.0.0.1:1"
+  }
+}
+resource "dovetail_controller" "this" {
+  cluster_name = "demo"
+  ` + attrs + `
+}`
+	}
+	cases := map[string]struct{ config, want string }{
+		"bad duration":         {controller(`aws_region = "us-west-2"` + "\n" + `batch_idle_duration = "1 second"`), `"1 second" is not a positive duration; write it like 10s, 5m or 1h30m`},
+		"bad quantity":         {controller(`aws_region = "us-west-2"` + "\n" + `memory = "1 GB"`), `"1 GB" is not a Kubernetes quantity`},
+		"unknown feature gate": {controller(`aws_region = "us-west-2"` + "\n" + `feature_gates = { Drift = true }`), `value must be one of: \["SpotToSpotConsolidation" "NodeRepair"\]`},
+		"role name, not ARN":   {controller(`aws_region = "us-west-2"` + "\n" + `irsa_role_arn = "dovetail"`), `must be an IAM role ARN`},
+		"no region":            {controller(``), `Set aws_region on dovetail_controller, or add aws { region = "..." }`},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			resource.Test(t, resource.TestCase{
+				ProtoV6ProviderFactories: factories,
+				Steps: []resource.TestStep{{Config: c.config, PlanOnly: true,
+					ExpectError: regexp.MustCompile(strings.ReplaceAll(strings.ReplaceAll(c.want, " ", `\s+`), "{", `\{`))}},
+			})
+		})
+	}
 }
