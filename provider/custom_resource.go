@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -334,16 +335,24 @@ func objectValue(ctx context.Context, s *structuralschema.Structural, mode crdsc
 	return obj, diags
 }
 
-func (r *customResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+// fromState reads the state and gives the kind, a client and an empty object of the kind.
+func (r *customResource) fromState(ctx context.Context, st tfsdk.State, diags *diag.Diagnostics) (customResourceModel, *crdschema.Kind, client.Client, *unstructured.Unstructured) {
 	var state customResourceModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	k := r.kind(&resp.Diagnostics)
-	cl := kubeClient(r.clients, &resp.Diagnostics)
+	diags.Append(st.Get(ctx, &state)...)
+	k := r.kind(diags)
+	cl := kubeClient(r.clients, diags)
+	u := &unstructured.Unstructured{}
+	if k != nil {
+		u.SetGroupVersionKind(k.GVK)
+	}
+	return state, k, cl, u
+}
+
+func (r *customResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
+	state, k, cl, u := r.fromState(ctx, req.State, &resp.Diagnostics)
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(k.GVK)
 	err := cl.Get(ctx, client.ObjectKey{Name: state.Name.ValueString()}, u)
 	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 		resp.State.RemoveResource(ctx)
@@ -380,15 +389,10 @@ func managedKeys(prior types.Map, live map[string]string) types.Map {
 }
 
 func (r *customResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	var state customResourceModel
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
-	k := r.kind(&resp.Diagnostics)
-	cl := kubeClient(r.clients, &resp.Diagnostics)
+	state, k, cl, u := r.fromState(ctx, req.State, &resp.Diagnostics)
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	u := &unstructured.Unstructured{}
-	u.SetGroupVersionKind(k.GVK)
 	u.SetName(state.Name.ValueString())
 	if err := cl.Delete(ctx, u); err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
 		resp.Diagnostics.AddError(fmt.Sprintf("Cannot delete %s %s", k.GVK.Kind, u.GetName()), err.Error())
