@@ -7,7 +7,7 @@ set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
 BIN=${BIN:-$ROOT/bin}
 WORK=$(mktemp -d)
-trap '[ -n "${KEEP_DOCS_WORK:-}" ] || rm -rf "$WORK"' EXIT
+trap 'rm -rf "$WORK"' EXIT
 
 go build -o "$WORK/plugins/terraform-provider-dovetail" "$ROOT/provider/cmd/terraform-provider-dovetail"
 cat >"$WORK/cli.tfrc" <<CFG

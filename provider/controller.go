@@ -45,7 +45,7 @@ import (
 // NewControllerResource is dovetail_controller: the controller installed in the cluster.
 func NewControllerResource() resource.Resource { return &controllerResource{} }
 
-type controllerResource struct{ awsBacked }
+type controllerResource struct{ withClients }
 
 type controllerModel struct {
 	ID                types.String `tfsdk:"id"`
@@ -383,7 +383,7 @@ func (r *controllerResource) Read(ctx context.Context, req resource.ReadRequest,
 			return
 		}
 	}
-	objs, _, err := r.render(&state)
+	objs, digest, err := r.render(&state)
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot render the controller's manifests", err.Error())
 		return
@@ -419,7 +419,6 @@ func (r *controllerResource) Read(ctx context.Context, req resource.ReadRequest,
 	if len(drift) > 0 {
 		state.ManifestsSHA256 = types.StringValue("drifted: " + strings.Join(drift, "; "))
 	} else if imported {
-		_, digest, _ := r.render(&state)
 		state.ManifestsSHA256 = types.StringValue(digest)
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)

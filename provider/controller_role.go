@@ -26,7 +26,7 @@ const controllerPolicyName = "DovetailController"
 // NewControllerRoleResource is dovetail_controller_role.
 func NewControllerRoleResource() resource.Resource { return &controllerRole{} }
 
-type controllerRole struct{ awsBacked }
+type controllerRole struct{ withClients }
 
 type controllerRoleModel struct {
 	ID                   types.String `tfsdk:"id"`

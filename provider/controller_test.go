@@ -39,17 +39,7 @@ resource "dovetail_controller" "this" {
   log_level          = %q
   rollout_timeout    = %q
 }
-
-resource "dovetail_ec2_node_class" "default" {
-  name = "default"
-  spec = {
-    role                          = "KarpenterNodeRole-demo"
-    ami_selector_terms            = [{ alias = "al2023@latest" }]
-    subnet_selector_terms         = [{ tags = { "karpenter.sh/discovery" = "demo" } }]
-    security_group_selector_terms = [{ tags = { "karpenter.sh/discovery" = "demo" } }]
-  }
-  depends_on = [dovetail_controller.this]
-}
+`+nodeClassConfig("", "depends_on = [dovetail_controller.this]")+`
 
 resource "dovetail_node_pool" "general" {
   name = "general"

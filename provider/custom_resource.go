@@ -19,7 +19,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -58,7 +57,7 @@ var kinds = sync.OnceValues(func() (map[string]*crdschema.Kind, error) {
 // customResource is a cluster-scoped custom resource whose spec is typed HCL: the
 // NodePool and EC2NodeClass resources.
 type customResource struct {
-	awsBacked
+	withClients
 	kindName    string
 	typeSuffix  string
 	description string
@@ -224,33 +223,29 @@ func (r *customResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 }
 
 func (r *customResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var plan customResourceModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
-		return
-	}
-	r.apply(ctx, &plan, &resp.Diagnostics)
-	if !resp.Diagnostics.HasError() {
-		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-	}
+	r.applyPlan(ctx, req.Plan, &resp.State, &resp.Diagnostics)
 }
 
 func (r *customResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
+	r.applyPlan(ctx, req.Plan, &resp.State, &resp.Diagnostics)
+}
+
+func (r *customResource) applyPlan(ctx context.Context, planned tfsdk.Plan, state *tfsdk.State, diags *diag.Diagnostics) {
 	var plan customResourceModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() {
+	diags.Append(planned.Get(ctx, &plan)...)
+	if diags.HasError() {
 		return
 	}
-	r.apply(ctx, &plan, &resp.Diagnostics)
-	if !resp.Diagnostics.HasError() {
-		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	r.apply(ctx, planned.Schema, &plan, diags)
+	if !diags.HasError() {
+		diags.Append(state.Set(ctx, &plan)...)
 	}
 }
 
 // apply server-side applies the planned object and checks that the cluster now holds
 // exactly the planned spec. Fields another manager added (say, with kubectl edit) are
 // not removed by an apply that omits them, so the spec is then replaced outright.
-func (r *customResource) apply(ctx context.Context, plan *customResourceModel, diags *diag.Diagnostics) {
+func (r *customResource) apply(ctx context.Context, sch typedSchema, plan *customResourceModel, diags *diag.Diagnostics) {
 	k := r.kind(diags)
 	cl := kubeClient(r.clients, diags)
 	if k == nil || cl == nil {
@@ -269,7 +264,7 @@ func (r *customResource) apply(ctx context.Context, plan *customResourceModel, d
 		diags.AddError(fmt.Sprintf("Cannot apply %s %s", k.GVK.Kind, name), r.explain(k, err))
 		return
 	}
-	got, d := r.specValue(ctx, k, u.Object["spec"])
+	got, d := valueAt(ctx, sch, k, "spec", u.Object["spec"])
 	diags.Append(d...)
 	if diags.HasError() {
 		return
@@ -280,7 +275,7 @@ func (r *customResource) apply(ctx context.Context, plan *customResourceModel, d
 			diags.AddError(fmt.Sprintf("Cannot replace the spec of %s %s", k.GVK.Kind, name), r.explain(k, err))
 			return
 		}
-		if got, d = r.specValue(ctx, k, u.Object["spec"]); !got.Equal(plan.Spec) {
+		if got, d = valueAt(ctx, sch, k, "spec", u.Object["spec"]); !got.Equal(plan.Spec) {
 			diags.Append(d...)
 			diags.AddError(fmt.Sprintf("%s %s does not hold the planned spec", k.GVK.Kind, name),
 				fmt.Sprintf("After applying, the cluster holds\n%s\nbut the plan was\n%s\nSomething in the cluster (a mutating webhook?) changes the object.", got, plan.Spec))
@@ -288,7 +283,7 @@ func (r *customResource) apply(ctx context.Context, plan *customResourceModel, d
 		}
 	}
 	plan.ID = plan.Name
-	status, d := r.statusValue(ctx, k, u.Object["status"])
+	status, d := valueAt(ctx, sch, k, "status", u.Object["status"])
 	diags.Append(d...)
 	plan.Status = status
 }
@@ -302,23 +297,19 @@ func (r *customResource) explain(k *crdschema.Kind, err error) string {
 	return err.Error()
 }
 
-func (r *customResource) specValue(ctx context.Context, k *crdschema.Kind, spec any) (types.Object, diag.Diagnostics) {
-	return objectValue(ctx, k.Property("spec"), crdschema.Configurable, spec)
+// typedSchema is the part of the request's schema used to type values read back.
+type typedSchema interface {
+	TypeAtPath(context.Context, path.Path) (attr.Type, diag.Diagnostics)
 }
 
-func (r *customResource) statusValue(ctx context.Context, k *crdschema.Kind, status any) (types.Object, diag.Diagnostics) {
-	return objectValue(ctx, k.Property("status"), crdschema.Reported, status)
-}
-
-func objectValue(ctx context.Context, s *structuralschema.Structural, mode crdschema.Mode, x any) (types.Object, diag.Diagnostics) {
-	var diags diag.Diagnostics
-	a, err := crdschema.Attribute(s, mode, false)
-	if err != nil {
-		diags.AddError("Cannot build the schema", err.Error())
+// valueAt turns what the cluster holds for a top-level field (spec or status) into
+// that attribute's Terraform value, typed by the schema Terraform already has.
+func valueAt(ctx context.Context, sch typedSchema, k *crdschema.Kind, field string, x any) (types.Object, diag.Diagnostics) {
+	typ, diags := sch.TypeAtPath(ctx, path.Root(field))
+	if diags.HasError() {
 		return types.ObjectNull(nil), diags
 	}
-	typ := a.GetType()
-	tv, err := crdschema.FromUnstructured(x, s, typ.TerraformType(ctx))
+	tv, err := crdschema.FromUnstructured(x, k.Property(field), typ.TerraformType(ctx))
 	if err != nil {
 		diags.AddError("Cannot read the object from the cluster", err.Error())
 		return types.ObjectNull(nil), diags
@@ -330,7 +321,7 @@ func objectValue(ctx context.Context, s *structuralschema.Structural, mode crdsc
 	}
 	obj, ok := v.(types.Object)
 	if !ok {
-		diags.AddError("Cannot read the object from the cluster", fmt.Sprintf("got %T", v))
+		diags.AddError("Cannot read the object from the cluster", fmt.Sprintf("%s is %T, not an object", field, v))
 	}
 	return obj, diags
 }
@@ -364,9 +355,9 @@ func (r *customResource) Read(ctx context.Context, req resource.ReadRequest, res
 	}
 	var d diag.Diagnostics
 	state.ID = types.StringValue(u.GetName())
-	state.Spec, d = r.specValue(ctx, k, u.Object["spec"])
+	state.Spec, d = valueAt(ctx, req.State.Schema, k, "spec", u.Object["spec"])
 	resp.Diagnostics.Append(d...)
-	state.Status, d = r.statusValue(ctx, k, u.Object["status"])
+	state.Status, d = valueAt(ctx, req.State.Schema, k, "status", u.Object["status"])
 	resp.Diagnostics.Append(d...)
 	state.Labels = managedKeys(state.Labels, u.GetLabels())
 	state.Annotations = managedKeys(state.Annotations, u.GetAnnotations())

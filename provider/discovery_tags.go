@@ -31,7 +31,7 @@ var pathAWS = path.Root("aws")
 // NewDiscoveryTagsResource is dovetail_discovery_tags.
 func NewDiscoveryTagsResource() resource.Resource { return &discoveryTags{} }
 
-type discoveryTags struct{ awsBacked }
+type discoveryTags struct{ withClients }
 
 type discoveryTagsModel struct {
 	ID               types.String `tfsdk:"id"`

@@ -22,10 +22,10 @@ func requireAWS(c *Clients, resourceType string, diags *diag.Diagnostics) {
 	}
 }
 
-// awsBacked gives a resource the provider's clients.
-type awsBacked struct{ clients *Clients }
+// withClients gives a resource the provider's clients (AWS, the cluster, or both).
+type withClients struct{ clients *Clients }
 
-func (b *awsBacked) Configure(_ context.Context, req resource.ConfigureRequest, _ *resource.ConfigureResponse) {
+func (b *withClients) Configure(_ context.Context, req resource.ConfigureRequest, _ *resource.ConfigureResponse) {
 	if c, ok := req.ProviderData.(*Clients); ok {
 		b.clients = c
 	}

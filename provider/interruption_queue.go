@@ -45,7 +45,7 @@ const queueTargetID = "dovetail-interruption-queue"
 // NewInterruptionQueueResource is dovetail_interruption_queue.
 func NewInterruptionQueueResource() resource.Resource { return &interruptionQueue{} }
 
-type interruptionQueue struct{ awsBacked }
+type interruptionQueue struct{ withClients }
 
 type interruptionQueueModel struct {
 	ID               types.String `tfsdk:"id"`

@@ -8,7 +8,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -69,9 +68,7 @@ type KubeClients struct {
 	build func() (*rest.Config, error)
 
 	once   sync.Once
-	config *rest.Config
 	client client.Client
-	typed  kubernetes.Interface
 	err    error
 }
 
@@ -79,12 +76,6 @@ type KubeClients struct {
 func (k *KubeClients) Client() (client.Client, error) {
 	k.init()
 	return k.client, k.err
-}
-
-// Typed returns a clientset, for watching rollouts and reading events.
-func (k *KubeClients) Typed() (kubernetes.Interface, error) {
-	k.init()
-	return k.typed, k.err
 }
 
 func (k *KubeClients) init() {
@@ -95,12 +86,7 @@ func (k *KubeClients) init() {
 			return
 		}
 		cfg.UserAgent = "terraform-provider-dovetail"
-		k.config = cfg
 		if k.client, err = client.New(cfg, client.Options{}); err != nil {
-			k.err = fmt.Errorf("connecting to the cluster at %s, %w", cfg.Host, err)
-			return
-		}
-		if k.typed, err = kubernetes.NewForConfig(cfg); err != nil {
 			k.err = fmt.Errorf("connecting to the cluster at %s, %w", cfg.Host, err)
 		}
 	})

@@ -30,9 +30,10 @@ provider "dovetail" {
 `, kubeconfig)
 }
 
-// nodePoolConfig is a node class and a pool on it; cpu is the pool's limit.
-func nodePoolConfig(kubeconfig, poolName, cpu string) string {
-	return kubeProvider(kubeconfig) + fmt.Sprintf(`
+// nodeClassConfig is the "default" EC2NodeClass for cluster "demo"; specExtra goes
+// into its spec, extra after it.
+func nodeClassConfig(specExtra, extra string) string {
+	return `
 resource "dovetail_ec2_node_class" "default" {
   name = "default"
   spec = {
@@ -40,9 +41,16 @@ resource "dovetail_ec2_node_class" "default" {
     ami_selector_terms            = [{ alias = "al2023@latest" }]
     subnet_selector_terms         = [{ tags = { "karpenter.sh/discovery" = "demo" } }]
     security_group_selector_terms = [{ tags = { "karpenter.sh/discovery" = "demo" } }]
-    metadata_options              = { http_put_response_hop_limit = 2 }
+    ` + specExtra + `
   }
+  ` + extra + `
 }
+`
+}
+
+// nodePoolConfig is a node class and a pool on it; cpu is the pool's limit.
+func nodePoolConfig(kubeconfig, poolName, cpu string) string {
+	return kubeProvider(kubeconfig) + nodeClassConfig("metadata_options = { http_put_response_hop_limit = 2 }", "") + fmt.Sprintf(`
 
 resource "dovetail_node_pool" "general" {
   name   = %q

@@ -38,7 +38,7 @@ const ec2TrustPolicy = `{"Version":"2012-10-17","Statement":[{"Effect":"Allow","
 // NewNodeRoleResource is dovetail_node_role.
 func NewNodeRoleResource() resource.Resource { return &nodeRole{} }
 
-type nodeRole struct{ awsBacked }
+type nodeRole struct{ withClients }
 
 type nodeRoleModel struct {
 	ID                    types.String `tfsdk:"id"`

@@ -30,7 +30,7 @@ var PrivateClusterServices = []string{"sts", "ssm", "ec2", "sqs", "ecr.api", "ec
 // NewVPCEndpointsResource is dovetail_vpc_endpoints.
 func NewVPCEndpointsResource() resource.Resource { return &vpcEndpoints{} }
 
-type vpcEndpoints struct{ awsBacked }
+type vpcEndpoints struct{ withClients }
 
 type vpcEndpointsModel struct {
 	ID              types.String `tfsdk:"id"`
@@ -168,26 +168,23 @@ func (r *vpcEndpoints) adopt(ctx context.Context, m *vpcEndpointsModel) error {
 	vpcID := m.VPCID.ValueString()
 	ids := map[string]string{}
 	subnets, routes := sets.New[string](), sets.New[string]()
-	pages := ec2.NewDescribeVpcEndpointsPaginator(api, &ec2.DescribeVpcEndpointsInput{Filters: []ec2types.Filter{{Name: aws.String("vpc-id"), Values: []string{vpcID}}}})
-	for pages.HasMorePages() {
-		out, err := pages.NextPage(ctx)
-		if err != nil {
-			return err
-		}
-		for _, ep := range out.VpcEndpoints {
-			svc := ""
-			for _, t := range ep.Tags {
-				if aws.ToString(t.Key) == EndpointServiceTag {
-					svc = aws.ToString(t.Value)
-				}
+	endpoints, err := r.endpointsIn(ctx, vpcID)
+	if err != nil {
+		return err
+	}
+	for _, ep := range endpoints {
+		svc := ""
+		for _, t := range ep.Tags {
+			if aws.ToString(t.Key) == EndpointServiceTag {
+				svc = aws.ToString(t.Value)
 			}
-			if svc == "" || gone(ep.State) {
-				continue
-			}
-			ids[svc] = aws.ToString(ep.VpcEndpointId)
-			subnets.Insert(ep.SubnetIds...)
-			routes.Insert(ep.RouteTableIds...)
 		}
+		if svc == "" {
+			continue
+		}
+		ids[svc] = aws.ToString(ep.VpcEndpointId)
+		subnets.Insert(ep.SubnetIds...)
+		routes.Insert(ep.RouteTableIds...)
 	}
 	groups, err := api.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{
 		{Name: aws.String("vpc-id"), Values: []string{vpcID}}, {Name: aws.String("group-name"), Values: []string{"dovetail-vpc-endpoints-" + vpcID}}}})
@@ -271,24 +268,37 @@ func (r *vpcEndpoints) Read(ctx context.Context, req resource.ReadRequest, resp 
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
+// endpointsIn lists the VPC's endpoints that are not being deleted. By VPC, not by ID:
+// asking for a deleted ID is an error rather than an absence.
+func (r *vpcEndpoints) endpointsIn(ctx context.Context, vpcID string) ([]ec2types.VpcEndpoint, error) {
+	var out []ec2types.VpcEndpoint
+	pages := ec2.NewDescribeVpcEndpointsPaginator(r.clients.AWS.EC2, &ec2.DescribeVpcEndpointsInput{Filters: []ec2types.Filter{{Name: aws.String("vpc-id"), Values: []string{vpcID}}}})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, ep := range page.VpcEndpoints {
+			if !gone(ep.State) {
+				out = append(out, ep)
+			}
+		}
+	}
+	return out, nil
+}
+
 func (r *vpcEndpoints) liveEndpoints(ctx context.Context, vpcID string, ids map[string]string) (map[string]string, error) {
 	live := map[string]string{}
 	if len(ids) == 0 {
 		return live, nil
 	}
-	// By VPC, not by ID: asking for a deleted ID is an error rather than an absence.
+	endpoints, err := r.endpointsIn(ctx, vpcID)
+	if err != nil {
+		return nil, err
+	}
 	present := sets.New[string]()
-	pages := ec2.NewDescribeVpcEndpointsPaginator(r.clients.AWS.EC2, &ec2.DescribeVpcEndpointsInput{Filters: []ec2types.Filter{{Name: aws.String("vpc-id"), Values: []string{vpcID}}}})
-	for pages.HasMorePages() {
-		out, err := pages.NextPage(ctx)
-		if err != nil {
-			return nil, err
-		}
-		for _, ep := range out.VpcEndpoints {
-			if !gone(ep.State) {
-				present.Insert(aws.ToString(ep.VpcEndpointId))
-			}
-		}
+	for _, ep := range endpoints {
+		present.Insert(aws.ToString(ep.VpcEndpointId))
 	}
 	for svc, id := range ids {
 		if present.Has(id) {

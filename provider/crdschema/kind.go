@@ -16,7 +16,6 @@ import (
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/defaulting"
 	"k8s.io/apiextensions-apiserver/pkg/apiserver/schema/listtype"
 	apiservervalidation "k8s.io/apiextensions-apiserver/pkg/apiserver/validation"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	celconfig "k8s.io/apiserver/pkg/apis/cel"
@@ -24,9 +23,8 @@ import (
 
 // Kind is one served version of a custom resource kind.
 type Kind struct {
-	GVK    schema.GroupVersionKind
-	Plural string
-	Root   *structuralschema.Structural
+	GVK  schema.GroupVersionKind
+	Root *structuralschema.Structural
 
 	openapi apiservervalidation.SchemaValidator
 	cel     *cel.Validator
@@ -55,7 +53,6 @@ func Load(crd *apiextensionsv1.CustomResourceDefinition) (*Kind, error) {
 		}
 		k := &Kind{
 			GVK:     schema.GroupVersionKind{Group: crd.Spec.Group, Version: v.Name, Kind: crd.Spec.Names.Kind},
-			Plural:  crd.Spec.Names.Plural,
 			Root:    root,
 			openapi: openapi,
 			cel:     cel.NewValidator(root, true, celconfig.PerCallLimit),
@@ -111,11 +108,6 @@ func (k *Kind) Validate(ctx context.Context, obj, old map[string]any) field.Erro
 	}
 	celErrs, _ := k.cel.Validate(ctx, nil, k.Root, obj, oldObj, celconfig.RuntimeCELCostBudget)
 	return append(errs, celErrs...)
-}
-
-// DeepCopy copies an unstructured value so defaulting one copy leaves the other alone.
-func DeepCopy(obj map[string]any) map[string]any {
-	return runtime.DeepCopyJSON(obj)
 }
 
 // checkNames refuses a schema whose field names would collide once snake-cased.
