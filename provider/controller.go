@@ -544,20 +544,28 @@ func (r *controllerResource) Delete(ctx context.Context, req resource.DeleteRequ
 			return
 		}
 	}
-	// The CRDs are gone once their objects are: wait, so a following apply does not
-	// race a terminating CRD.
+	// Deletion is asynchronous: CRDs go once their objects do, the Deployment once its
+	// pods do (foreground). Wait, so destroy ends with nothing left and a following
+	// apply does not race terminating objects. A namespace is left to the namespace
+	// controller, which can take much longer.
+	var remaining []string
 	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		for _, o := range crds {
+		remaining = remaining[:0]
+		for _, o := range objs {
+			if o.GetKind() == "Namespace" {
+				continue
+			}
 			live := &unstructured.Unstructured{}
 			live.SetGroupVersionKind(o.GroupVersionKind())
-			if err := cl.Get(ctx, client.ObjectKey{Name: o.GetName()}, live); !apierrors.IsNotFound(err) {
-				return false, nil
+			if err := cl.Get(ctx, client.ObjectKeyFromObject(o), live); !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
+				remaining = append(remaining, o.GetKind()+" "+objectName(o))
 			}
 		}
-		return true, nil
+		return len(remaining) == 0, nil
 	})
 	if err != nil {
-		resp.Diagnostics.AddError("The CRDs are still terminating", "After 2 minutes some CRDs remain; custom resources with finalizers may be holding them: "+err.Error())
+		resp.Diagnostics.AddError("The controller's objects are still terminating",
+			fmt.Sprintf("After 2 minutes these remain: %s. Custom resources with finalizers can hold a CRD, and pods that do not stop hold the Deployment.", strings.Join(remaining, ", ")))
 	}
 }
 
