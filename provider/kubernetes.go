@@ -8,6 +8,8 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
@@ -86,10 +88,34 @@ func (k *KubeClients) init() {
 			return
 		}
 		cfg.UserAgent = "terraform-provider-dovetail"
+		if k.err = checkCredentials(cfg); k.err != nil {
+			return
+		}
 		if k.client, err = client.New(cfg, client.Options{}); err != nil {
 			k.err = fmt.Errorf("connecting to the cluster at %s, %w", cfg.Host, err)
 		}
 	})
+}
+
+// checkCredentials asks the server its version first, so that wrong or expired
+// credentials fail with one message that says where they came from instead of as
+// a discovery error deep in the first request.
+func checkCredentials(cfg *rest.Config) error {
+	dc, err := discovery.NewDiscoveryClientForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("building the kubernetes client configuration, %w", err)
+	}
+	_, err = dc.ServerVersion()
+	switch {
+	case err == nil:
+		return nil
+	case apierrors.IsUnauthorized(err):
+		return fmt.Errorf("the API server at %s rejected the provider's credentials (401 Unauthorized): check the kubernetes block's token, client_certificate/client_key or exec plugin (an `aws eks get-token` token lasts 15 minutes), or the kubeconfig's user", cfg.Host)
+	case apierrors.IsForbidden(err):
+		return fmt.Errorf("the API server at %s refused the provider's identity (403 Forbidden): grant it access to the cluster (an EKS access entry or aws-auth mapping), %w", cfg.Host, err)
+	default:
+		return fmt.Errorf("cannot reach the API server at %s (kubernetes block): %w", cfg.Host, err)
+	}
 }
 
 func newKubeClients(m *kubernetesModel) *KubeClients {
