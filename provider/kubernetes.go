@@ -3,6 +3,8 @@ package provider
 import (
 	"fmt"
 	"os"
+	"path/filepath"
+	"strings"
 	"sync"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
@@ -13,6 +15,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/util/homedir"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -147,6 +150,9 @@ func restConfig(m *kubernetesModel) (*rest.Config, error) {
 	configPath := m.ConfigPath.ValueString()
 	if configPath == "" {
 		configPath = os.Getenv("KUBE_CONFIG_PATH")
+	}
+	if underHome, ok := strings.CutPrefix(configPath, "~/"); ok {
+		configPath = filepath.Join(homedir.HomeDir(), underHome)
 	}
 	if configPath != "" {
 		if _, err := os.Stat(configPath); err != nil {

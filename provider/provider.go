@@ -156,14 +156,15 @@ func newAWSClients(ctx context.Context, m *awsModel) (*AWSClients, error) {
 			}
 		}
 	}
-	endpoint := func(service string) *string {
-		if url, ok := endpoints[service]; ok && url != "" {
-			return aws.String(url)
+	// An override replaces the endpoint only when given, so the SDK's own
+	// AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_<SERVICE> settings still apply otherwise.
+	endpoint := func(service string, base **string) {
+		if url := endpoints[service]; url != "" {
+			*base = aws.String(url)
 		}
-		return nil
 	}
 	if ar := m.AssumeRole; ar != nil && ar.RoleARN.ValueString() != "" {
-		stsClient := sts.NewFromConfig(cfg, func(o *sts.Options) { o.BaseEndpoint = endpoint("sts") })
+		stsClient := sts.NewFromConfig(cfg, func(o *sts.Options) { endpoint("sts", &o.BaseEndpoint) })
 		cfg.Credentials = aws.NewCredentialsCache(stscreds.NewAssumeRoleProvider(stsClient, ar.RoleARN.ValueString(), func(o *stscreds.AssumeRoleOptions) {
 			if n := ar.SessionName.ValueString(); n != "" {
 				o.RoleSessionName = n
@@ -174,10 +175,10 @@ func newAWSClients(ctx context.Context, m *awsModel) (*AWSClients, error) {
 		}))
 	}
 	return &AWSClients{
-		EC2:         ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = endpoint("ec2") }),
-		IAM:         iam.NewFromConfig(cfg, func(o *iam.Options) { o.BaseEndpoint = endpoint("iam") }),
-		SQS:         sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = endpoint("sqs") }),
-		EventBridge: eventbridge.NewFromConfig(cfg, func(o *eventbridge.Options) { o.BaseEndpoint = endpoint("events") }),
+		EC2:         ec2.NewFromConfig(cfg, func(o *ec2.Options) { endpoint("ec2", &o.BaseEndpoint) }),
+		IAM:         iam.NewFromConfig(cfg, func(o *iam.Options) { endpoint("iam", &o.BaseEndpoint) }),
+		SQS:         sqs.NewFromConfig(cfg, func(o *sqs.Options) { endpoint("sqs", &o.BaseEndpoint) }),
+		EventBridge: eventbridge.NewFromConfig(cfg, func(o *eventbridge.Options) { endpoint("events", &o.BaseEndpoint) }),
 		Region:      region,
 	}, nil
 }

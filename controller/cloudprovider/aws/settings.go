@@ -64,22 +64,23 @@ func NewClients(ctx context.Context, s Settings) (*Clients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading AWS configuration, %w", err)
 	}
-	endpoint := func(service string) *string {
-		if url, ok := s.Endpoints[service]; ok && url != "" {
-			return aws.String(url)
+	// An override replaces the endpoint only when given, so the SDK's own
+	// AWS_ENDPOINT_URL and AWS_ENDPOINT_URL_<SERVICE> settings still apply otherwise.
+	endpoint := func(service string, base **string) {
+		if url := s.Endpoints[service]; url != "" {
+			*base = aws.String(url)
 		}
-		return nil
 	}
 	return &Clients{
-		EC2: ec2.NewFromConfig(cfg, func(o *ec2.Options) { o.BaseEndpoint = endpoint("ec2") }),
-		SSM: ssm.NewFromConfig(cfg, func(o *ssm.Options) { o.BaseEndpoint = endpoint("ssm") }),
-		IAM: iam.NewFromConfig(cfg, func(o *iam.Options) { o.BaseEndpoint = endpoint("iam") }),
-		EKS: eks.NewFromConfig(cfg, func(o *eks.Options) { o.BaseEndpoint = endpoint("eks") }),
+		EC2: ec2.NewFromConfig(cfg, func(o *ec2.Options) { endpoint("ec2", &o.BaseEndpoint) }),
+		SSM: ssm.NewFromConfig(cfg, func(o *ssm.Options) { endpoint("ssm", &o.BaseEndpoint) }),
+		IAM: iam.NewFromConfig(cfg, func(o *iam.Options) { endpoint("iam", &o.BaseEndpoint) }),
+		EKS: eks.NewFromConfig(cfg, func(o *eks.Options) { endpoint("eks", &o.BaseEndpoint) }),
 		Pricing: pricing.NewFromConfig(cfg, func(o *pricing.Options) {
 			o.Region = PricingRegion
-			o.BaseEndpoint = endpoint("pricing")
+			endpoint("pricing", &o.BaseEndpoint)
 		}),
-		SQS:    sqs.NewFromConfig(cfg, func(o *sqs.Options) { o.BaseEndpoint = endpoint("sqs") }),
+		SQS:    sqs.NewFromConfig(cfg, func(o *sqs.Options) { endpoint("sqs", &o.BaseEndpoint) }),
 		Region: s.Region,
 	}, nil
 }
