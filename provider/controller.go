@@ -201,6 +201,24 @@ func (r *controllerResource) Update(ctx context.Context, req resource.UpdateRequ
 	r.install(ctx, req.Plan, &resp.State, &resp.Diagnostics)
 }
 
+// waitNamespaceTerminated waits out the deletion of a namespace a previous destroy
+// left terminating (destroy does not wait for it: its finalizers run in the
+// cluster's namespace controller), since nothing can be created in it meanwhile.
+func waitNamespaceTerminated(ctx context.Context, cl client.Client, name string) error {
+	err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+		var ns corev1.Namespace
+		err := cl.Get(ctx, client.ObjectKey{Name: name}, &ns)
+		if apierrors.IsNotFound(err) {
+			return true, nil
+		}
+		return err == nil && ns.DeletionTimestamp == nil, err
+	})
+	if err != nil {
+		return fmt.Errorf("namespace %s has been terminating for 5 minutes; check what holds it with `kubectl get namespace %s -o yaml` (status.conditions), %w", name, name, err)
+	}
+	return nil
+}
+
 type stateSetter interface {
 	Set(ctx context.Context, val any) diag.Diagnostics
 }
@@ -228,6 +246,12 @@ func (r *controllerResource) install(ctx context.Context, planned planGetter, st
 	plan.ID = types.StringValue(plan.Namespace.ValueString() + "/" + plan.Name.ValueString())
 	var crdNames []string
 	for i, obj := range objs {
+		if obj.GetKind() == "Namespace" {
+			if err := waitNamespaceTerminated(ctx, cl, obj.GetName()); err != nil {
+				diags.AddError("The controller's namespace is still being deleted", err.Error())
+				return
+			}
+		}
 		if err := cl.Patch(ctx, obj, client.Apply, client.ForceOwnership, client.FieldOwner(FieldManager)); err != nil {
 			if i > 0 {
 				diags.Append(state.Set(ctx, &plan)...)

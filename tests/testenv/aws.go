@@ -2,78 +2,52 @@ package testenv
 
 import (
 	"context"
-	"fmt"
 	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
-	"github.com/aws/aws-sdk-go-v2/service/iam"
-	"github.com/aws/aws-sdk-go-v2/service/ssm"
-	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 	"github.com/aws/smithy-go/middleware"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
+	"github.com/dovetail-sh/dovetail/tests/localstack"
 )
 
-// SSMPrefix is where tests publish EKS image parameters: AWS reserves /aws, and the
-// emulator has none of its own.
-const SSMPrefix = "/dovetail-test/service"
+// SSMPrefix is where tests publish EKS image parameters (see localstack.SSMPrefix).
+const SSMPrefix = localstack.SSMPrefix
 
 // KubernetesVersion is the version the local kube-apiserver reports.
-const KubernetesVersion = "1.33"
+const KubernetesVersion = localstack.KubernetesVersion
 
 // SeededAWS is what SeedAWS created.
-type SeededAWS struct {
-	VPC            string
-	Subnets        map[string]string // zone → subnet id
-	SecurityGroup  string
-	Role           string
-	Images         map[string]string // EC2 architecture → image id
-	DiscoveryValue string
-}
+type SeededAWS = localstack.SeededAWS
 
-// SeedAWS creates what an EC2NodeClass selects in the emulator: a VPC with a subnet
-// per zone and a security group tagged karpenter.sh/discovery=<discovery>, the node
-// role, and AL2023 image parameters for both architectures.
+// SeedAWS is localstack.SeedAWS failing the test on error.
 func SeedAWS(t testing.TB, ctx context.Context, clients *dtaws.Clients, discovery, cidrPrefix string, zones ...string) *SeededAWS {
 	t.Helper()
-	must := func(err error) {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
+	seeded, err := localstack.SeedAWS(ctx, clients, discovery, cidrPrefix, zones...)
+	if err != nil {
+		t.Fatal(err)
 	}
-	out := &SeededAWS{Subnets: map[string]string{}, Images: map[string]string{}, DiscoveryValue: discovery, Role: "KarpenterNodeRole-" + discovery}
-	vpc, err := clients.EC2.CreateVpc(ctx, &ec2.CreateVpcInput{CidrBlock: aws.String(cidrPrefix + ".0.0/16")})
-	must(err)
-	out.VPC = aws.ToString(vpc.Vpc.VpcId)
-	tags := []ec2types.Tag{{Key: aws.String("karpenter.sh/discovery"), Value: aws.String(discovery)}}
-	for i, zone := range zones {
-		s, err := clients.EC2.CreateSubnet(ctx, &ec2.CreateSubnetInput{VpcId: vpc.Vpc.VpcId, CidrBlock: aws.String(fmt.Sprintf("%s.%d.0/24", cidrPrefix, i+1)), AvailabilityZone: aws.String(zone),
-			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSubnet, Tags: tags}}})
-		must(err)
-		out.Subnets[zone] = aws.ToString(s.Subnet.SubnetId)
+	return seeded
+}
+
+// StartKubeletStandIn runs the kubelet stand-in until the test ends.
+func StartKubeletStandIn(t testing.TB, kube client.Client, api *ec2.Client, cluster string, securityGroups ...string) *localstack.KubeletStandIn {
+	t.Helper()
+	k := localstack.StartKubeletStandIn(kube, api, cluster, t.Logf, securityGroups...)
+	t.Cleanup(k.Stop)
+	return k
+}
+
+// AddSystemNodes registers n kwok nodes no NodePool owns (see localstack.AddSystemNodes).
+func AddSystemNodes(t testing.TB, kube client.Client, n int) {
+	t.Helper()
+	if err := localstack.AddSystemNodes(context.Background(), kube, n); err != nil {
+		t.Fatal(err)
 	}
-	sg, err := clients.EC2.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("nodes-" + discovery), Description: aws.String("nodes"), VpcId: vpc.Vpc.VpcId,
-		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSecurityGroup, Tags: tags}}})
-	must(err)
-	out.SecurityGroup = aws.ToString(sg.GroupId)
-	for _, arch := range []string{"x86_64", "arm64"} {
-		images, err := clients.EC2.DescribeImages(ctx, &ec2.DescribeImagesInput{Filters: []ec2types.Filter{{Name: aws.String("architecture"), Values: []string{arch}}}})
-		if err != nil || len(images.Images) == 0 {
-			t.Fatalf("no %s image in the emulator: %v", arch, err)
-		}
-		out.Images[arch] = aws.ToString(images.Images[0].ImageId)
-		_, err = clients.SSM.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(fmt.Sprintf("%s/eks/optimized-ami/%s/amazon-linux-2023/%s/standard/recommended/image_id", SSMPrefix, KubernetesVersion, arch)),
-			Value: images.Images[0].ImageId, Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)})
-		must(err)
-	}
-	_, err = clients.IAM.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(out.Role),
-		AssumeRolePolicyDocument: aws.String(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}`)})
-	must(err)
-	return out
 }
 
 // Eventually retries cond until it returns nil or the timeout passes.

@@ -1,9 +1,8 @@
-package testenv
+package localstack
 
 import (
 	"context"
 	"fmt"
-	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -13,9 +12,7 @@ import (
 
 // AddSystemNodes registers n kwok nodes that no NodePool owns, spread over two zones:
 // the managed node group a cluster runs its controller on.
-func AddSystemNodes(t testing.TB, kube client.Client, n int) {
-	t.Helper()
-	ctx := context.Background()
+func AddSystemNodes(ctx context.Context, kube client.Client, n int) error {
 	for i := range n {
 		name := fmt.Sprintf("system-%d", i)
 		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name,
@@ -23,13 +20,14 @@ func AddSystemNodes(t testing.TB, kube client.Client, n int) {
 				corev1.LabelArchStable: "amd64", corev1.LabelOSStable: "linux"},
 			Annotations: map[string]string{"kwok.x-k8s.io/node": "fake"}}}
 		if err := kube.Create(ctx, node); err != nil {
-			t.Fatal(err)
+			return fmt.Errorf("registering system node %s, %w", name, err)
 		}
 		base := node.DeepCopy()
 		capacity := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")}
 		node.Status.Capacity, node.Status.Allocatable = capacity, capacity
 		if err := kube.Status().Patch(ctx, node, client.MergeFrom(base)); err != nil {
-			t.Fatal(err)
+			return fmt.Errorf("setting the capacity of system node %s, %w", name, err)
 		}
 	}
+	return nil
 }

@@ -1,4 +1,4 @@
-package testenv
+package localstack
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"net/mail"
 	"strings"
 	"sync"
-	"testing"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -37,18 +36,18 @@ type KubeletStandIn struct {
 	ec2     *ec2.Client
 	cluster string
 	groups  []string
+	stop    func()
 
 	mu         sync.Mutex
 	registered map[string]string // instance id → node name
 	types      map[string]ec2types.InstanceTypeInfo
 }
 
-// StartKubeletStandIn registers nodes until the test ends. securityGroups are those
-// of the launch templates: the emulator's CreateFleet does not apply a template's
-// security groups (spot requests get the default group), so the stand-in sets them
-// on the instance before it joins, as EC2 would have at launch.
-func StartKubeletStandIn(t testing.TB, kube client.Client, api *ec2.Client, cluster string, securityGroups ...string) *KubeletStandIn {
-	t.Helper()
+// StartKubeletStandIn registers nodes until Stop. securityGroups are those of the
+// launch templates: the emulator's CreateFleet does not apply a template's security
+// groups (spot requests get the default group), so the stand-in sets them on the
+// instance before it joins, as EC2 would have at launch. logf reports sync errors.
+func StartKubeletStandIn(kube client.Client, api *ec2.Client, cluster string, logf func(format string, args ...any), securityGroups ...string) *KubeletStandIn {
 	k := &KubeletStandIn{kube: kube, ec2: api, cluster: cluster, groups: securityGroups, registered: map[string]string{}, types: map[string]ec2types.InstanceTypeInfo{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
@@ -56,7 +55,7 @@ func StartKubeletStandIn(t testing.TB, kube client.Client, api *ec2.Client, clus
 		defer close(done)
 		for ctx.Err() == nil {
 			if err := k.sync(ctx); err != nil && ctx.Err() == nil {
-				t.Logf("kubelet stand-in: %v", err)
+				logf("kubelet stand-in: %v", err)
 			}
 			select {
 			case <-ctx.Done():
@@ -64,9 +63,12 @@ func StartKubeletStandIn(t testing.TB, kube client.Client, api *ec2.Client, clus
 			}
 		}
 	}()
-	t.Cleanup(func() { cancel(); <-done })
+	k.stop = func() { cancel(); <-done }
 	return k
 }
+
+// Stop ends the registration loop and waits for it.
+func (k *KubeletStandIn) Stop() { k.stop() }
 
 // Registered is how many nodes the stand-in has registered so far.
 func (k *KubeletStandIn) Registered() int {

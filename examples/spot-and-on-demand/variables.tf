@@ -1,0 +1,21 @@
+variable "cluster_name" {
+  description = "Name of the EKS cluster; its karpenter.sh/discovery tags select subnets and security groups."
+  type        = string
+}
+
+variable "node_role_name" {
+  description = "The node IAM role (modules/dovetail's node_role_name output)."
+  type        = string
+}
+
+variable "kubeconfig_path" {
+  description = "Kubeconfig of the cluster, where Dovetail is installed."
+  type        = string
+  default     = "~/.kube/config"
+}
+
+variable "cpu_limit" {
+  description = "Most CPUs the pool may hold."
+  type        = string
+  default     = "100"
+}

@@ -1,0 +1,118 @@
+locals {
+  node_role_name = coalesce(var.node_role_name, "DovetailNode-${var.cluster_name}")
+  # The service account the controller runs as: IRSA trusts it, Pod Identity associates it.
+  service_account = "dovetail"
+  discovery       = { "karpenter.sh/discovery" = var.cluster_name }
+  irsa_role_arn = var.oidc_provider_arn == null ? null : (
+    var.create_controller_role ? dovetail_controller_role.this[0].arn : var.controller_role_arn
+  )
+}
+
+resource "dovetail_node_role" "this" {
+  count                   = var.create_node_role ? 1 : 0
+  name                    = local.node_role_name
+  create_instance_profile = true
+}
+
+resource "dovetail_interruption_queue" "this" {
+  count = var.create_interruption_queue ? 1 : 0
+  name  = "${var.cluster_name}-dovetail"
+}
+
+resource "dovetail_controller_role" "this" {
+  count                  = var.create_controller_role ? 1 : 0
+  name                   = "DovetailController-${var.cluster_name}"
+  cluster_name           = var.cluster_name
+  region                 = var.region
+  account_id             = var.account_id
+  node_role_arn          = var.create_node_role ? dovetail_node_role.this[0].arn : "arn:aws:iam::${coalesce(var.account_id, "000000000000")}:role/${local.node_role_name}"
+  interruption_queue_arn = var.create_interruption_queue ? dovetail_interruption_queue.this[0].arn : null
+  oidc_provider_arn      = var.oidc_provider_arn
+  namespace              = var.controller.namespace
+  service_account        = local.service_account
+
+  lifecycle {
+    precondition {
+      condition     = var.create_node_role || var.account_id != null
+      error_message = "With create_node_role = false, set account_id: the controller's iam:PassRole is scoped to the existing node role's ARN."
+    }
+  }
+}
+
+resource "dovetail_discovery_tags" "this" {
+  count              = var.create_discovery_tags && length(concat(var.subnet_ids, var.security_group_ids)) > 0 ? 1 : 0
+  cluster_name       = var.cluster_name
+  subnet_ids         = var.subnet_ids
+  security_group_ids = var.security_group_ids
+}
+
+resource "dovetail_controller" "this" {
+  count              = var.install_controller ? 1 : 0
+  cluster_name       = var.cluster_name
+  cluster_endpoint   = var.cluster_endpoint
+  aws_region         = var.region
+  aws_endpoints      = var.controller.aws_endpoints
+  namespace          = var.controller.namespace
+  service_account    = local.service_account
+  irsa_role_arn      = local.irsa_role_arn
+  interruption_queue = var.create_interruption_queue ? dovetail_interruption_queue.this[0].name : null
+  isolated_vpc       = var.controller.isolated_vpc
+  feature_gates      = var.controller.feature_gates
+  log_level          = var.controller.log_level
+  image              = var.controller.image
+  replicas           = var.controller.replicas
+  wait_for_rollout   = var.controller.wait_for_rollout
+
+  lifecycle {
+    precondition {
+      condition     = var.oidc_provider_arn == null || var.create_controller_role || var.controller_role_arn != null
+      error_message = "IRSA (oidc_provider_arn set) with create_controller_role = false needs controller_role_arn: the role to annotate the ServiceAccount with."
+    }
+  }
+}
+
+resource "dovetail_ec2_node_class" "default" {
+  count = var.create_default_node_class ? 1 : 0
+  name  = "default"
+  spec = {
+    role                          = var.node_class_uses_instance_profile ? null : local.node_role_name
+    instance_profile              = var.node_class_uses_instance_profile ? dovetail_node_role.this[0].instance_profile_name : null
+    ami_selector_terms            = [{ alias = "al2023@latest" }]
+    subnet_selector_terms         = [{ tags = local.discovery }]
+    security_group_selector_terms = [{ tags = local.discovery }]
+  }
+  # The controller installs the CRDs, and finalizes node classes on destroy.
+  depends_on = [dovetail_controller.this, dovetail_node_role.this, dovetail_discovery_tags.this]
+
+  lifecycle {
+    precondition {
+      condition     = !var.node_class_uses_instance_profile || var.create_node_role
+      error_message = "node_class_uses_instance_profile needs create_node_role = true: the instance profile is the node role's."
+    }
+  }
+}
+
+resource "dovetail_node_pool" "default" {
+  count = var.create_default_node_pool ? 1 : 0
+  name  = "default"
+  spec = {
+    template = {
+      spec = {
+        node_class_ref = { group = "karpenter.k8s.aws", kind = "EC2NodeClass", name = "default" }
+        requirements = [
+          { key = "karpenter.sh/capacity-type", operator = "In", values = var.default_node_pool.capacity_types },
+          { key = "kubernetes.io/arch", operator = "In", values = var.default_node_pool.architectures },
+          { key = "karpenter.k8s.aws/instance-category", operator = "In", values = var.default_node_pool.instance_categories },
+          { key = "karpenter.k8s.aws/instance-generation", operator = "Gt", values = ["2"] },
+        ]
+        expire_after = var.default_node_pool.expire_after
+      }
+    }
+    limits = { cpu = var.default_node_pool.cpu_limit }
+    disruption = {
+      consolidation_policy = "WhenEmptyOrUnderutilized"
+      consolidate_after    = var.default_node_pool.consolidate_after
+    }
+  }
+  depends_on = [dovetail_controller.this, dovetail_ec2_node_class.default]
+}

@@ -1,0 +1,187 @@
+variable "cluster_name" {
+  description = "Name of the EKS cluster. Instances, the discovery tags and IAM conditions use it."
+  type        = string
+  validation {
+    condition     = can(regex("^[0-9A-Za-z][A-Za-z0-9_-]{0,99}$", var.cluster_name))
+    error_message = "cluster_name must be an EKS cluster name: 1-100 letters, digits, hyphens and underscores, starting with a letter or digit."
+  }
+}
+
+variable "region" {
+  description = "AWS region of the cluster."
+  type        = string
+  validation {
+    condition     = can(regex("^[a-z]{2}(-[a-z]+)+-[0-9]$", var.region))
+    error_message = "region must be an AWS region name such as us-west-2."
+  }
+}
+
+variable "cluster_endpoint" {
+  description = "API server URL that nodes join. Null reads it from EKS DescribeCluster at controller start."
+  type        = string
+  default     = null
+  validation {
+    condition     = var.cluster_endpoint == null || can(regex("^https?://", var.cluster_endpoint))
+    error_message = "cluster_endpoint must be a URL starting with https:// (such as aws_eks_cluster.this.endpoint)."
+  }
+}
+
+variable "oidc_provider_arn" {
+  description = "The cluster's IAM OIDC provider. Set it for IAM Roles for Service Accounts; leave null for EKS Pod Identity, then associate the output controller_role_arn with the service account named by the outputs (aws_eks_pod_identity_association)."
+  type        = string
+  default     = null
+  validation {
+    condition     = var.oidc_provider_arn == null || can(regex("^arn:aws[a-z-]*:iam::[0-9]{12}:oidc-provider/.+", var.oidc_provider_arn))
+    error_message = "oidc_provider_arn must be an IAM OIDC provider ARN: arn:aws:iam::<account>:oidc-provider/oidc.eks.<region>.amazonaws.com/id/<id>."
+  }
+}
+
+variable "account_id" {
+  description = "AWS account of the cluster, for the controller policy's ARNs. Null asks STS."
+  type        = string
+  default     = null
+  validation {
+    condition     = var.account_id == null || can(regex("^[0-9]{12}$", var.account_id))
+    error_message = "account_id must be 12 digits."
+  }
+}
+
+variable "subnet_ids" {
+  description = "Subnets nodes launch in; tagged karpenter.sh/discovery = cluster_name. Empty when they are tagged already."
+  type        = list(string)
+  default     = []
+  validation {
+    condition     = alltrue([for s in var.subnet_ids : can(regex("^subnet-[0-9a-f]+$", s))])
+    error_message = "subnet_ids must be subnet IDs (subnet-...)."
+  }
+}
+
+variable "security_group_ids" {
+  description = "Security groups of the nodes; tagged karpenter.sh/discovery = cluster_name. Empty when they are tagged already."
+  type        = list(string)
+  default     = []
+  validation {
+    condition     = alltrue([for s in var.security_group_ids : can(regex("^sg-[0-9a-f]+$", s))])
+    error_message = "security_group_ids must be security group IDs (sg-...)."
+  }
+}
+
+variable "create_node_role" {
+  description = "Create the node IAM role (and instance profile). False uses node_role_name as it exists."
+  type        = bool
+  default     = true
+}
+
+variable "node_role_name" {
+  description = "Name of the node IAM role; null means DovetailNode-<cluster_name>."
+  type        = string
+  default     = null
+  validation {
+    condition     = var.node_role_name == null || can(regex("^[A-Za-z0-9+=,.@_-]{1,64}$", var.node_role_name))
+    error_message = "node_role_name must be an IAM role name: up to 64 letters, digits and +=,.@_- characters."
+  }
+}
+
+variable "create_controller_role" {
+  description = "Create the controller's IAM role with its least-privilege policy."
+  type        = bool
+  default     = true
+}
+
+variable "controller_role_arn" {
+  description = "An existing controller role, used for IRSA when create_controller_role is false."
+  type        = string
+  default     = null
+  validation {
+    condition     = var.controller_role_arn == null || can(regex("^arn:aws[a-z-]*:iam::[0-9]{12}:role/.+", var.controller_role_arn))
+    error_message = "controller_role_arn must be an IAM role ARN."
+  }
+}
+
+variable "create_interruption_queue" {
+  description = "Create the SQS queue and EventBridge rules for spot interruptions, rebalances and maintenance, and have the controller drain nodes ahead of them."
+  type        = bool
+  default     = true
+}
+
+variable "create_discovery_tags" {
+  description = "Tag subnet_ids and security_group_ids with karpenter.sh/discovery."
+  type        = bool
+  default     = true
+}
+
+variable "install_controller" {
+  description = "Install the CRDs and the controller in the cluster. False when they are deployed another way (such as `dovetail render` under GitOps); the CRDs must then exist before the default node pool is applied."
+  type        = bool
+  default     = true
+}
+
+variable "controller" {
+  description = "Settings of the controller: namespace, image, replicas, log level, feature gates, isolated VPC (no Pricing API), AWS endpoint overrides, and whether to wait for the rollout."
+  type = object({
+    namespace        = optional(string, "dovetail")
+    image            = optional(string)
+    replicas         = optional(number, 2)
+    log_level        = optional(string, "info")
+    feature_gates    = optional(map(bool), {})
+    isolated_vpc     = optional(bool, false)
+    aws_endpoints    = optional(map(string), {})
+    wait_for_rollout = optional(bool, true)
+  })
+  default = {}
+  validation {
+    condition     = contains(["debug", "info", "error"], var.controller.log_level)
+    error_message = "controller.log_level must be debug, info or error."
+  }
+  validation {
+    condition     = var.controller.replicas >= 1 && floor(var.controller.replicas) == var.controller.replicas
+    error_message = "controller.replicas must be a whole number of at least 1."
+  }
+}
+
+variable "create_default_node_class" {
+  description = "Create the EC2NodeClass \"default\" (AL2023, the discovery-tagged subnets and security groups)."
+  type        = bool
+  default     = true
+}
+
+variable "node_class_uses_instance_profile" {
+  description = "Give the default EC2NodeClass the node role's instance profile instead of the role, so the controller never calls IAM (private clusters: IAM has no VPC endpoint). Needs create_node_role."
+  type        = bool
+  default     = false
+}
+
+variable "create_default_node_pool" {
+  description = "Create the NodePool \"default\" over the default EC2NodeClass."
+  type        = bool
+  default     = true
+}
+
+variable "default_node_pool" {
+  description = "Shape of the default NodePool: capacity types, architectures, instance categories, the pool's CPU limit, how long a node may be empty or underused before consolidation, and its maximum age."
+  type = object({
+    capacity_types      = optional(list(string), ["on-demand"])
+    architectures       = optional(list(string), ["amd64"])
+    instance_categories = optional(list(string), ["c", "m", "r"])
+    cpu_limit           = optional(string, "1000")
+    consolidate_after   = optional(string, "1m")
+    expire_after        = optional(string, "720h")
+  })
+  default = {}
+  validation {
+    condition     = length(var.default_node_pool.capacity_types) > 0 && alltrue([for c in var.default_node_pool.capacity_types : contains(["spot", "on-demand", "reserved"], c)])
+    error_message = "default_node_pool.capacity_types must list spot, on-demand or reserved."
+  }
+  validation {
+    condition     = length(var.default_node_pool.architectures) > 0 && alltrue([for a in var.default_node_pool.architectures : contains(["amd64", "arm64"], a)])
+    error_message = "default_node_pool.architectures must list amd64 or arm64."
+  }
+  validation {
+    condition     = can(regex("^([0-9]+(s|m|h))+$", var.default_node_pool.consolidate_after))
+    error_message = "default_node_pool.consolidate_after must be a duration such as 30s, 1m or 1h."
+  }
+  validation {
+    condition     = var.default_node_pool.expire_after == "Never" || can(regex("^([0-9]+(s|m|h))+$", var.default_node_pool.expire_after))
+    error_message = "default_node_pool.expire_after must be a duration such as 720h, or Never."
+  }
+}

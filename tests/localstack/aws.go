@@ -1,0 +1,84 @@
+package localstack
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+
+	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
+)
+
+// SSMPrefix is where the local stack publishes EKS image parameters: AWS reserves /aws, and the
+// emulator has none of its own.
+const SSMPrefix = "/dovetail-test/service"
+
+// KubernetesVersion is the version the local kube-apiserver reports.
+const KubernetesVersion = "1.33"
+
+// SeededAWS is what SeedAWS created.
+type SeededAWS struct {
+	VPC            string
+	Subnets        map[string]string // zone → subnet id
+	SecurityGroup  string
+	RouteTable     string // of the subnets, for gateway endpoints
+	Role           string
+	Images         map[string]string // EC2 architecture → image id
+	DiscoveryValue string
+}
+
+// SeedAWS creates what an EC2NodeClass selects in the emulator: a VPC with a subnet
+// per zone and a security group tagged karpenter.sh/discovery=<discovery>, the node
+// role, and AL2023 image parameters for both architectures.
+func SeedAWS(ctx context.Context, clients *dtaws.Clients, discovery, cidrPrefix string, zones ...string) (*SeededAWS, error) {
+	out := &SeededAWS{Subnets: map[string]string{}, Images: map[string]string{}, DiscoveryValue: discovery, Role: "KarpenterNodeRole-" + discovery}
+	vpc, err := clients.EC2.CreateVpc(ctx, &ec2.CreateVpcInput{CidrBlock: aws.String(cidrPrefix + ".0.0/16")})
+	if err != nil {
+		return nil, fmt.Errorf("creating the VPC, %w", err)
+	}
+	out.VPC = aws.ToString(vpc.Vpc.VpcId)
+	tags := []ec2types.Tag{{Key: aws.String("karpenter.sh/discovery"), Value: aws.String(discovery)}}
+	for i, zone := range zones {
+		s, err := clients.EC2.CreateSubnet(ctx, &ec2.CreateSubnetInput{VpcId: vpc.Vpc.VpcId, CidrBlock: aws.String(fmt.Sprintf("%s.%d.0/24", cidrPrefix, i+1)), AvailabilityZone: aws.String(zone),
+			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSubnet, Tags: tags}}})
+		if err != nil {
+			return nil, fmt.Errorf("creating the subnet in %s, %w", zone, err)
+		}
+		out.Subnets[zone] = aws.ToString(s.Subnet.SubnetId)
+	}
+	sg, err := clients.EC2.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("nodes-" + discovery), Description: aws.String("nodes"), VpcId: vpc.Vpc.VpcId,
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSecurityGroup, Tags: tags}}})
+	if err != nil {
+		return nil, fmt.Errorf("creating the security group, %w", err)
+	}
+	out.SecurityGroup = aws.ToString(sg.GroupId)
+	rt, err := clients.EC2.CreateRouteTable(ctx, &ec2.CreateRouteTableInput{VpcId: vpc.Vpc.VpcId})
+	if err != nil {
+		return nil, fmt.Errorf("creating the route table, %w", err)
+	}
+	out.RouteTable = aws.ToString(rt.RouteTable.RouteTableId)
+	for _, arch := range []string{"x86_64", "arm64"} {
+		images, err := clients.EC2.DescribeImages(ctx, &ec2.DescribeImagesInput{Filters: []ec2types.Filter{{Name: aws.String("architecture"), Values: []string{arch}}}})
+		if err != nil || len(images.Images) == 0 {
+			return nil, fmt.Errorf("no %s image in the emulator: %v", arch, err)
+		}
+		out.Images[arch] = aws.ToString(images.Images[0].ImageId)
+		_, err = clients.SSM.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(fmt.Sprintf("%s/eks/optimized-ami/%s/amazon-linux-2023/%s/standard/recommended/image_id", SSMPrefix, KubernetesVersion, arch)),
+			Value: images.Images[0].ImageId, Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)})
+		if err != nil {
+			return nil, fmt.Errorf("publishing the %s image parameter, %w", arch, err)
+		}
+	}
+	_, err = clients.IAM.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(out.Role),
+		AssumeRolePolicyDocument: aws.String(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}`)})
+	if err != nil {
+		return nil, fmt.Errorf("creating the node role, %w", err)
+	}
+	return out, nil
+}
+
