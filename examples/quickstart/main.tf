@@ -30,6 +30,10 @@ module "dovetail" {
   oidc_provider_arn  = var.oidc_provider_arn
   subnet_ids         = var.subnet_ids
   security_group_ids = var.security_group_ids
+  # Lets consolidation replace a spot node with a cheaper spot node, not only delete it.
+  controller = {
+    feature_gates = { SpotToSpotConsolidation = true }
+  }
   default_node_pool = {
     capacity_types    = ["spot", "on-demand"]
     architectures     = ["amd64", "arm64"]

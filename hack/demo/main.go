@@ -1,7 +1,11 @@
-// Command demo is `make demo`: it starts a local Kubernetes control plane with
-// simulated nodes, runs dovetail-controller against it, predicts with `simulate` what
-// a scale-up will cost, scales a Deployment, narrates the nodes that launch, then
-// scales down, terminates the nodes and stops everything it started (Ctrl-C too).
+// Command demo is `make demo`: the whole system on one machine. It starts a local
+// control plane (etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok)
+// and moto_server for AWS, bootstraps Dovetail with `terraform apply` of
+// examples/quickstart through the provider built from this tree, runs the controller
+// as a local process against the emulated EC2 (a kubelet stand-in registers each
+// instance it launches as a Node), then narrates a scale-up, a scale-down with
+// consolidation, a spot interruption and `terraform destroy`, and stops everything it
+// started, on Ctrl-C too.
 package main
 
 import (
@@ -19,26 +23,44 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
+	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
+	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
+	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/simulate"
 	"github.com/dovetail-sh/dovetail/tests/localstack"
 )
 
+const (
+	cluster = "demo"
+	region  = "us-west-2"
+)
+
 func main() {
-	replicas := flag.Int("replicas", 200, "pods to scale the inflate Deployment to")
-	bin := flag.String("bin", "bin", "directory with the control-plane binaries and dovetail-controller")
+	replicas := flag.Int("replicas", 40, "pods to scale the inflate Deployment to")
+	bin := flag.String("bin", "bin", "directory with the control-plane binaries, dovetail-controller and terraform-provider-dovetail")
+	keep := flag.Bool("keep", false, "keep the logs of every process and the terraform working directory")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *bin, int32(*replicas)); err != nil {
+	if err := run(ctx, *bin, int32(*replicas), *keep); err != nil {
 		fmt.Fprintf(os.Stderr, "\ndemo: %v\n", err)
 		os.Exit(1)
 	}
@@ -53,20 +75,46 @@ func (s *step) say(format string, args ...any) {
 
 func note(format string, args ...any) { fmt.Printf("      %s\n", fmt.Sprintf(format, args...)) }
 
-func run(ctx context.Context, binDir string, replicas int32) error {
+// summary collects the figures of the final table.
+type summary struct {
+	resources              int
+	predictedNodes, nodes  int
+	predictedPrice, price  float64
+	firstClaim, allRunning time.Duration
+	afterConsolidation     int
+	consolidationTook      time.Duration
+	interruptedNode        string
+	replacedIn             time.Duration
+	destroyTook            time.Duration
+	leftInstances, leftAWS int
+	leftClaims, leftCRDs   int
+}
+
+func run(ctx context.Context, binDir string, replicas int32, keep bool) error {
 	binDir, _ = filepath.Abs(binDir)
+	root, err := os.Getwd()
+	if err != nil {
+		return err
+	}
 	dir, err := os.MkdirTemp("", "dovetail-demo-")
 	if err != nil {
 		return err
 	}
-	defer os.RemoveAll(dir)
-	fmt.Println("Dovetail demo: Karpenter-compatible autoscaling on a local control plane with simulated")
-	fmt.Println("nodes (kwok). No cloud account; the instance types and prices are AWS's (us-east-1).")
-	s := &step{of: 7}
+	defer func() {
+		if keep {
+			fmt.Printf("\nLogs and the terraform working directory are kept in %s\n", dir)
+			return
+		}
+		os.RemoveAll(dir)
+	}()
+	fmt.Println("Dovetail demo: Terraform bootstraps Dovetail on a local cluster, and the controller")
+	fmt.Println("provisions EC2 capacity from an emulator (moto). No cloud account, nothing leaves loopback.")
+	s := &step{of: 9}
+	var sum summary
 
-	s.say("Starting etcd, kube-apiserver, kube-scheduler, kube-controller-manager and kwok")
+	s.say("Starting etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok and moto_server")
 	start := time.Now()
-	stack, err := localstack.Start(ctx, localstack.Options{BinDir: binDir, Dir: dir})
+	stack, err := localstack.Start(ctx, localstack.Options{BinDir: binDir, Dir: dir, WithoutCRDs: true})
 	if err != nil {
 		return err
 	}
@@ -74,116 +122,467 @@ func run(ctx context.Context, binDir string, replicas int32) error {
 		fmt.Println("\nStopping everything the demo started...")
 		_ = stack.Stop()
 	}()
-	note("up in %.1fs; kubeconfig: %s (valid while the demo runs)", time.Since(start).Seconds(), stack.Kubeconfig)
+	moto, err := localstack.StartMoto(ctx, dir)
+	if err != nil {
+		return err
+	}
+	defer moto.Stop()
+	c := stack.Client
+	// The managed node group the controller itself would run on: two nodes no NodePool owns.
+	if err := localstack.AddSystemNodes(ctx, c, 2); err != nil {
+		return err
+	}
+	note("up in %.1fs; kubeconfig: %s, AWS: %s (both valid while the demo runs)", time.Since(start).Seconds(), stack.Kubeconfig, moto.Endpoint)
 
-	s.say("Starting dovetail-controller (kwok cloud provider, embedded AWS catalog)")
+	s.say("Creating what the cluster already has in AWS: a VPC with a subnet per zone, the node security group, the EKS cluster")
+	for k, v := range map[string]string{"AWS_ACCESS_KEY_ID": "testing", "AWS_SECRET_ACCESS_KEY": "testing", "AWS_REGION": region,
+		"AWS_CONFIG_FILE": os.DevNull, "AWS_SHARED_CREDENTIALS_FILE": os.DevNull} {
+		os.Setenv(k, v)
+	}
+	endpoints := map[string]string{}
+	for _, svc := range []string{"ec2", "ssm", "iam", "eks", "sqs"} {
+		endpoints[svc] = moto.Endpoint
+	}
+	clients, err := dtaws.NewClients(ctx, dtaws.Settings{Region: region, Endpoints: endpoints})
+	if err != nil {
+		return err
+	}
+	seeded, err := localstack.SeedAWS(ctx, clients, "network", "10.80", "us-west-2a", "us-west-2b", "us-west-2c")
+	if err != nil {
+		return err
+	}
+	var subnets []string
+	for _, id := range seeded.Subnets {
+		subnets = append(subnets, id)
+	}
+	sort.Strings(subnets)
+	if _, err := clients.EKS.CreateCluster(ctx, &eks.CreateClusterInput{Name: aws.String(cluster), RoleArn: aws.String("arn:aws:iam::123456789012:role/eks"),
+		ResourcesVpcConfig: &ekstypes.VpcConfigRequest{SubnetIds: subnets}}); err != nil {
+		return err
+	}
+	note("VPC %s, subnets %s, security group %s", seeded.VPC, strings.Join(subnets, " "), seeded.SecurityGroup)
+
+	s.say("terraform apply of examples/quickstart (provider from bin/ through dev_overrides)")
+	if err := localstack.CopyConfigurations(root, dir); err != nil {
+		return err
+	}
+	tf, err := localstack.NewTerraform(filepath.Join(dir, "examples", "quickstart"), binDir, "AWS_ENDPOINT_URL="+moto.Endpoint)
+	if err != nil {
+		return err
+	}
+	if err := tf.WriteVars(map[string]any{"cluster_name": cluster, "region": region, "kubeconfig_path": stack.Kubeconfig,
+		"subnet_ids": subnets, "security_group_ids": []string{seeded.SecurityGroup}, "consolidate_after": "10s"}); err != nil {
+		return err
+	}
+	applyStart := time.Now()
+	if err := tf.Init(ctx); err != nil {
+		return err
+	}
+	if err := tf.Apply(ctx); err != nil {
+		return err
+	}
+	resources, err := tf.StateResources(ctx)
+	if err != nil {
+		return err
+	}
+	sum.resources = len(resources)
+	note("applied %d resources in %.1fs:", len(resources), time.Since(applyStart).Seconds())
+	for _, r := range resources {
+		note("  %s", strings.TrimPrefix(r, "module.dovetail."))
+	}
+	if plan, err := tf.PlannedChanges(ctx); err != nil {
+		return err
+	} else if plan != "" {
+		return fmt.Errorf("a plan right after apply should have no changes:\n%s", plan)
+	}
+	note("a second plan has no changes; the CRDs, RBAC and the controller Deployment are in the cluster")
+
+	s.say("Running dovetail-controller as a local process (AWS cloud provider on moto) and a kubelet stand-in")
 	healthPort, err := freePort()
 	if err != nil {
 		return err
 	}
-	controller, err := stack.Run(filepath.Join(binDir, "dovetail-controller"), "--kubeconfig="+stack.Kubeconfig, "--leader-elect=false", "--cloud-provider=kwok",
-		"--cluster-name=demo", "--bind-address=127.0.0.1", "--metrics-port=0", fmt.Sprintf("--health-probe-port=%d", healthPort),
-		"--disruption-period=2s", "--consolidation-validation-delay=3s")
+	var eps []string
+	for svc, url := range endpoints {
+		eps = append(eps, svc+"="+url)
+	}
+	sort.Strings(eps)
+	controller, err := stack.Run(filepath.Join(binDir, "dovetail-controller"), "--kubeconfig="+stack.Kubeconfig, "--leader-elect=false",
+		"--cloud-provider=aws", "--cluster-name="+cluster, "--aws-region="+region, "--aws-endpoints="+strings.Join(eps, ","),
+		"--interruption-queue="+cluster+"-dovetail", "--isolated-vpc", "--ssm-parameter-prefix="+localstack.SSMPrefix,
+		"--bind-address=127.0.0.1", "--metrics-port=0", fmt.Sprintf("--health-probe-port=%d", healthPort),
+		"--disruption-period=2s", "--consolidation-validation-delay=3s", "--feature-gates=SpotToSpotConsolidation=true")
 	if err != nil {
 		return err
 	}
 	if err := waitReady(ctx, healthPort, controller); err != nil {
 		return err
 	}
-	note("ready (readiness probe on 127.0.0.1:%d); logs: %s", healthPort, controller.LogPath)
+	standIn := localstack.StartKubeletStandIn(c, clients.EC2, cluster, func(format string, args ...any) {}, seeded.SecurityGroup)
+	defer standIn.Stop()
+	note("ready; logs: %s", controller.LogPath)
 
-	c := stack.Client
-	pool := localstack.GeneralNodePool("default")
-	// Quick to show: empty nodes go 10s after their last pod, half of them at a time.
-	pool.Spec.Disruption.ConsolidateAfter = v1.MustParseNillableDuration("10s")
-	pool.Spec.Disruption.ConsolidationPolicy = v1.ConsolidationPolicyWhenEmpty
-	pool.Spec.Disruption.Budgets = []v1.Budget{{Nodes: "50%"}}
-	s.say("Applying EC2NodeClass %q and NodePool %q (c/m/r families, on-demand, amd64+arm64)", "default", pool.Name)
-	if err := c.Create(ctx, localstack.NodeClass("default")); err != nil {
+	pool := &v1.NodePool{}
+	if err := c.Get(ctx, client.ObjectKey{Name: "default"}, pool); err != nil {
 		return err
 	}
-	if err := c.Create(ctx, pool); err != nil {
-		return err
-	}
-	inflate := localstack.Deployment("inflate", 0, "1", "1536Mi")
-	spread := localstack.Deployment("web", 0, "500m", "512Mi", func(ps *corev1.PodSpec) {
+	// Spread over the three zones, as a replicated service would be.
+	inflate := localstack.Deployment("inflate", 0, "1", "1536Mi", func(ps *corev1.PodSpec) {
 		ps.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: v1.LabelTopologyZone,
-			WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: inflateSelector("web")}}
+			WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "inflate"}}}}
 	})
-	for _, d := range []*appsv1.Deployment{inflate, spread} {
-		if err := c.Create(ctx, d); err != nil {
-			return err
-		}
+	if err := c.Create(ctx, inflate); err != nil {
+		return err
 	}
-
-	webReplicas := int32(30)
-	s.say("Predicting with `dovetail simulate`: inflate × %d (1 cpu, 1.5Gi) + web × %d (zone spread)", replicas, webReplicas)
-	predicted, err := predict(pool, inflate, spread, replicas, webReplicas)
+	s.say("Predicting with `dovetail simulate`: inflate × %d (1 cpu, 1.5Gi, spread over zones) on NodePool %q", replicas, pool.Name)
+	predicted, err := predict(pool, inflate, replicas)
 	if err != nil {
 		return err
 	}
-	note("plan: %d nodes, $%.4f/hour, solved in %.0fms", predicted.Summary.NodeClaims, predicted.Summary.PricePerHour, predicted.Summary.SolveSeconds*1000)
+	sum.predictedNodes, sum.predictedPrice = predicted.Summary.NodeClaims, predicted.Summary.PricePerHour
+	note("plan: %d nodes, $%.4f/hour, solved in %.0fms (spot priced at on-demand until the region's spot prices are known)",
+		predicted.Summary.NodeClaims, predicted.Summary.PricePerHour, predicted.Summary.SolveSeconds*1000)
 
-	s.say("Scaling inflate 0 → %d and web 0 → %d", replicas, webReplicas)
+	s.say("Scaling inflate 0 → %d", replicas)
 	scaledAt := time.Now()
 	if err := scale(ctx, c, "inflate", replicas); err != nil {
 		return err
 	}
-	if err := scale(ctx, c, "web", webReplicas); err != nil {
+	if sum.firstClaim, sum.allRunning, err = watchPods(ctx, c, scaledAt, int(replicas)); err != nil {
 		return err
 	}
-	firstClaim, allRunning, err := watchScaleUp(ctx, c, scaledAt, int(replicas+webReplicas))
-	if err != nil {
+	if sum.nodes, sum.price, err = describeNodes(ctx, c, clients.EC2); err != nil {
 		return err
 	}
-	nodes, price, err := describeNodes(ctx, c)
-	if err != nil {
+	note("(the emulator prices every spot offering at $0.00001, so which spot type wins is arbitrary here;")
+	note(" the table shows AWS list prices. In a region, spot history makes the cheapest type win.)")
+
+	down := replicas / 4
+	s.say("Scaling inflate %d → %d: consolidation removes or replaces the nodes it no longer needs (consolidateAfter 10s, spot-to-spot on)", replicas, down)
+	if err := scale(ctx, c, "inflate", down); err != nil {
+		return err
+	}
+	consolidating := time.Now()
+	if err := watchConsolidation(ctx, c, int(down)); err != nil {
+		return err
+	}
+	sum.consolidationTook = time.Since(consolidating)
+	if sum.afterConsolidation, _, err = describeNodes(ctx, c, clients.EC2); err != nil {
 		return err
 	}
 
-	s.say("Scaling both to 0")
-	for _, name := range []string{"inflate", "web"} {
-		if err := scale(ctx, c, name, 0); err != nil {
-			return err
-		}
-	}
-	if err := waitFor(ctx, 2*time.Minute, "pods to go", func() (bool, error) {
-		var pods corev1.PodList
-		err := c.List(ctx, &pods, client.InNamespace("default"))
-		return len(pods.Items) == 0, err
-	}); err != nil {
+	s.say("A spot interruption warning sent through EventBridge (the rule Terraform made routes it to the queue)")
+	if sum.interruptedNode, sum.replacedIn, err = interrupt(ctx, c, clients, moto.Endpoint, int(down)); err != nil {
 		return err
 	}
-	note("all pods gone")
 
-	s.say("Consolidation removes the empty nodes (consolidateAfter 10s, budget 50%% of the pool at a time)")
-	emptied := time.Now()
-	if err := waitFor(ctx, 3*time.Minute, "empty nodes to be removed", func() (bool, error) {
-		var nodeList corev1.NodeList
-		var claims v1.NodeClaimList
-		if err := c.List(ctx, &nodeList); err != nil {
-			return false, err
-		}
-		err := c.List(ctx, &claims)
-		return len(nodeList.Items)+len(claims.Items) == 0, err
-	}); err != nil {
+	s.say("terraform destroy: the NodePool's nodes drain and terminate, then the node class, the controller, IAM, the queue and the tags go")
+	if err := c.Delete(ctx, inflate); err != nil {
 		return err
 	}
-	note("every node cordoned, drained and terminated %.0fs after the last pod left", time.Since(emptied).Seconds())
+	destroyStart := time.Now()
+	if err := tf.Destroy(ctx); err != nil {
+		return err
+	}
+	sum.destroyTook = time.Since(destroyStart)
+	if err := leftovers(ctx, c, clients, &sum); err != nil {
+		return err
+	}
+	note("destroyed in %.1fs: %d instances running, %d NodeClaims, %d Dovetail CRDs, %d IAM roles or queues left",
+		sum.destroyTook.Seconds(), sum.leftInstances, sum.leftClaims, sum.leftCRDs, sum.leftAWS)
 
 	fmt.Println("\nSummary")
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintf(tw, "  pods scheduled\t%d\n", replicas+webReplicas)
-	fmt.Fprintf(tw, "  nodes launched\t%d (predicted %d)\n", nodes, predicted.Summary.NodeClaims)
-	fmt.Fprintf(tw, "  price of the nodes\t$%.4f/hour (predicted $%.4f/hour)\n", price, predicted.Summary.PricePerHour)
-	fmt.Fprintf(tw, "  first NodeClaim after scale\t%.2fs\n", firstClaim.Seconds())
-	fmt.Fprintf(tw, "  every pod Running after scale\t%.2fs\n", allRunning.Seconds())
-	fmt.Fprintf(tw, "  nodes left after teardown\t0\n")
-	return tw.Flush()
+	fmt.Fprintf(tw, "  terraform apply\t%d resources, second plan empty\n", sum.resources)
+	fmt.Fprintf(tw, "  pods scheduled\t%d\n", replicas)
+	fmt.Fprintf(tw, "  nodes launched\t%d (predicted %d)\n", sum.nodes, sum.predictedNodes)
+	fmt.Fprintf(tw, "  price of the nodes\t$%.4f/hour (predicted $%.4f/hour)\n", sum.price, sum.predictedPrice)
+	fmt.Fprintf(tw, "  first NodeClaim after scale\t%.2fs\n", sum.firstClaim.Seconds())
+	fmt.Fprintf(tw, "  every pod Running after scale\t%.2fs\n", sum.allRunning.Seconds())
+	fmt.Fprintf(tw, "  nodes after scale-down\t%d (consolidated in %.1fs)\n", sum.afterConsolidation, sum.consolidationTook.Seconds())
+	fmt.Fprintf(tw, "  spot interruption\t%s drained; its pods Running elsewhere after %.1fs\n", sum.interruptedNode, sum.replacedIn.Seconds())
+	fmt.Fprintf(tw, "  terraform destroy\t%.1fs; left behind: %d instances, %d NodeClaims, %d CRDs, %d IAM roles/queues\n",
+		sum.destroyTook.Seconds(), sum.leftInstances, sum.leftClaims, sum.leftCRDs, sum.leftAWS)
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if sum.leftInstances+sum.leftClaims+sum.leftCRDs+sum.leftAWS > 0 {
+		return fmt.Errorf("terraform destroy left something behind")
+	}
+	return nil
 }
 
-func inflateSelector(app string) *metav1.LabelSelector {
-	return &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}
+// predict runs the engine on the objects the cluster will see.
+func predict(pool *v1.NodePool, d *appsv1.Deployment, replicas int32) (*simulate.Plan, error) {
+	cat, err := catalog.EmbeddedAWS()
+	if err != nil {
+		return nil, err
+	}
+	in := &simulate.Inputs{NodePools: []*v1.NodePool{pool}}
+	for i := int32(0); i < replicas; i++ {
+		p := &corev1.Pod{Spec: d.Spec.Template.Spec}
+		p.Name, p.Namespace, p.Labels = fmt.Sprintf("%s-%d", d.Name, i), "default", d.Spec.Template.Labels
+		in.Pods = append(in.Pods, p)
+	}
+	return simulate.Run(in, cat.ForEngine(scheduling.DefaultAllocatableSettings()), clock.RealClock{}), nil
+}
+
+// cluster is what the narration reports on: inflate's pods, the NodeClaims and the
+// Nodes Dovetail launched (not the system nodes).
+type clusterView struct {
+	running, pending int
+	claims, deleting int
+	nodes            []corev1.Node
+	podsOnNode       map[string]int
+	price            float64 // list price of the nodes per hour
+}
+
+// embedded is the catalog prices are read from.
+var embedded = func() *catalog.File {
+	cat, err := catalog.EmbeddedAWS()
+	if err != nil {
+		panic(err)
+	}
+	return cat
+}()
+
+func look(ctx context.Context, c client.Client) (*clusterView, error) {
+	var pods corev1.PodList
+	var claims v1.NodeClaimList
+	var nodes corev1.NodeList
+	if err := c.List(ctx, &pods, client.InNamespace("default"), client.MatchingLabels{"app": "inflate"}); err != nil {
+		return nil, err
+	}
+	if err := c.List(ctx, &claims); err != nil {
+		return nil, err
+	}
+	if err := c.List(ctx, &nodes, client.HasLabels{v1.LabelNodePool}); err != nil {
+		return nil, err
+	}
+	v := &clusterView{claims: len(claims.Items), nodes: nodes.Items, podsOnNode: map[string]int{}}
+	for _, n := range nodes.Items {
+		v.price += priceOf(embedded, n.Labels[v1.LabelInstanceType], n.Labels[v1.LabelTopologyZone], n.Labels[v1.LabelCapacityType])
+	}
+	for _, p := range pods.Items {
+		switch {
+		case p.DeletionTimestamp != nil:
+		case p.Status.Phase == corev1.PodRunning:
+			v.running++
+			v.podsOnNode[p.Spec.NodeName]++
+		case p.Status.Phase == corev1.PodPending:
+			v.pending++
+		}
+	}
+	for _, claim := range claims.Items {
+		if claim.DeletionTimestamp != nil {
+			v.deleting++
+		}
+	}
+	return v, nil
+}
+
+// progress prints a line when the picture changes.
+type progress struct {
+	since time.Time
+	last  string
+}
+
+func (p *progress) show(v *clusterView) {
+	line := fmt.Sprintf("pods: %3d running, %3d pending  nodeclaims: %d (%d deleting)  nodes: %d  $%.4f/hour", v.running, v.pending, v.claims, v.deleting, len(v.nodes), v.price)
+	if line != p.last {
+		note("t=%5.1fs  %s", time.Since(p.since).Seconds(), line)
+		p.last = line
+	}
+}
+
+// watchPods waits until want inflate pods run and returns when the first NodeClaim
+// appeared and when the last pod started.
+func watchPods(ctx context.Context, c client.Client, since time.Time, want int) (firstClaim, allRunning time.Duration, err error) {
+	pr := &progress{since: since}
+	err = waitFor(ctx, 4*time.Minute, "pods to run", func() (bool, error) {
+		v, err := look(ctx, c)
+		if err != nil {
+			return false, err
+		}
+		pr.show(v)
+		if firstClaim == 0 && v.claims > 0 {
+			firstClaim = time.Since(since)
+		}
+		if v.running == want {
+			allRunning = time.Since(since)
+			return true, nil
+		}
+		return false, nil
+	})
+	return firstClaim, allRunning, err
+}
+
+// watchConsolidation waits until consolidation has removed nodes and the cluster
+// has been quiet (every pod running, nothing deleting) for 15 seconds.
+func watchConsolidation(ctx context.Context, c client.Client, want int) error {
+	before, err := look(ctx, c)
+	if err != nil {
+		return err
+	}
+	pr := &progress{since: time.Now()}
+	var quietSince time.Time
+	return waitFor(ctx, 4*time.Minute, "consolidation", func() (bool, error) {
+		v, err := look(ctx, c)
+		if err != nil {
+			return false, err
+		}
+		pr.show(v)
+		settled := v.running == want && v.pending == 0 && v.deleting == 0 && v.claims == len(v.nodes) && v.price < before.price
+		if !settled {
+			quietSince = time.Time{}
+			return false, nil
+		}
+		if quietSince.IsZero() {
+			quietSince = time.Now()
+		}
+		return time.Since(quietSince) > 15*time.Second, nil
+	})
+}
+
+// describeNodes prints Dovetail's nodes and returns their count and total price.
+func describeNodes(ctx context.Context, c client.Client, api *ec2.Client) (int, float64, error) {
+	cat, err := catalog.EmbeddedAWS()
+	if err != nil {
+		return 0, 0, err
+	}
+	v, err := look(ctx, c)
+	if err != nil {
+		return 0, 0, err
+	}
+	sort.Slice(v.nodes, func(i, j int) bool { return v.nodes[i].Name < v.nodes[j].Name })
+	fmt.Println()
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "      NODE\tEC2 INSTANCE\tINSTANCE TYPE\tZONE\tCAPACITY\tARCH\t$/HOUR\tPODS")
+	total := 0.0
+	for _, n := range v.nodes {
+		l := n.Labels
+		price := priceOf(cat, l[v1.LabelInstanceType], l[v1.LabelTopologyZone], l[v1.LabelCapacityType])
+		total += price
+		fmt.Fprintf(tw, "      %s\t%s\t%s\t%s\t%s\t%s\t%.4f\t%d\n", n.Name, instanceID(n.Spec.ProviderID), l[v1.LabelInstanceType], l[v1.LabelTopologyZone],
+			l[v1.LabelCapacityType], l[v1.LabelArch], price, v.podsOnNode[n.Name])
+	}
+	if err := tw.Flush(); err != nil {
+		return 0, 0, err
+	}
+	running, err := liveInstances(ctx, api)
+	if err != nil {
+		return 0, 0, err
+	}
+	note("%d nodes, $%.4f/hour (list prices); %d EC2 instances running in the emulator", len(v.nodes), total, running)
+	return len(v.nodes), total, nil
+}
+
+func instanceID(providerID string) string { return providerID[strings.LastIndex(providerID, "/")+1:] }
+
+// liveInstances counts the cluster's instances that are not terminated.
+func liveInstances(ctx context.Context, api *ec2.Client) (int, error) {
+	out, err := api.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag:" + dtaws.ClusterTag(cluster)), Values: []string{"owned"}},
+		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}}}})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, r := range out.Reservations {
+		n += len(r.Instances)
+	}
+	return n, nil
+}
+
+// interrupt sends EC2's two-minute spot warning for a busy node's instance through
+// EventBridge and waits until the node is drained and gone and its pods run elsewhere.
+func interrupt(ctx context.Context, c client.Client, clients *dtaws.Clients, endpoint string, want int) (string, time.Duration, error) {
+	v, err := look(ctx, c)
+	if err != nil {
+		return "", 0, err
+	}
+	var victim *corev1.Node
+	for i := range v.nodes {
+		if v.podsOnNode[v.nodes[i].Name] > 0 {
+			victim = &v.nodes[i]
+			break
+		}
+	}
+	if victim == nil {
+		return "", 0, fmt.Errorf("no node runs inflate pods")
+	}
+	id := instanceID(victim.Spec.ProviderID)
+	note("interrupting %s (%s, %s, %d pods)", victim.Name, id, victim.Labels[v1.LabelCapacityType], v.podsOnNode[victim.Name])
+	events := eventbridge.New(eventbridge.Options{Region: region, BaseEndpoint: aws.String(endpoint),
+		Credentials: credentials.NewStaticCredentialsProvider("testing", "testing", "")})
+	sent := time.Now()
+	out, err := events.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
+		Source: aws.String("aws.ec2"), DetailType: aws.String("EC2 Spot Instance Interruption Warning"),
+		Resources: []string{fmt.Sprintf("arn:aws:ec2:%s:123456789012:instance/%s", region, id)},
+		Detail:    aws.String(`{"instance-id":"` + id + `","instance-action":"terminate"}`),
+	}}})
+	if err != nil {
+		return "", 0, err
+	}
+	if out.FailedEntryCount > 0 {
+		return "", 0, fmt.Errorf("EventBridge refused the event: %+v", out.Entries)
+	}
+	pr := &progress{since: sent}
+	err = waitFor(ctx, 3*time.Minute, "the interrupted node to drain and its pods to run elsewhere", func() (bool, error) {
+		v, err := look(ctx, c)
+		if err != nil {
+			return false, err
+		}
+		pr.show(v)
+		for _, n := range v.nodes {
+			if n.Name == victim.Name {
+				return false, nil
+			}
+		}
+		return v.running == want, nil
+	})
+	if err != nil {
+		return "", 0, err
+	}
+	took := time.Since(sent)
+	state, err := clients.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+	if err != nil {
+		return "", 0, err
+	}
+	note("%s cordoned, drained and its instance %s; every pod Running again %.1fs after the warning",
+		victim.Name, state.Reservations[0].Instances[0].State.Name, took.Seconds())
+	_, _, err = describeNodes(ctx, c, clients.EC2)
+	return victim.Name, took, err
+}
+
+// leftovers counts what a destroy should have removed.
+func leftovers(ctx context.Context, c client.Client, clients *dtaws.Clients, sum *summary) error {
+	var err error
+	if sum.leftInstances, err = liveInstances(ctx, clients.EC2); err != nil {
+		return err
+	}
+	var claims v1.NodeClaimList
+	if err := c.List(ctx, &claims); err == nil {
+		sum.leftClaims = len(claims.Items)
+	}
+	var crds apiextensionsv1.CustomResourceDefinitionList
+	if err := c.List(ctx, &crds); err != nil {
+		return err
+	}
+	for _, crd := range crds.Items {
+		if crd.Spec.Group == "karpenter.sh" || crd.Spec.Group == "karpenter.k8s.aws" {
+			sum.leftCRDs++
+		}
+	}
+	for _, role := range []string{"DovetailNode-" + cluster, "DovetailController-" + cluster} {
+		if _, err := clients.IAM.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String(role)}); err == nil {
+			sum.leftAWS++
+		}
+	}
+	if _, err := clients.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(cluster + "-dovetail")}); err == nil {
+		sum.leftAWS++
+	}
+	return nil
 }
 
 func freePort() (int, error) {
@@ -212,26 +611,6 @@ func waitReady(ctx context.Context, port int, p *localstack.Process) error {
 	})
 }
 
-// predict runs the engine on the same objects the cluster will see.
-func predict(pool *v1.NodePool, inflate, web *appsv1.Deployment, replicas, webReplicas int32) (*simulate.Plan, error) {
-	cat, err := catalog.EmbeddedAWS()
-	if err != nil {
-		return nil, err
-	}
-	in := &simulate.Inputs{NodePools: []*v1.NodePool{pool}}
-	for _, d := range []struct {
-		dep *appsv1.Deployment
-		n   int32
-	}{{inflate, replicas}, {web, webReplicas}} {
-		for i := int32(0); i < d.n; i++ {
-			p := &corev1.Pod{Spec: d.dep.Spec.Template.Spec}
-			p.Name, p.Namespace, p.Labels = fmt.Sprintf("%s-%d", d.dep.Name, i), "default", d.dep.Spec.Template.Labels
-			in.Pods = append(in.Pods, p)
-		}
-	}
-	return simulate.Run(in, cat.ForEngine(scheduling.DefaultAllocatableSettings()), clock.RealClock{}), nil
-}
-
 func scale(ctx context.Context, c client.Client, name string, replicas int32) error {
 	d := &appsv1.Deployment{}
 	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: name}, d); err != nil {
@@ -242,99 +621,24 @@ func scale(ctx context.Context, c client.Client, name string, replicas int32) er
 	return c.Patch(ctx, d, patch)
 }
 
-// watchScaleUp prints progress until every pod runs and returns when the first
-// NodeClaim appeared and when the last pod started.
-func watchScaleUp(ctx context.Context, c client.Client, since time.Time, want int) (firstClaim, allRunning time.Duration, err error) {
-	lastLine := ""
-	err = waitFor(ctx, 3*time.Minute, "pods to run", func() (bool, error) {
-		var pods corev1.PodList
-		var claims v1.NodeClaimList
-		if err := c.List(ctx, &pods, client.InNamespace("default")); err != nil {
-			return false, err
-		}
-		if err := c.List(ctx, &claims); err != nil {
-			return false, err
-		}
-		if firstClaim == 0 && len(claims.Items) > 0 {
-			firstClaim = time.Since(since)
-		}
-		running, pending := 0, 0
-		for _, p := range pods.Items {
-			switch p.Status.Phase {
-			case corev1.PodRunning:
-				running++
-			case corev1.PodPending:
-				pending++
-			}
-		}
-		line := fmt.Sprintf("t=%4.1fs  pods: %3d running, %3d pending  nodeclaims: %d", time.Since(since).Seconds(), running, pending, len(claims.Items))
-		if line[9:] != lastLine {
-			note("%s", line)
-			lastLine = line[9:]
-		}
-		if running == want {
-			allRunning = time.Since(since)
-			return true, nil
-		}
-		return false, nil
-	})
-	return firstClaim, allRunning, err
-}
-
-// describeNodes prints the launched nodes and returns their count and total price.
-func describeNodes(ctx context.Context, c client.Client) (int, float64, error) {
-	cat, err := catalog.EmbeddedAWS()
-	if err != nil {
-		return 0, 0, err
-	}
-	var nodes corev1.NodeList
-	if err := c.List(ctx, &nodes); err != nil {
-		return 0, 0, err
-	}
-	var pods corev1.PodList
-	if err := c.List(ctx, &pods); err != nil {
-		return 0, 0, err
-	}
-	perNode := map[string]int{}
-	for _, p := range pods.Items {
-		perNode[p.Spec.NodeName]++
-	}
-	sort.Slice(nodes.Items, func(i, j int) bool { return nodes.Items[i].Name < nodes.Items[j].Name })
-	fmt.Println()
-	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "      NODE\tINSTANCE TYPE\tZONE\tCAPACITY\tARCH\t$/HOUR\tPODS")
-	total := 0.0
-	zones := map[string]int{}
-	for _, n := range nodes.Items {
-		l := n.Labels
-		price := priceOf(cat, l[v1.LabelInstanceType], l[v1.LabelTopologyZone], l[v1.LabelCapacityType])
-		total += price
-		zones[l[v1.LabelTopologyZone]]++
-		fmt.Fprintf(tw, "      %s\t%s\t%s\t%s\t%s\t%.4f\t%d\n", n.Name, l[v1.LabelInstanceType], l[v1.LabelTopologyZone], l[v1.LabelCapacityType], l[v1.LabelArch], price, perNode[n.Name])
-	}
-	if err := tw.Flush(); err != nil {
-		return 0, 0, err
-	}
-	var spread []string
-	for z, n := range zones {
-		spread = append(spread, fmt.Sprintf("%s=%d", z, n))
-	}
-	sort.Strings(spread)
-	note("%d nodes, $%.4f/hour; nodes per zone: %s", len(nodes.Items), total, strings.Join(spread, " "))
-	return len(nodes.Items), total, nil
-}
-
+// priceOf is the list price of an offering; the embedded catalog's zones are
+// us-east-1's, so the zone is matched only when the catalog has it.
 func priceOf(cat *catalog.File, name, zone, capacityType string) float64 {
 	e, ok := cat.Find(name)
 	if !ok {
 		return 0
 	}
+	price := 0.0
 	for _, o := range e.Offerings {
-		if o.Zone == zone && o.CapacityType == capacityType {
+		if o.CapacityType != capacityType {
+			continue
+		}
+		if o.Zone == zone {
 			return o.Price
 		}
+		price = o.Price
 	}
-	return 0
+	return price
 }
 
 func waitFor(ctx context.Context, timeout time.Duration, what string, done func() (bool, error)) error {

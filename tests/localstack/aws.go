@@ -81,4 +81,3 @@ func SeedAWS(ctx context.Context, clients *dtaws.Clients, discovery, cidrPrefix 
 	}
 	return out, nil
 }
-
