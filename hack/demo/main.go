@@ -60,7 +60,12 @@ func main() {
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, *bin, int32(*replicas), *keep); err != nil {
+	root, err := os.Getwd()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
+		os.Exit(1)
+	}
+	if err := run(ctx, root, *bin, int32(*replicas), *keep); err != nil {
 		fmt.Fprintf(os.Stderr, "\ndemo: %v\n", err)
 		os.Exit(1)
 	}
@@ -90,12 +95,9 @@ type summary struct {
 	leftClaims, leftCRDs   int
 }
 
-func run(ctx context.Context, binDir string, replicas int32, keep bool) error {
+// run is the demo; root is the repository (examples/ and modules/ are copied from it).
+func run(ctx context.Context, root, binDir string, replicas int32, keep bool) error {
 	binDir, _ = filepath.Abs(binDir)
-	root, err := os.Getwd()
-	if err != nil {
-		return err
-	}
 	dir, err := os.MkdirTemp("", "dovetail-demo-")
 	if err != nil {
 		return err
