@@ -7,7 +7,6 @@ WORKDIR /src
 COPY go.mod go.sum ./
 RUN go mod download
 COPY controller/ controller/
-COPY templates/ templates/
 ARG TARGETOS=linux
 ARG TARGETARCH
 RUN CGO_ENABLED=0 GOOS=$TARGETOS GOARCH=$TARGETARCH go build -trimpath -ldflags="-s -w" -o /out/dovetail-controller ./controller/cmd/controller

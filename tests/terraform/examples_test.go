@@ -51,6 +51,7 @@ type example struct {
 	installs     bool              // installs the CRDs and the controller in the cluster
 	vpcEndpoints bool
 	check        func(t *testing.T, tf *localstack.Terraform)
+	checkCluster func(t *testing.T, kube client.Client)
 }
 
 // The examples that only declare NodePools run first, on the CRDs the stack
@@ -66,7 +67,7 @@ var examples = []example{
 		placements: map[string]string{"web": "general"}},
 	{dir: "gitops-install", bootstraps: true, check: checkRenderCommand},
 	{dir: "quickstart", nodePools: []string{"default"}, nodeClasses: []string{"default"}, bootstraps: true, installs: true},
-	{dir: "private-cluster", nodePools: []string{"default"}, nodeClasses: []string{"default"}, bootstraps: true, installs: true, vpcEndpoints: true},
+	{dir: "private-cluster", nodePools: []string{"default"}, nodeClasses: []string{"default"}, bootstraps: true, installs: true, vpcEndpoints: true, checkCluster: checkPrivateCluster},
 }
 
 func TestExamples(t *testing.T) {
@@ -145,6 +146,9 @@ func TestExamples(t *testing.T) {
 			}
 			if ex.check != nil {
 				ex.check(t, tf)
+			}
+			if ex.checkCluster != nil {
+				ex.checkCluster(t, stack.Client)
 			}
 
 			must(t, tf.Destroy(ctx))
@@ -301,6 +305,26 @@ func checkRenderCommand(t *testing.T, tf *localstack.Terraform) {
 		if !strings.Contains(string(manifests), want) {
 			t.Errorf("`%s` prints no %q", out, want)
 		}
+	}
+}
+
+// checkPrivateCluster: nothing in the cluster may need IAM or the Pricing API, which
+// have no VPC endpoints.
+func checkPrivateCluster(t *testing.T, kube client.Client) {
+	ctx := context.Background()
+	class := &awsv1.EC2NodeClass{}
+	must(t, kube.Get(ctx, client.ObjectKey{Name: "default"}, class))
+	if class.Spec.Role != "" || class.Spec.InstanceProfile == nil || *class.Spec.InstanceProfile == "" {
+		t.Errorf("the private cluster's node class has role %q and instance profile %v; want only an instance profile", class.Spec.Role, class.Spec.InstanceProfile)
+	}
+	deployment := &appsv1.Deployment{}
+	must(t, kube.Get(ctx, client.ObjectKey{Namespace: "dovetail", Name: "dovetail"}, deployment))
+	isolated := false
+	for _, env := range deployment.Spec.Template.Spec.Containers[0].Env {
+		isolated = isolated || (env.Name == "ISOLATED_VPC" && env.Value == "true")
+	}
+	if !isolated {
+		t.Errorf("the controller is not in isolated-VPC mode: env %v", deployment.Spec.Template.Spec.Containers[0].Env)
 	}
 }
 
