@@ -3,9 +3,9 @@
 // and moto_server for AWS, bootstraps Dovetail with `terraform apply` of
 // examples/quickstart through the provider built from this tree, runs the controller
 // as a local process against the emulated EC2 (a kubelet stand-in registers each
-// instance it launches as a Node), then narrates a scale-up, a scale-down with
-// consolidation, a spot interruption and `terraform destroy`, and stops everything it
-// started, on Ctrl-C too.
+// instance it launches as a Node), then narrates a scale-up, a spot interruption, a
+// scale-down to zero with consolidation and `terraform destroy`, and stops everything
+// it started, on Ctrl-C too.
 package main
 
 import (
@@ -86,7 +86,6 @@ type summary struct {
 	predictedNodes, nodes  int
 	predictedPrice, price  float64
 	firstClaim, allRunning time.Duration
-	afterConsolidation     int
 	consolidationTook      time.Duration
 	interruptedNode        string
 	replacedIn             time.Duration
@@ -259,26 +258,29 @@ func run(ctx context.Context, root, binDir string, replicas int32, keep bool) er
 	note("(the emulator prices every spot offering at $0.00001, so which spot type wins is arbitrary here;")
 	note(" the table shows AWS list prices. In a region, spot history makes the cheapest type win.)")
 
-	down := replicas / 4
-	s.say("Scaling inflate %d → %d: consolidation removes or replaces the nodes it no longer needs (consolidateAfter 10s, spot-to-spot on)", replicas, down)
-	if err := scale(ctx, c, "inflate", down); err != nil {
+	s.say("A spot interruption warning sent through EventBridge (the rule Terraform made routes it to the queue)")
+	if sum.interruptedNode, sum.replacedIn, err = interrupt(ctx, c, clients, moto.Endpoint, int(replicas)); err != nil {
+		return err
+	}
+
+	// To 0 rather than part way: the emulator prices every spot type the same, so a
+	// smaller replacement would never be cheaper there and only empty nodes could go.
+	s.say("Scaling inflate %d → 0: consolidation terminates the empty nodes (consolidateAfter 10s)", replicas)
+	if err := scale(ctx, c, "inflate", 0); err != nil {
 		return err
 	}
 	consolidating := time.Now()
-	if err := watchConsolidation(ctx, c, int(down)); err != nil {
+	if err := watchConsolidation(ctx, c); err != nil {
 		return err
 	}
 	sum.consolidationTook = time.Since(consolidating)
-	if sum.afterConsolidation, _, err = describeNodes(ctx, c, clients.EC2); err != nil {
+	running, err := liveInstances(ctx, clients.EC2)
+	if err != nil {
 		return err
 	}
+	note("every node cordoned, drained and terminated %.1fs after the scale-down; %d instances running", sum.consolidationTook.Seconds(), running)
 
-	s.say("A spot interruption warning sent through EventBridge (the rule Terraform made routes it to the queue)")
-	if sum.interruptedNode, sum.replacedIn, err = interrupt(ctx, c, clients, moto.Endpoint, int(down)); err != nil {
-		return err
-	}
-
-	s.say("terraform destroy: the NodePool's nodes drain and terminate, then the node class, the controller, IAM, the queue and the tags go")
+	s.say("terraform destroy: the NodePool, the node class, the controller and its CRDs, IAM, the queue and the tags go")
 	if err := c.Delete(ctx, inflate); err != nil {
 		return err
 	}
@@ -301,8 +303,8 @@ func run(ctx context.Context, root, binDir string, replicas int32, keep bool) er
 	fmt.Fprintf(tw, "  price of the nodes\t$%.4f/hour (predicted $%.4f/hour)\n", sum.price, sum.predictedPrice)
 	fmt.Fprintf(tw, "  first NodeClaim after scale\t%.2fs\n", sum.firstClaim.Seconds())
 	fmt.Fprintf(tw, "  every pod Running after scale\t%.2fs\n", sum.allRunning.Seconds())
-	fmt.Fprintf(tw, "  nodes after scale-down\t%d (consolidated in %.1fs)\n", sum.afterConsolidation, sum.consolidationTook.Seconds())
 	fmt.Fprintf(tw, "  spot interruption\t%s drained; its pods Running elsewhere after %.1fs\n", sum.interruptedNode, sum.replacedIn.Seconds())
+	fmt.Fprintf(tw, "  scale to 0\tevery node consolidated away in %.1fs\n", sum.consolidationTook.Seconds())
 	fmt.Fprintf(tw, "  terraform destroy\t%.1fs; left behind: %d instances, %d NodeClaims, %d CRDs, %d IAM roles/queues\n",
 		sum.destroyTook.Seconds(), sum.leftInstances, sum.leftClaims, sum.leftCRDs, sum.leftAWS)
 	if err := tw.Flush(); err != nil {
@@ -419,30 +421,16 @@ func watchPods(ctx context.Context, c client.Client, since time.Time, want int) 
 	return firstClaim, allRunning, err
 }
 
-// watchConsolidation waits until consolidation has removed nodes and the cluster
-// has been quiet (every pod running, nothing deleting) for 15 seconds.
-func watchConsolidation(ctx context.Context, c client.Client, want int) error {
-	before, err := look(ctx, c)
-	if err != nil {
-		return err
-	}
+// watchConsolidation waits until consolidation has removed every node of the pool.
+func watchConsolidation(ctx context.Context, c client.Client) error {
 	pr := &progress{since: time.Now()}
-	var quietSince time.Time
-	return waitFor(ctx, 4*time.Minute, "consolidation", func() (bool, error) {
+	return waitFor(ctx, 3*time.Minute, "consolidation to remove the empty nodes", func() (bool, error) {
 		v, err := look(ctx, c)
 		if err != nil {
 			return false, err
 		}
 		pr.show(v)
-		settled := v.running == want && v.pending == 0 && v.deleting == 0 && v.claims == len(v.nodes) && v.price < before.price
-		if !settled {
-			quietSince = time.Time{}
-			return false, nil
-		}
-		if quietSince.IsZero() {
-			quietSince = time.Now()
-		}
-		return time.Since(quietSince) > 15*time.Second, nil
+		return v.running+v.pending == 0 && v.claims == 0 && len(v.nodes) == 0, nil
 	})
 }
 

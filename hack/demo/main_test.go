@@ -12,7 +12,7 @@ import (
 
 // The demo is the README's main command: it must run to the end, which includes its
 // own checks (the second plan is empty, every pod runs after the scale-up and after
-// the interruption, consolidation lowers the price, and destroy leaves no instance,
+// the interruption, consolidation removes every empty node, and destroy leaves no instance,
 // NodeClaim, CRD, IAM role or queue). It runs on fresh builds of the controller and
 // the provider, next to the control-plane binaries of `make tools`.
 func TestDemoRunsToTheEnd(t *testing.T) {
