@@ -219,7 +219,14 @@ func run(ctx context.Context, root, binDir string, replicas int32, keep bool) er
 	if err := waitReady(ctx, healthPort, controller); err != nil {
 		return err
 	}
-	standIn := localstack.StartKubeletStandIn(c, clients.EC2, cluster, func(format string, args ...any) {}, seeded.SecurityGroup)
+	standInLog, err := os.Create(filepath.Join(dir, "kubelet-stand-in.log"))
+	if err != nil {
+		return err
+	}
+	defer standInLog.Close()
+	standIn := localstack.StartKubeletStandIn(c, clients.EC2, cluster, func(format string, args ...any) {
+		fmt.Fprintf(standInLog, format+"\n", args...)
+	}, seeded.SecurityGroup)
 	defer standIn.Stop()
 	note("ready; logs: %s", controller.LogPath)
 
@@ -236,10 +243,7 @@ func run(ctx context.Context, root, binDir string, replicas int32, keep bool) er
 		return err
 	}
 	s.say("Predicting with `dovetail simulate`: inflate × %d (1 cpu, 1.5Gi, spread over zones) on NodePool %q", replicas, pool.Name)
-	predicted, err := predict(pool, inflate, replicas)
-	if err != nil {
-		return err
-	}
+	predicted := predict(pool, inflate, replicas)
 	sum.predictedNodes, sum.predictedPrice = predicted.Summary.NodeClaims, predicted.Summary.PricePerHour
 	note("plan: %d nodes, $%.4f/hour, solved in %.0fms (spot priced at on-demand until the region's spot prices are known)",
 		predicted.Summary.NodeClaims, predicted.Summary.PricePerHour, predicted.Summary.SolveSeconds*1000)
@@ -317,18 +321,14 @@ func run(ctx context.Context, root, binDir string, replicas int32, keep bool) er
 }
 
 // predict runs the engine on the objects the cluster will see.
-func predict(pool *v1.NodePool, d *appsv1.Deployment, replicas int32) (*simulate.Plan, error) {
-	cat, err := catalog.EmbeddedAWS()
-	if err != nil {
-		return nil, err
-	}
+func predict(pool *v1.NodePool, d *appsv1.Deployment, replicas int32) *simulate.Plan {
 	in := &simulate.Inputs{NodePools: []*v1.NodePool{pool}}
 	for i := int32(0); i < replicas; i++ {
 		p := &corev1.Pod{Spec: d.Spec.Template.Spec}
 		p.Name, p.Namespace, p.Labels = fmt.Sprintf("%s-%d", d.Name, i), "default", d.Spec.Template.Labels
 		in.Pods = append(in.Pods, p)
 	}
-	return simulate.Run(in, cat.ForEngine(scheduling.DefaultAllocatableSettings()), clock.RealClock{}), nil
+	return simulate.Run(in, embedded.ForEngine(scheduling.DefaultAllocatableSettings()), clock.RealClock{})
 }
 
 // cluster is what the narration reports on: inflate's pods, the NodeClaims and the
@@ -436,10 +436,6 @@ func watchConsolidation(ctx context.Context, c client.Client) error {
 
 // describeNodes prints Dovetail's nodes and returns their count and total price.
 func describeNodes(ctx context.Context, c client.Client, api *ec2.Client) (int, float64, error) {
-	cat, err := catalog.EmbeddedAWS()
-	if err != nil {
-		return 0, 0, err
-	}
 	v, err := look(ctx, c)
 	if err != nil {
 		return 0, 0, err
@@ -448,11 +444,9 @@ func describeNodes(ctx context.Context, c client.Client, api *ec2.Client) (int, 
 	fmt.Println()
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "      NODE\tEC2 INSTANCE\tINSTANCE TYPE\tZONE\tCAPACITY\tARCH\t$/HOUR\tPODS")
-	total := 0.0
 	for _, n := range v.nodes {
 		l := n.Labels
-		price := priceOf(cat, l[v1.LabelInstanceType], l[v1.LabelTopologyZone], l[v1.LabelCapacityType])
-		total += price
+		price := priceOf(embedded, l[v1.LabelInstanceType], l[v1.LabelTopologyZone], l[v1.LabelCapacityType])
 		fmt.Fprintf(tw, "      %s\t%s\t%s\t%s\t%s\t%s\t%.4f\t%d\n", n.Name, instanceID(n.Spec.ProviderID), l[v1.LabelInstanceType], l[v1.LabelTopologyZone],
 			l[v1.LabelCapacityType], l[v1.LabelArch], price, v.podsOnNode[n.Name])
 	}
@@ -463,8 +457,8 @@ func describeNodes(ctx context.Context, c client.Client, api *ec2.Client) (int, 
 	if err != nil {
 		return 0, 0, err
 	}
-	note("%d nodes, $%.4f/hour (list prices); %d EC2 instances running in the emulator", len(v.nodes), total, running)
-	return len(v.nodes), total, nil
+	note("%d nodes, $%.4f/hour (list prices); %d EC2 instances running in the emulator", len(v.nodes), v.price, running)
+	return len(v.nodes), v.price, nil
 }
 
 func instanceID(providerID string) string { return providerID[strings.LastIndex(providerID, "/")+1:] }

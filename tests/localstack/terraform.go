@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"os/exec"
@@ -20,8 +19,6 @@ import (
 type Terraform struct {
 	Dir string
 	Env []string
-	// Output, when set, also receives terraform's output as it runs.
-	Output io.Writer
 }
 
 // ProviderSource is the provider's registry address in required_providers.
@@ -59,9 +56,6 @@ func (tf *Terraform) Run(ctx context.Context, args ...string) (string, error) {
 	cmd.Env = append(os.Environ(), tf.Env...)
 	var out bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &out, &out
-	if tf.Output != nil {
-		cmd.Stdout, cmd.Stderr = io.MultiWriter(&out, tf.Output), io.MultiWriter(&out, tf.Output)
-	}
 	err := cmd.Run()
 	if err != nil {
 		return out.String(), fmt.Errorf("terraform %s in %s: %w\n%s", strings.Join(args, " "), tf.Dir, err, out.String())
