@@ -65,7 +65,13 @@ func main() {
 		fmt.Fprintf(os.Stderr, "demo: %v\n", err)
 		os.Exit(1)
 	}
-	if err := run(ctx, root, *bin, int32(*replicas), *keep); err != nil {
+	err = run(ctx, root, *bin, int32(*replicas), *keep)
+	switch {
+	case err != nil && ctx.Err() != nil:
+		// What failed is only what the interrupt cut short; run has stopped everything.
+		fmt.Fprintln(os.Stderr, "\ndemo: interrupted")
+		os.Exit(130)
+	case err != nil:
 		fmt.Fprintf(os.Stderr, "\ndemo: %v\n", err)
 		os.Exit(1)
 	}

@@ -12,6 +12,7 @@ import (
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
 
 	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/awserr"
 )
 
 // SSMPrefix is where the local stack publishes EKS image parameters: AWS reserves /aws, and the
@@ -43,20 +44,43 @@ func SeedAWS(ctx context.Context, clients *dtaws.Clients, discovery, cidrPrefix 
 	}
 	out.VPC = aws.ToString(vpc.Vpc.VpcId)
 	tags := []ec2types.Tag{{Key: aws.String("karpenter.sh/discovery"), Value: aws.String(discovery)}}
+	// The SDK retries a request whose response was cut off ("use of closed network
+	// connection"), so a create the emulator already did can come back as a conflict:
+	// each create below then finds what the first attempt made.
 	for i, zone := range zones {
-		s, err := clients.EC2.CreateSubnet(ctx, &ec2.CreateSubnetInput{VpcId: vpc.Vpc.VpcId, CidrBlock: aws.String(fmt.Sprintf("%s.%d.0/24", cidrPrefix, i+1)), AvailabilityZone: aws.String(zone),
+		cidr := fmt.Sprintf("%s.%d.0/24", cidrPrefix, i+1)
+		s, err := clients.EC2.CreateSubnet(ctx, &ec2.CreateSubnetInput{VpcId: vpc.Vpc.VpcId, CidrBlock: aws.String(cidr), AvailabilityZone: aws.String(zone),
 			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSubnet, Tags: tags}}})
-		if err != nil {
+		switch {
+		case err == nil:
+			out.Subnets[zone] = aws.ToString(s.Subnet.SubnetId)
+		case awserr.IsCode(err, "InvalidSubnet.Conflict"):
+			found, derr := clients.EC2.DescribeSubnets(ctx, &ec2.DescribeSubnetsInput{Filters: []ec2types.Filter{
+				{Name: aws.String("vpc-id"), Values: []string{out.VPC}}, {Name: aws.String("cidr-block"), Values: []string{cidr}}}})
+			if derr != nil || len(found.Subnets) != 1 {
+				return nil, fmt.Errorf("creating the subnet in %s, %w (looking it up: %v)", zone, err, derr)
+			}
+			out.Subnets[zone] = aws.ToString(found.Subnets[0].SubnetId)
+		default:
 			return nil, fmt.Errorf("creating the subnet in %s, %w", zone, err)
 		}
-		out.Subnets[zone] = aws.ToString(s.Subnet.SubnetId)
 	}
-	sg, err := clients.EC2.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String("nodes-" + discovery), Description: aws.String("nodes"), VpcId: vpc.Vpc.VpcId,
+	groupName := "nodes-" + discovery
+	sg, err := clients.EC2.CreateSecurityGroup(ctx, &ec2.CreateSecurityGroupInput{GroupName: aws.String(groupName), Description: aws.String("nodes"), VpcId: vpc.Vpc.VpcId,
 		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSecurityGroup, Tags: tags}}})
-	if err != nil {
+	switch {
+	case err == nil:
+		out.SecurityGroup = aws.ToString(sg.GroupId)
+	case awserr.IsCode(err, "InvalidGroup.Duplicate"):
+		found, derr := clients.EC2.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{
+			{Name: aws.String("vpc-id"), Values: []string{out.VPC}}, {Name: aws.String("group-name"), Values: []string{groupName}}}})
+		if derr != nil || len(found.SecurityGroups) != 1 {
+			return nil, fmt.Errorf("creating the security group, %w (looking it up: %v)", err, derr)
+		}
+		out.SecurityGroup = aws.ToString(found.SecurityGroups[0].GroupId)
+	default:
 		return nil, fmt.Errorf("creating the security group, %w", err)
 	}
-	out.SecurityGroup = aws.ToString(sg.GroupId)
 	rt, err := clients.EC2.CreateRouteTable(ctx, &ec2.CreateRouteTableInput{VpcId: vpc.Vpc.VpcId})
 	if err != nil {
 		return nil, fmt.Errorf("creating the route table, %w", err)
@@ -76,7 +100,7 @@ func SeedAWS(ctx context.Context, clients *dtaws.Clients, discovery, cidrPrefix 
 	}
 	_, err = clients.IAM.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(out.Role),
 		AssumeRolePolicyDocument: aws.String(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}`)})
-	if err != nil {
+	if err != nil && !awserr.IsCode(err, "EntityAlreadyExists") {
 		return nil, fmt.Errorf("creating the node role, %w", err)
 	}
 	return out, nil

@@ -11,6 +11,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"time"
 )
 
 // Terraform runs the terraform CLI in one configuration directory with a locally
@@ -52,6 +53,10 @@ func (tf *Terraform) WriteVars(vars map[string]any) error {
 // Run runs terraform with args and returns its output; the error carries it too.
 func (tf *Terraform) Run(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "terraform", args...)
+	// Cancelled, terraform is interrupted as Ctrl-C would: it stops its providers and
+	// records what it applied. Killed outright, it would orphan the provider plugin.
+	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
+	cmd.WaitDelay = 30 * time.Second
 	cmd.Dir = tf.Dir
 	cmd.Env = append(os.Environ(), tf.Env...)
 	var out bytes.Buffer
