@@ -53,8 +53,8 @@ func (tf *Terraform) WriteVars(vars map[string]any) error {
 // Run runs terraform with args and returns its output; the error carries it too.
 func (tf *Terraform) Run(ctx context.Context, args ...string) (string, error) {
 	cmd := exec.CommandContext(ctx, "terraform", args...)
-	// Cancelled, terraform is interrupted as Ctrl-C would: it stops its providers and
-	// records what it applied. Killed outright, it would orphan the provider plugin.
+	// Cancelled, terraform is interrupted as Ctrl-C would: it lets its provider finish
+	// and writes the state of what it applied, which a kill would lose.
 	cmd.Cancel = func() error { return cmd.Process.Signal(os.Interrupt) }
 	cmd.WaitDelay = 30 * time.Second
 	cmd.Dir = tf.Dir
