@@ -87,6 +87,8 @@ func TestDemoStopsEverythingOnInterrupt(t *testing.T) {
 			t.Errorf("the interrupted demo ended with %v, want exit code 130 and a note that it was interrupted:\n%s\n%s", err, output.String(), stderr.String())
 		}
 	case <-time.After(2 * time.Minute):
+		_ = cmd.Process.Kill()
+		<-done // the reader is done with output
 		t.Fatalf("the demo did not stop within 2 minutes of the interrupt:\n%s\n%s", output.String(), stderr.String())
 	}
 	if !strings.Contains(output.String(), "Stopping everything the demo started") {
