@@ -1,0 +1,398 @@
+package scheduling
+
+import (
+	"fmt"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+)
+
+func (s *solver) tryClaims(p *podInfo) bool {
+	if p.needsHostnameAffinity() {
+		// Full claims are retired from the active list, but the claim holding this
+		// pod's peers may grow for it.
+		for _, c := range s.claims {
+			if s.addToClaim(c, p) == nil {
+				return true
+			}
+		}
+		return false
+	}
+	for i := 0; i < len(s.active); i++ {
+		c := s.active[i]
+		if !p.requests.Fits(c.remaining) {
+			continue
+		}
+		if s.addToClaim(c, p) == nil {
+			if !s.minPod.Fits(c.remaining) {
+				s.active = append(s.active[:i], s.active[i+1:]...)
+			}
+			return true
+		}
+	}
+	return false
+}
+
+// addToClaim places p on c if it fits, narrowing c's requirements and instance-type
+// options; on failure c is unchanged.
+func (s *solver) addToClaim(c *claim, p *podInfo) error {
+	if err := s.admits(c.pool, p); err != nil {
+		return err
+	}
+	if err := c.reqs.Intersects(p.requirements); err != nil {
+		return err
+	}
+	if hostPortsConflict(c.hostPorts, p.hostPorts) {
+		return fmt.Errorf("host port conflict")
+	}
+	reqs := c.reqs
+	if narrows(c.reqs, p.requirements) {
+		reqs = c.reqs.Copy()
+		for _, r := range p.requirements {
+			reqs.Add(r)
+		}
+	}
+	reqs, err := s.pinTopology(c, p, reqs)
+	if err != nil {
+		return err
+	}
+	// requests already holds the daemonset overhead.
+	total := c.requests.Add(p.requests)
+	options, target := c.options, c.target
+	if changed := changedKeys(c.reqs, reqs); len(changed) > 0 {
+		options = filterCompatible(c.options, reqs, changed)
+	}
+	if len(options) != len(c.options) && !containsType(options, target) {
+		fitting := filterFits(options, total)
+		if len(fitting) == 0 {
+			return fmt.Errorf("no instance type holds the pods")
+		}
+		target = chooseTarget(fitting, reqs, c.pool.daemonOverhead, c.pool.demand.Add(p.requests))
+	}
+	if !total.Fits(target.Allocatable) {
+		// A pod that must share a node with pods on this claim has nowhere else to
+		// go: let the claim grow to a larger option rather than strand it.
+		if !p.needsHostnameAffinity() {
+			return fmt.Errorf("does not fit the claim's instance type")
+		}
+		fitting := filterFits(options, total)
+		if len(fitting) == 0 {
+			return fmt.Errorf("no instance type holds the pod with the pods it must share a node with")
+		}
+		target = chooseTarget(fitting, reqs, c.pool.daemonOverhead, total)
+	}
+	if hasMinValues(reqs) {
+		if err := checkMinValues(reqs, filterFits(options, total)); err != nil {
+			return err
+		}
+	}
+	c.reqs, c.options, c.target, c.requests = reqs, options, target, total
+	c.remaining = target.Allocatable.Sub(total)
+	c.pods = append(c.pods, p)
+	c.hostPorts = append(c.hostPorts, p.hostPorts...)
+	s.topology.record(p.pod.Namespace, p.pod.Labels, p.topology, claimDomain(c))
+	return nil
+}
+
+// changedKeys lists the keys whose requirement differs; requirements are immutable,
+// so pointer identity is enough.
+func changedKeys(before, after Requirements) []string {
+	var out []string
+	for k, v := range after {
+		if before[k] != v {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+func hasMinValues(reqs Requirements) bool {
+	for _, r := range reqs {
+		if r.MinValues != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// narrows reports whether adding pod requirements could change the claim's.
+func narrows(have, want Requirements) bool {
+	for key, w := range want {
+		h, ok := have[key]
+		if !ok {
+			return true
+		}
+		if h.complement || w.complement || h.values.Len() > w.values.Len() {
+			return true
+		}
+		for v := range h.values {
+			if !w.Has(v) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+func sameRequirements(a, b Requirements) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if b[k] != v {
+			return false
+		}
+	}
+	return true
+}
+
+// pinTopology chooses, for each topology key the pod constrains, a domain of the claim
+// that satisfies every group, and pins the claim's requirement to it.
+func (s *solver) pinTopology(c *claim, p *podInfo, reqs Requirements) (Requirements, error) {
+	keys := sets.New[string]()
+	for _, g := range p.topology {
+		keys.Insert(g.key)
+	}
+	for _, g := range s.topology.antiOnly {
+		if g.matches(p.pod.Namespace, p.pod.Labels) {
+			keys.Insert(g.key)
+		}
+	}
+	if keys.Has(v1.LabelHostname) {
+		if s.topologyBlocksKey(p, v1.LabelHostname, c.name) {
+			return nil, fmt.Errorf("topology on %s", v1.LabelHostname)
+		}
+		keys.Delete(v1.LabelHostname)
+	}
+	for _, key := range sets.List(keys) {
+		r := reqs.Get(key)
+		var candidates []string
+		if r.Len() == 1 {
+			candidates = r.Values()
+		} else {
+			candidates = s.claimDomains(c, key, reqs)
+		}
+		for _, g := range p.topology {
+			if g.key == key && g.kind == topologySpread {
+				candidates = g.preferredDomains(candidates)
+				break
+			}
+		}
+		chosen := ""
+		for _, d := range candidates {
+			if !s.topologyBlocksKey(p, key, d) {
+				chosen = d
+				break
+			}
+		}
+		if chosen == "" {
+			return nil, fmt.Errorf("no %s domain satisfies the pod's topology", key)
+		}
+		if r.Len() != 1 {
+			if sameRequirements(reqs, c.reqs) {
+				reqs = reqs.Copy()
+			}
+			reqs.Add(MustRequirement(key, v1.OpIn, chosen))
+		}
+	}
+	return reqs, nil
+}
+
+func (s *solver) topologyBlocksKey(p *podInfo, key, d string) bool {
+	domainOf := func(k string) (string, bool) {
+		if k == key {
+			return d, true
+		}
+		return "", false
+	}
+	for _, g := range p.topology {
+		if g.key == key && g.allows(p, d) != nil {
+			return true
+		}
+	}
+	return s.topology.inverseAllows(p, domainOf) != nil
+}
+
+// claimDomains lists the values of key a claim could still take, from its options.
+func (s *solver) claimDomains(c *claim, key string, reqs Requirements) []string {
+	r := reqs.Get(key)
+	vals := sets.New[string]()
+	for _, it := range c.options {
+		switch key {
+		case v1.LabelTopologyZone, v1.LabelCapacityType:
+			for _, o := range it.Offerings {
+				if !o.Available {
+					continue
+				}
+				v := o.Zone
+				if key == v1.LabelCapacityType {
+					v = o.CapacityType
+				}
+				if r.Has(v) {
+					vals.Insert(v)
+				}
+			}
+		default:
+			if ir, ok := it.Requirements[key]; ok {
+				for _, v := range ir.Values() {
+					if r.Has(v) {
+						vals.Insert(v)
+					}
+				}
+			}
+		}
+	}
+	if vals.Len() == 0 && !r.complement {
+		vals.Insert(r.Values()...)
+	}
+	return sets.List(vals)
+}
+
+// filterCompatible keeps the types that still meet reqs on the changed keys.
+func filterCompatible(options []*InstanceType, reqs Requirements, keys []string) []*InstanceType {
+	out := make([]*InstanceType, 0, len(options))
+	for _, it := range options {
+		if it.compatibleOn(reqs, keys) {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+// filterFits keeps the types whose allocatable holds need.
+func filterFits(options []*InstanceType, need Resources) []*InstanceType {
+	out := make([]*InstanceType, 0, len(options))
+	for _, it := range options {
+		if need.Fits(it.Allocatable) {
+			out = append(out, it)
+		}
+	}
+	return out
+}
+
+func containsType(options []*InstanceType, it *InstanceType) bool {
+	for _, o := range options {
+		if o == it {
+			return true
+		}
+	}
+	return false
+}
+
+// checkMinValues enforces minValues: the options must span that many distinct values
+// of each such key.
+func checkMinValues(reqs Requirements, options []*InstanceType) error {
+	for key, r := range reqs {
+		if r.MinValues == nil {
+			continue
+		}
+		vals := sets.New[string]()
+		for _, it := range options {
+			if ir, ok := it.Requirements[key]; ok {
+				for _, v := range ir.Values() {
+					if r.Has(v) {
+						vals.Insert(v)
+					}
+				}
+			}
+		}
+		if vals.Len() < *r.MinValues {
+			return fmt.Errorf("minValues for %s is %d but only %d values remain", key, *r.MinValues, vals.Len())
+		}
+	}
+	return nil
+}
+
+// tryNewClaim opens a claim on the first NodePool, by weight, that can hold the pod.
+func (s *solver) tryNewClaim(p *podInfo) (*claim, error) {
+	if len(s.pools) == 0 {
+		return nil, fmt.Errorf("no NodePool can launch nodes (none exist, or all are static)")
+	}
+	var reasons []string
+	for _, ps := range s.pools {
+		c, err := s.openClaim(ps, p)
+		if err == nil {
+			return c, nil
+		}
+		reasons = append(reasons, fmt.Sprintf("nodepool %q: %s", ps.np.Name, err))
+	}
+	return nil, fmt.Errorf("%s", strings.Join(reasons, "; "))
+}
+
+func (s *solver) openClaim(ps *poolState, p *podInfo) (*claim, error) {
+	if err := s.admits(ps, p); err != nil {
+		return nil, err
+	}
+	if n, ok := ps.limits[v1.ResourceNodes]; ok && ps.nodes+1 > n.Value() {
+		return nil, fmt.Errorf("limit of %d nodes reached", n.Value())
+	}
+	reqs := ps.requirements.Copy()
+	for _, r := range p.requirements {
+		reqs.Add(r)
+	}
+	c := &claim{name: fmt.Sprintf("%s-%d", ps.np.Name, len(s.claims)+1), pool: ps, reqs: reqs}
+	need := p.requests.Add(ps.daemonOverhead)
+	k := admitKey{p.class, p.term, p.preferred, ps.index}
+	compatible, ok := s.optionCache[k]
+	if !ok {
+		for _, it := range ps.instanceTypes {
+			if it.compatible(reqs) {
+				compatible = append(compatible, it)
+			}
+		}
+		s.optionCache[k] = compatible
+	}
+	for _, it := range compatible {
+		if need.Fits(it.Allocatable) && s.withinLimits(ps, it) {
+			c.options = append(c.options, it)
+		}
+	}
+	if len(c.options) == 0 {
+		return nil, s.explainNoInstanceType(ps, reqs, need)
+	}
+	var err error
+	if reqs, err = s.pinTopology(c, p, reqs); err != nil {
+		return nil, err
+	}
+	if changed := changedKeys(c.reqs, reqs); len(changed) > 0 {
+		c.reqs = reqs
+		c.options = filterCompatible(c.options, reqs, changed)
+		if len(c.options) == 0 {
+			return nil, fmt.Errorf("no instance type is offered in the domain the pod's topology needs")
+		}
+	}
+	if err := checkMinValues(reqs, c.options); err != nil {
+		return nil, err
+	}
+	c.target = chooseTarget(c.options, reqs, ps.daemonOverhead, ps.demand.Add(p.requests))
+	c.requests = ps.daemonOverhead.Add(p.requests)
+	c.remaining = c.target.Allocatable.Sub(c.requests)
+	c.pods = []*podInfo{p}
+	c.hostPorts = append(c.hostPorts, p.hostPorts...)
+	ps.usage = ps.usage.Add(c.target.Capacity)
+	ps.nodes++
+	s.claims = append(s.claims, c)
+	if s.minPod.Fits(c.remaining) {
+		s.active = append(s.active, c)
+	}
+	s.topology.record(p.pod.Namespace, p.pod.Labels, p.topology, claimDomain(c))
+	return c, nil
+}
+
+func (s *solver) withinLimits(ps *poolState, it *InstanceType) bool {
+	if len(ps.limits) == 0 {
+		return true
+	}
+	after := ps.usage.Add(it.Capacity).ToResourceList()
+	for name, limit := range ps.limits {
+		if name == v1.ResourceNodes {
+			continue
+		}
+		if used, ok := after[name]; ok && used.Cmp(limit) > 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,103 @@
+package scheduling
+
+import (
+	"encoding/json"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+)
+
+// constraintSignature identifies pods whose node constraints are identical, whatever
+// their resources: such pods get the same answer from every pool.
+func constraintSignature(pod *corev1.Pod) string {
+	raw, _ := json.Marshal(struct {
+		NS          string
+		Selector    map[string]string
+		Affinity    *corev1.Affinity
+		Tolerations []corev1.Toleration
+	}{pod.Namespace, pod.Spec.NodeSelector, pod.Spec.Affinity, pod.Spec.Tolerations})
+	return string(raw)
+}
+
+// bucket holds the pending replicas of one workload shape: same constraints, labels
+// and requests, so one answer about the head pod holds for the rest.
+type bucket struct {
+	pods []*podInfo
+	next int
+}
+
+func (b *bucket) head() *podInfo {
+	for b.next < len(b.pods) && b.pods[b.next].placed {
+		b.next++
+	}
+	if b.next == len(b.pods) {
+		return nil
+	}
+	return b.pods[b.next]
+}
+
+func (s *solver) buildBuckets(pods []*podInfo) {
+	index := map[string]*bucket{}
+	for _, p := range pods {
+		raw, _ := json.Marshal(p.pod.Spec.TopologySpreadConstraints)
+		key := fmt.Sprintf("%d|%s|%s|%s", p.class, raw, labelSignature(p.pod.Namespace, p.pod.Labels), p.requests)
+		b, ok := index[key]
+		if !ok {
+			b = &bucket{}
+			index[key] = b
+			s.buckets = append(s.buckets, b)
+		}
+		b.pods = append(b.pods, p)
+	}
+}
+
+// fill packs a newly opened claim with pending pods, each time taking the workload
+// whose request best aligns with the claim's remaining capacity (the dot-product
+// heuristic for vector bin packing). Filling node by node this way uses cpu and
+// memory together, where first-fit in size order fills one and strands the other.
+func (s *solver) fill(c *claim) {
+	failed := map[*bucket]bool{}
+	for {
+		var best *bucket
+		bestScore := -1.0
+		a := c.target.Allocatable
+		if a.MilliCPU == 0 || a.Memory == 0 {
+			return
+		}
+		remCPU := float64(c.remaining.MilliCPU) / float64(a.MilliCPU)
+		remMem := float64(c.remaining.Memory) / float64(a.Memory)
+		live := s.buckets[:0]
+		for _, b := range s.buckets {
+			p := b.head()
+			if p == nil {
+				continue
+			}
+			live = append(live, b)
+			if failed[b] || !p.requests.Fits(c.remaining) {
+				continue
+			}
+			score := float64(p.requests.MilliCPU)/float64(a.MilliCPU)*remCPU + float64(p.requests.Memory)/float64(a.Memory)*remMem
+			if score > bestScore {
+				best, bestScore = b, score
+			}
+		}
+		s.buckets = live
+		if best == nil {
+			break
+		}
+		p := best.head()
+		if s.addToClaim(c, p) != nil {
+			failed[best] = true
+			continue
+		}
+		s.markPlaced(p)
+	}
+	if !s.minPod.Fits(c.remaining) {
+		for i, open := range s.active {
+			if open == c {
+				s.active = append(s.active[:i], s.active[i+1:]...)
+				break
+			}
+		}
+	}
+}

@@ -1,0 +1,138 @@
+package scheduling
+
+import (
+	"sort"
+
+	corev1 "k8s.io/api/core/v1"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+)
+
+// Input is everything a solve needs, as plain values.
+type Input struct {
+	// Pods are the pending pods to place.
+	Pods []*corev1.Pod
+	// Nodes are existing nodes and in-flight NodeClaims, with the pods bound to them.
+	Nodes []*ExistingNode
+	// NodePools the engine may launch from. Static pools (replicas set) are skipped.
+	NodePools []*v1.NodePool
+	// InstanceTypes per NodePool name; the cloud provider resolves them from the
+	// pool's node class.
+	InstanceTypes map[string][]*InstanceType
+	// DaemonSetPods are one pod per DaemonSet, from its template: their requests are
+	// reserved on every new node they would run on.
+	DaemonSetPods []*corev1.Pod
+}
+
+// ExistingNode is capacity that already exists or is already being launched.
+type ExistingNode struct {
+	Name        string
+	Labels      map[string]string
+	Taints      []corev1.Taint
+	Capacity    Resources
+	Allocatable Resources
+	// Pods already bound to the node; their requests are used, their labels counted
+	// for topology, their anti-affinity honoured.
+	Pods     []*corev1.Pod
+	NodePool string
+}
+
+// NodeClaimPlan is one node to launch.
+type NodeClaimPlan struct {
+	Name          string
+	NodePool      string
+	Requirements  Requirements
+	Labels        map[string]string
+	Annotations   map[string]string
+	Taints        []corev1.Taint
+	StartupTaints []corev1.Taint
+	// InstanceTypeOptions can all hold the pods, cheapest first.
+	InstanceTypeOptions []*InstanceType
+	// InstanceType and Offering are the cheapest of the options.
+	InstanceType *InstanceType
+	Offering     Offering
+	Pods         []*corev1.Pod
+	// Requests is the pods' requests plus daemonset overhead.
+	Requests Resources
+}
+
+// ExistingPlacement lists pods placed on an existing node.
+type ExistingPlacement struct {
+	Node *ExistingNode
+	Pods []*corev1.Pod
+}
+
+// PodError says why a pod cannot be placed.
+type PodError struct {
+	Pod    *corev1.Pod
+	Reason string
+}
+
+// Results is a plan.
+type Results struct {
+	NodeClaims    []*NodeClaimPlan
+	Existing      []*ExistingPlacement
+	Unschedulable []PodError
+}
+
+// PricePerHour is the total price of the new NodeClaims.
+func (r *Results) PricePerHour() float64 {
+	total := 0.0
+	for _, nc := range r.NodeClaims {
+		total += nc.Offering.Price
+	}
+	return total
+}
+
+func (s *solver) results() *Results {
+	r := &Results{Unschedulable: s.errors}
+	for _, c := range s.claims {
+		options := filterFits(c.options, c.requests)
+		prices := make(map[*InstanceType]Offering, len(options))
+		for _, it := range options {
+			o, _ := it.cheapestOffering(c.reqs)
+			prices[it] = o
+		}
+		sort.SliceStable(options, func(i, j int) bool {
+			pi, pj := prices[options[i]].Price, prices[options[j]].Price
+			if pi != pj {
+				return pi < pj
+			}
+			return options[i].Name < options[j].Name
+		})
+		reqs := c.reqs.Copy()
+		names := make([]string, len(options))
+		for i, it := range options {
+			names[i] = it.Name
+		}
+		it := MustRequirement(v1.LabelInstanceType, v1.OpIn, names...)
+		it.MinValues = reqs.Get(v1.LabelInstanceType).MinValues
+		reqs[v1.LabelInstanceType] = it
+		plan := &NodeClaimPlan{
+			Name: c.name, NodePool: c.pool.np.Name, Requirements: reqs,
+			Labels: c.pool.np.Spec.Template.Labels, Annotations: c.pool.np.Spec.Template.Annotations,
+			Taints: c.pool.taints, StartupTaints: c.pool.np.Spec.Template.Spec.StartupTaints,
+			InstanceTypeOptions: options, InstanceType: options[0], Offering: prices[options[0]],
+			Requests: c.requests,
+		}
+		for _, p := range c.pods {
+			plan.Pods = append(plan.Pods, p.pod)
+		}
+		r.NodeClaims = append(r.NodeClaims, plan)
+	}
+	for _, ns := range s.nodes {
+		if len(ns.placed) == 0 {
+			continue
+		}
+		ep := &ExistingPlacement{Node: ns.node}
+		for _, p := range ns.placed {
+			ep.Pods = append(ep.Pods, p.pod)
+		}
+		r.Existing = append(r.Existing, ep)
+	}
+	sort.SliceStable(r.Unschedulable, func(i, j int) bool {
+		a, b := r.Unschedulable[i].Pod, r.Unschedulable[j].Pod
+		return a.Namespace+"/"+a.Name < b.Namespace+"/"+b.Name
+	})
+	return r
+}
