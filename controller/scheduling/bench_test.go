@@ -138,6 +138,48 @@ func BenchmarkSolve(b *testing.B) {
 	}
 }
 
+// BenchmarkSolveAnyLinux plans a Deployment of 1-cpu, 1Gi pods on Karpenter's usual
+// "anything linux" NodePool over the whole catalog: the case that once launched a
+// burstable 2-vCPU node per pod. The bound leaves out the burstable (t) types, which
+// the engine does not launch unless a requirement names them.
+func BenchmarkSolveAnyLinux(b *testing.B) {
+	cat, err := catalog.EmbeddedAWS()
+	if err != nil {
+		b.Fatal(err)
+	}
+	types := cat.ForEngine(scheduling.DefaultAllocatableSettings())
+	pool := &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1.NodePoolSpec{Template: v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{
+		Requirements: []v1.NodePoolRequirement{{Key: v1.LabelOS, RequirementBody: v1.RequirementBody{Operator: v1.OpIn, Values: []string{"linux"}}}},
+	}}}}
+	var sustained []*scheduling.InstanceType
+	for _, it := range poolTypes(pool, types) {
+		if !scheduling.Compatible(it, scheduling.Requirements{v1.LabelInstanceCategory: scheduling.MustRequirement(v1.LabelInstanceCategory, v1.OpNotIn, "t")}) {
+			continue
+		}
+		sustained = append(sustained, it)
+	}
+	for _, n := range []int{100, 1000} {
+		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
+			pods := make([]*corev1.Pod, n)
+			for i := range pods {
+				pods[i] = &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("inflate-%d", i), Namespace: "default", Labels: map[string]string{"app": "inflate"}},
+					Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+						corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}}}}
+			}
+			var results *scheduling.Results
+			for i := 0; i < b.N; i++ {
+				results = scheduling.Solve(scheduling.Input{Pods: pods, NodePools: []*v1.NodePool{pool}, InstanceTypes: map[string][]*scheduling.InstanceType{"default": types}})
+			}
+			if len(results.Unschedulable) > 0 {
+				b.Fatalf("%d pods unschedulable, first: %s", len(results.Unschedulable), results.Unschedulable[0].Reason)
+			}
+			b.ReportMetric(float64(len(results.NodeClaims)), "nodes")
+			b.ReportMetric(results.PricePerHour(), "$/h")
+			b.ReportMetric(results.PricePerHour()/priceLowerBound(pods, sustained), "ratio-to-bound")
+		})
+	}
+}
+
 // sampleHeap records the largest heap in use until stop is called.
 func sampleHeap(peak *uint64) (stop func()) {
 	done := make(chan struct{})

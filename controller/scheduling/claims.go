@@ -69,7 +69,7 @@ func (s *solver) addToClaim(c *claim, p *podInfo) error {
 		if len(fitting) == 0 {
 			return fmt.Errorf("no instance type holds the pods")
 		}
-		target = chooseTarget(fitting, reqs, c.pool.daemonOverhead, c.pool.demand.Add(p.requests))
+		target = chooseTarget(fitting, reqs, c.requests, s.shapeFor(c.pool, p), s.costs)
 	}
 	if !total.Fits(target.Allocatable) {
 		// A pod that must share a node with pods on this claim has nowhere else to
@@ -81,7 +81,7 @@ func (s *solver) addToClaim(c *claim, p *podInfo) error {
 		if len(fitting) == 0 {
 			return fmt.Errorf("no instance type holds the pod with the pods it must share a node with")
 		}
-		target = chooseTarget(fitting, reqs, c.pool.daemonOverhead, total)
+		target = chooseTarget(fitting, reqs, Resources{}, demandShape{total: total}, s.costs)
 	}
 	if hasMinValues(reqs) {
 		if err := checkMinValues(reqs, filterFits(options, total)); err != nil {
@@ -342,6 +342,7 @@ func (s *solver) openClaim(ps *poolState, p *podInfo) (*claim, error) {
 				compatible = append(compatible, it)
 			}
 		}
+		compatible = withoutUnnamedBurstables(compatible, reqs)
 		s.optionCache[k] = compatible
 	}
 	for _, it := range compatible {
@@ -366,7 +367,7 @@ func (s *solver) openClaim(ps *poolState, p *podInfo) (*claim, error) {
 	if err := checkMinValues(reqs, c.options); err != nil {
 		return nil, err
 	}
-	c.target = chooseTarget(c.options, reqs, ps.daemonOverhead, ps.demand.Add(p.requests))
+	c.target = chooseTarget(c.options, reqs, ps.daemonOverhead, s.shapeFor(ps, p), s.costs)
 	c.requests = ps.daemonOverhead.Add(p.requests)
 	c.remaining = c.target.Allocatable.Sub(c.requests)
 	c.pods = []*podInfo{p}

@@ -24,6 +24,8 @@ func constraintSignature(pod *corev1.Pod) string {
 type bucket struct {
 	pods []*podInfo
 	next int
+	// unplaced counts the bucket's pods not placed yet, in any order.
+	unplaced int64
 }
 
 func (b *bucket) head() *podInfo {
@@ -48,6 +50,8 @@ func (s *solver) buildBuckets(pods []*podInfo) {
 			s.buckets = append(s.buckets, b)
 		}
 		b.pods = append(b.pods, p)
+		b.unplaced++
+		p.bucket = b
 	}
 }
 

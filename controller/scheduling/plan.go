@@ -22,6 +22,9 @@ type Input struct {
 	// DaemonSetPods are one pod per DaemonSet, from its template: their requests are
 	// reserved on every new node they would run on.
 	DaemonSetPods []*corev1.Pod
+	// NodeCosts price what a node costs beyond its instance; nil means
+	// DefaultNodeCosts.
+	NodeCosts *NodeCosts
 }
 
 // ExistingNode is capacity that already exists or is already being launched.

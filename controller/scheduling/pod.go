@@ -36,6 +36,8 @@ type podInfo struct {
 	placed bool
 	// pools are the indexes of the NodePools that admit the pod, for demand.
 	pools []int
+	// bucket holds the pod's fellow replicas.
+	bucket *bucket
 }
 
 type hostPort struct {

@@ -99,6 +99,32 @@ func (r Resources) Sub(o Resources) Resources {
 	return r.Add(neg)
 }
 
+// Times returns n copies of r.
+func (r Resources) Times(n int64) Resources {
+	out := Resources{MilliCPU: r.MilliCPU * n, Memory: r.Memory * n, Pods: r.Pods * n, EphemeralStorage: r.EphemeralStorage * n}
+	if len(r.Extended) > 0 {
+		out.Extended = make(map[corev1.ResourceName]int64, len(r.Extended))
+		for k, v := range r.Extended {
+			out.Extended[k] = v * n
+		}
+	}
+	return out
+}
+
+// atLeastZero clamps negative amounts to zero.
+func (r Resources) atLeastZero() Resources {
+	out := Resources{MilliCPU: max(r.MilliCPU, 0), Memory: max(r.Memory, 0), Pods: max(r.Pods, 0), EphemeralStorage: max(r.EphemeralStorage, 0)}
+	for k, v := range r.Extended {
+		if v > 0 {
+			if out.Extended == nil {
+				out.Extended = map[corev1.ResourceName]int64{}
+			}
+			out.Extended[k] = v
+		}
+	}
+	return out
+}
+
 // Fits reports whether r fits within capacity.
 func (r Resources) Fits(capacity Resources) bool {
 	if r.MilliCPU > capacity.MilliCPU || r.Memory > capacity.Memory || r.Pods > capacity.Pods || r.EphemeralStorage > capacity.EphemeralStorage {

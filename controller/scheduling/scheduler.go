@@ -61,12 +61,16 @@ type solver struct {
 	// the pod's requirements, before resources: replicas reuse it.
 	optionCache map[admitKey][]*InstanceType
 	catalogs    map[string][]*InstanceType
+	costs       NodeCosts
 }
 
 // Solve places pods onto existing capacity and new NodeClaims. It never fails as a
 // whole: a pod that cannot be placed is reported with its reason.
 func Solve(in Input) *Results {
-	s := &solver{topology: newTopology(), admitCache: map[admitKey]error{}, optionCache: map[admitKey][]*InstanceType{}, catalogs: in.InstanceTypes}
+	s := &solver{topology: newTopology(), admitCache: map[admitKey]error{}, optionCache: map[admitKey][]*InstanceType{}, catalogs: in.InstanceTypes, costs: DefaultNodeCosts()}
+	if in.NodeCosts != nil {
+		s.costs = *in.NodeCosts
+	}
 	s.buildPools(in)
 	pods := s.buildPods(in.Pods)
 	s.buildNodes(in.Nodes, pods)
@@ -318,6 +322,9 @@ func (s *solver) markPlaced(p *podInfo) {
 		return
 	}
 	p.placed = true
+	if p.bucket != nil {
+		p.bucket.unplaced--
+	}
 	for _, i := range p.pools {
 		s.pools[i].demand = s.pools[i].demand.Sub(p.requests)
 	}
