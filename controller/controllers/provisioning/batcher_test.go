@@ -44,21 +44,11 @@ func settle(clk *clocktesting.FakeClock, d time.Duration) {
 	clk.Step(d)
 }
 
-func TestBatcherSolvesAtOnceWhenQuiet(t *testing.T) {
+// TestBatcherGathersFromTheFirstPod: even the first pod after a quiet period waits
+// for the idle window, so the rest of its burst is planned with it.
+func TestBatcherGathersFromTheFirstPod(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	b := NewBatcher(clk, time.Second, 10*time.Second)
-	var ticks atomic.Int32
-	done := waitAsync(b, &ticks)
-	b.Trigger()
-	if !returned(t, done) {
-		t.Fatal("the first pod after a quiet period should be solved at once")
-	}
-}
-
-func TestBatcherGathersAfterASolveUntilIdle(t *testing.T) {
-	clk := clocktesting.NewFakeClock(time.Now())
-	b := NewBatcher(clk, time.Second, 10*time.Second)
-	b.Solved()
 	var ticks atomic.Int32
 	done := waitAsync(b, &ticks)
 	b.Trigger()
@@ -83,7 +73,6 @@ func TestBatcherGathersAfterASolveUntilIdle(t *testing.T) {
 func TestBatcherClosesAtTheMaxDuration(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	b := NewBatcher(clk, time.Second, 3*time.Second)
-	b.Solved()
 	var ticks atomic.Int32
 	done := waitAsync(b, &ticks)
 	b.Trigger()
@@ -103,7 +92,6 @@ func TestBatcherClosesAtTheMaxDuration(t *testing.T) {
 func TestBatcherRecheckNeitherWaitsNorExtends(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Now())
 	b := NewBatcher(clk, time.Second, 10*time.Second)
-	b.Solved()
 	var ticks atomic.Int32
 	done := waitAsync(b, &ticks)
 	b.Recheck()

@@ -98,7 +98,6 @@ func (p *Provisioner) Start(ctx context.Context) error {
 				}
 			}()
 		}
-		p.batcher.Solved()
 	}
 	return nil
 }
