@@ -41,62 +41,8 @@ func TestAWSEndToEnd(t *testing.T) {
 		t.Skip("starts the whole local stack and moto_server")
 	}
 	ctx := context.Background()
-	stack := testenv.StartStack(t)
-	moto := testenv.StartMoto(t)
-	clients := testenv.AWSClients(t, moto, "us-west-2")
-	seeded := testenv.SeedAWS(t, ctx, clients, "e2e", "10.50", "us-west-2a", "us-west-2b", "us-west-2c")
-	var subnets []string
-	for _, id := range seeded.Subnets {
-		subnets = append(subnets, id)
-	}
-	// The cluster endpoint in user data is discovered from EKS, as in a real cluster.
-	created, err := clients.EKS.CreateCluster(ctx, &eks.CreateClusterInput{Name: aws.String("e2e"), RoleArn: aws.String("arn:aws:iam::123456789012:role/eks"),
-		ResourcesVpcConfig: &ekstypes.VpcConfigRequest{SubnetIds: subnets}})
-	must(t, err)
-	endpoint := aws.ToString(created.Cluster.Endpoint)
-
-	opts := testenv.DefaultOptions(t)
-	opts.CloudProvider, opts.ClusterName, opts.AWSRegion = "aws", "e2e", "us-west-2"
-	opts.AWSEndpoints = operator.Endpoints{}
-	for _, s := range []string{"ec2", "ssm", "iam", "eks"} {
-		opts.AWSEndpoints[s] = moto.Endpoint
-	}
-	opts.AWSEndpoints["sqs"] = moto.Endpoint
-	opts.SSMParameterPrefix = testenv.SSMPrefix
-	// Interruptions reach the controller as Karpenter's do: EventBridge rules send
-	// EC2 and Health events to the queue.
-	queue, err := clients.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("e2e-interruption")})
-	must(t, err)
-	attrs, err := clients.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: queue.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
-	must(t, err)
-	events := eventbridge.New(eventbridge.Options{Region: "us-west-2", BaseEndpoint: aws.String(moto.Endpoint), Credentials: credentials.NewStaticCredentialsProvider("testing", "testing", "")})
-	_, err = events.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String("e2e-spot"), EventPattern: aws.String(`{"source":["aws.ec2"],"detail-type":["EC2 Spot Instance Interruption Warning"]}`)})
-	must(t, err)
-	_, err = events.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String("e2e-spot"), Targets: []ebtypes.Target{{Id: aws.String("queue"), Arn: aws.String(attrs.Attributes["QueueArn"])}}})
-	must(t, err)
-	opts.InterruptionQueue = "e2e-interruption"
-	opts.IsolatedVPC = true
-	stack.RunController(t, opts)
-	c := stack.Client
-	t.Cleanup(func() {
-		if t.Failed() {
-			dumpCluster(t, c)
-		}
-	})
-	standIn := testenv.StartKubeletStandIn(t, c, clients.EC2, "e2e", seeded.SecurityGroup)
-
-	class := localstack.NodeClass("default")
-	class.Spec.Role = seeded.Role
-	class.Spec.SubnetSelectorTerms[0].Tags["karpenter.sh/discovery"] = "e2e"
-	class.Spec.SecurityGroupSelectorTerms[0].Tags["karpenter.sh/discovery"] = "e2e"
-	must(t, c.Create(ctx, class))
-	eventually(t, 30*time.Second, "the EC2NodeClass is Ready", func() error {
-		must(t, c.Get(ctx, client.ObjectKeyFromObject(class), class))
-		if !meta.IsStatusConditionTrue(class.Status.Conditions, awsv1.ConditionTypeReady) {
-			return fmt.Errorf("conditions %+v", class.Status.Conditions)
-		}
-		return nil
-	})
+	cluster := startAWSCluster(t)
+	c, clients, standIn, endpoint, events := cluster.client, cluster.clients, cluster.standIn, cluster.eksEndpoint, cluster.events
 	must(t, c.Create(ctx, localstack.NodePool("default",
 		localstack.Requirement(v1.LabelCapacityType, v1.OpIn, v1.CapacityTypeSpot),
 		localstack.Requirement(v1.LabelInstanceCategory, v1.OpIn, "c", "m", "r"))))
@@ -191,13 +137,13 @@ func TestAWSEndToEnd(t *testing.T) {
 
 	t.Run("a malformed message is deleted and counted", func(t *testing.T) {
 		malformed := testutil.ToFloat64(metrics.InterruptionReceivedMessages.WithLabelValues("malformed"))
-		_, err := clients.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: queue.QueueUrl, MessageBody: aws.String("this is not an event")})
+		_, err := clients.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: cluster.queueURL, MessageBody: aws.String("this is not an event")})
 		must(t, err)
 		eventually(t, 60*time.Second, "the malformed message counted and gone from the queue", func() error {
 			if got := testutil.ToFloat64(metrics.InterruptionReceivedMessages.WithLabelValues("malformed")); got != malformed+1 {
 				return fmt.Errorf("malformed messages counted: %v, want %v", got, malformed+1)
 			}
-			attrs, err := clients.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: queue.QueueUrl,
+			attrs, err := clients.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: cluster.queueURL,
 				AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameApproximateNumberOfMessages, sqstypes.QueueAttributeNameApproximateNumberOfMessagesNotVisible}})
 			if err != nil {
 				return err
@@ -242,6 +188,85 @@ func TestAWSEndToEnd(t *testing.T) {
 }
 
 // dumpCluster logs the claims, nodes and unscheduled pods, to explain a failure.
+// awsCluster is the local stack with the controller on the AWS provider against
+// moto: seeded VPC, an EKS cluster record, the interruption queue and its rule, the
+// kubelet stand-in, and a Ready "default" EC2NodeClass.
+type awsCluster struct {
+	client  client.Client
+	clients *dtaws.Clients
+	standIn *localstack.KubeletStandIn
+	// eksEndpoint is the API endpoint EKS reports for the cluster.
+	eksEndpoint string
+	// events puts events on the bus whose spot rule targets queueURL.
+	events   *eventbridge.Client
+	queueURL *string
+}
+
+func startAWSCluster(t *testing.T) *awsCluster {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts the whole local stack and moto_server")
+	}
+	ctx := context.Background()
+	stack := testenv.StartStack(t)
+	moto := testenv.StartMoto(t)
+	clients := testenv.AWSClients(t, moto, "us-west-2")
+	seeded := testenv.SeedAWS(t, ctx, clients, "e2e", "10.50", "us-west-2a", "us-west-2b", "us-west-2c")
+	var subnets []string
+	for _, id := range seeded.Subnets {
+		subnets = append(subnets, id)
+	}
+	// The cluster endpoint in user data is discovered from EKS, as in a real cluster.
+	created, err := clients.EKS.CreateCluster(ctx, &eks.CreateClusterInput{Name: aws.String("e2e"), RoleArn: aws.String("arn:aws:iam::123456789012:role/eks"),
+		ResourcesVpcConfig: &ekstypes.VpcConfigRequest{SubnetIds: subnets}})
+	must(t, err)
+	endpoint := aws.ToString(created.Cluster.Endpoint)
+
+	opts := testenv.DefaultOptions(t)
+	opts.CloudProvider, opts.ClusterName, opts.AWSRegion = "aws", "e2e", "us-west-2"
+	opts.AWSEndpoints = operator.Endpoints{}
+	for _, s := range []string{"ec2", "ssm", "iam", "eks"} {
+		opts.AWSEndpoints[s] = moto.Endpoint
+	}
+	opts.AWSEndpoints["sqs"] = moto.Endpoint
+	opts.SSMParameterPrefix = testenv.SSMPrefix
+	// Interruptions reach the controller as Karpenter's do: EventBridge rules send
+	// EC2 and Health events to the queue.
+	queue, err := clients.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("e2e-interruption")})
+	must(t, err)
+	attrs, err := clients.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: queue.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
+	must(t, err)
+	events := eventbridge.New(eventbridge.Options{Region: "us-west-2", BaseEndpoint: aws.String(moto.Endpoint), Credentials: credentials.NewStaticCredentialsProvider("testing", "testing", "")})
+	_, err = events.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String("e2e-spot"), EventPattern: aws.String(`{"source":["aws.ec2"],"detail-type":["EC2 Spot Instance Interruption Warning"]}`)})
+	must(t, err)
+	_, err = events.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String("e2e-spot"), Targets: []ebtypes.Target{{Id: aws.String("queue"), Arn: aws.String(attrs.Attributes["QueueArn"])}}})
+	must(t, err)
+	opts.InterruptionQueue = "e2e-interruption"
+	opts.IsolatedVPC = true
+	stack.RunController(t, opts)
+	c := stack.Client
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpCluster(t, c)
+		}
+	})
+	standIn := testenv.StartKubeletStandIn(t, c, clients.EC2, "e2e", seeded.SecurityGroup)
+
+	class := localstack.NodeClass("default")
+	class.Spec.Role = seeded.Role
+	class.Spec.SubnetSelectorTerms[0].Tags["karpenter.sh/discovery"] = "e2e"
+	class.Spec.SecurityGroupSelectorTerms[0].Tags["karpenter.sh/discovery"] = "e2e"
+	must(t, c.Create(ctx, class))
+	eventually(t, 30*time.Second, "the EC2NodeClass is Ready", func() error {
+		must(t, c.Get(ctx, client.ObjectKeyFromObject(class), class))
+		if !meta.IsStatusConditionTrue(class.Status.Conditions, awsv1.ConditionTypeReady) {
+			return fmt.Errorf("conditions %+v", class.Status.Conditions)
+		}
+		return nil
+	})
+	return &awsCluster{client: c, clients: clients, standIn: standIn, eksEndpoint: endpoint, events: events, queueURL: queue.QueueUrl}
+}
+
 func dumpCluster(t *testing.T, c client.Client) {
 	ctx := context.Background()
 	var claims v1.NodeClaimList

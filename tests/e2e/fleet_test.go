@@ -165,3 +165,41 @@ func initialized(nc *v1.NodeClaim) bool {
 	}
 	return false
 }
+
+// TestAWSFleetShape is the same on the AWS provider against moto: the "anything
+// linux" pool on every type moto offers, instances registered by the kubelet
+// stand-in. The pool asks for on-demand because moto prices every spot offering
+// at $0.00001, which would make every type equally cheap.
+func TestAWSFleetShape(t *testing.T) {
+	cluster := startAWSCluster(t)
+	c, ctx := cluster.client, context.Background()
+	pool := anyLinuxNodePool()
+	pool.Spec.Template.Spec.Requirements = append(pool.Spec.Template.Spec.Requirements,
+		localstack.Requirement(v1.LabelCapacityType, v1.OpIn, v1.CapacityTypeOnDemand))
+	must(t, c.Create(ctx, pool))
+	must(t, c.Create(ctx, nodeAgent()))
+	must(t, c.Create(ctx, localstack.Deployment("inflate", 0, "1", "1Gi")))
+
+	t.Run("100 pods on at most 4 instances", func(t *testing.T) {
+		scale(t, c, "inflate", 100)
+		verifyPlacement(t, c, allRunning(t, c, "inflate", 100, 3*time.Minute), "default")
+		fleet := settledFleet(t, c, "inflate")
+		if len(fleet) > 4 {
+			t.Errorf("100 pods run on %d nodes, want at most 4: %s", len(fleet), fleet)
+		}
+		fleet.mustHostPods(t)
+	})
+
+	t.Run("a burst of 300 more leaves no empty instance", func(t *testing.T) {
+		scale(t, c, "inflate", 400)
+		verifyPlacement(t, c, allRunning(t, c, "inflate", 400, 4*time.Minute), "default")
+		fleet := settledFleet(t, c, "inflate")
+		fleet.mustHostPods(t)
+		if len(fleet) > 12 {
+			t.Errorf("400 pods run on %d nodes, want at most 12: %s", len(fleet), fleet)
+		}
+		if n := cluster.standIn.Registered(); n != len(fleet) {
+			t.Errorf("%d instances registered for %d nodeclaims: every launched instance should be a node with pods", n, len(fleet))
+		}
+	})
+}

@@ -1,0 +1,82 @@
+package provisioning
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/metrics"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
+)
+
+// maxInstanceTypes caps the options written to a NodeClaim, as Karpenter does: the
+// cheapest 60 leave the cloud plenty of choice and keep the object small.
+const maxInstanceTypes = 60
+
+// create writes one planned NodeClaim.
+func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *scheduling.NodeClaimPlan, reason string) (*v1.NodeClaim, error) {
+	if np == nil {
+		return nil, fmt.Errorf("nodepool %s disappeared", plan.NodePool)
+	}
+	reqs := plan.Requirements.ToNodeSelectorRequirements()
+	for i := range reqs {
+		if reqs[i].Key == v1.LabelInstanceType && len(reqs[i].Values) > maxInstanceTypes {
+			names := make([]string, 0, maxInstanceTypes)
+			for _, it := range plan.InstanceTypeOptions[:maxInstanceTypes] {
+				names = append(names, it.Name)
+			}
+			sort.Strings(names)
+			reqs[i].Values = names
+		}
+	}
+	// The pool comes from the cache uncopied; the create's response is decoded into
+	// the new claim, so it must not share the pool's slices and pointers.
+	tmpl := np.Spec.Template.DeepCopy()
+	labels := map[string]string{v1.LabelNodePool: np.Name}
+	for k, v := range tmpl.Labels {
+		labels[k] = v
+	}
+	annotations := map[string]string{v1.NodePoolHashAnnotationKey: np.Hash(), v1.NodePoolHashVersionAnnotationKey: v1.NodePoolHashVersion}
+	for k, v := range tmpl.Annotations {
+		annotations[k] = v
+	}
+	nc := &v1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: np.Name + "-",
+			Labels:       labels,
+			Annotations:  annotations,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: v1.SchemeGroupVersion.String(), Kind: "NodePool", Name: np.Name, UID: np.UID,
+				BlockOwnerDeletion: ptrTo(true),
+			}},
+			Finalizers: []string{v1.TerminationFinalizer},
+		},
+		Spec: v1.NodeClaimSpec{
+			Taints: tmpl.Spec.Taints, StartupTaints: tmpl.Spec.StartupTaints,
+			Requirements: reqs, NodeClassRef: tmpl.Spec.NodeClassRef,
+			Resources:              v1.ResourceRequirements{Requests: plan.Requests.ToResourceList()},
+			TerminationGracePeriod: tmpl.Spec.TerminationGracePeriod,
+			ExpireAfter:            tmpl.Spec.ExpireAfter,
+		},
+	}
+	if err := p.kube.Create(ctx, nc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("creating nodeclaim, the NodeClaim CRD is not installed: %w", err)
+		}
+		return nil, fmt.Errorf("creating nodeclaim, %w", err)
+	}
+	metrics.NodeClaimsCreated.WithLabelValues(reason, np.Name).Inc()
+	return nc, nil
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+// Launch creates the NodeClaim a plan describes, as a replacement for disrupted
+// capacity; reason ("drifted", "underutilized", ...) labels the created metric.
+func (p *Provisioner) Launch(ctx context.Context, np *v1.NodePool, plan *scheduling.NodeClaimPlan, reason string) (*v1.NodeClaim, error) {
+	return p.create(ctx, np, plan, reason)
+}

@@ -1,0 +1,342 @@
+package provisioning
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
+)
+
+type snapshot struct {
+	pending       []*corev1.Pod
+	nominated     int
+	nodes         []*scheduling.ExistingNode
+	pools         []*v1.NodePool
+	poolByName    map[string]*v1.NodePool
+	instanceTypes map[string][]*scheduling.InstanceType
+	daemonSetPods []*corev1.Pod
+}
+
+// snapshot reads the cluster: pending pods, nodes with their pods, in-flight
+// NodeClaims (with the pods already nominated to them, so a launch in progress is
+// not planned twice), ready NodePools and their instance types, and daemonsets. It
+// lists without copying the cache, since it runs every few hundred milliseconds in a
+// burst and copies of every pod were most of the controller's memory: nothing here
+// or in the engine writes to what it reads.
+func (p *Provisioner) snapshot(ctx context.Context) (*snapshot, error) {
+	var pods corev1.PodList
+	if err := p.kube.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing pods, %w", err)
+	}
+	var nodes corev1.NodeList
+	if err := p.kube.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing nodes, %w", err)
+	}
+	var claims v1.NodeClaimList
+	if err := p.kube.List(ctx, &claims, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing nodeclaims, %w", err)
+	}
+	var pools v1.NodePoolList
+	if err := p.kube.List(ctx, &pools, client.UnsafeDisableDeepCopy); err != nil {
+		return nil, fmt.Errorf("listing nodepools, %w", err)
+	}
+	s := &snapshot{poolByName: map[string]*v1.NodePool{}, instanceTypes: map[string][]*scheduling.InstanceType{}}
+	for i := range pools.Items {
+		np := &pools.Items[i]
+		// A pool whose node class is missing or invalid would only launch failures.
+		if np.DeletionTimestamp != nil || meta.IsStatusConditionFalse(np.Status.Conditions, v1.ConditionTypeReady) {
+			continue
+		}
+		types, err := p.cloud.GetInstanceTypes(ctx, np)
+		if err != nil {
+			// One pool's broken node class must not stop the others from launching.
+			log.FromContext(ctx).Error(err, "skipping nodepool: its instance types are unknown", "nodepool", np.Name)
+			continue
+		}
+		s.pools = append(s.pools, np)
+		s.poolByName[np.Name] = np
+		s.instanceTypes[np.Name] = types
+	}
+	bound := map[string][]*corev1.Pod{}
+	var provisionable []*corev1.Pod
+	for i := range pods.Items {
+		pod := &pods.Items[i]
+		switch {
+		case pod.Spec.NodeName != "" && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed:
+			bound[pod.Spec.NodeName] = append(bound[pod.Spec.NodeName], pod)
+		case IsProvisionable(pod):
+			provisionable = append(provisionable, pod)
+		}
+	}
+	nodeByProviderID := map[string]*corev1.Node{}
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		nodeByProviderID[n.Spec.ProviderID] = n
+	}
+	// Nominations hold while their target exists and is not yet ready for the pod
+	// (or became ready only recently: kube-scheduler needs a moment to bind).
+	live := map[string]time.Time{} // target -> when it became ready (zero: not yet)
+	claimOfNode := map[string]string{}
+	launchedAllocatable := map[string]corev1.ResourceList{}
+	startupTaints := map[string][]corev1.Taint{}
+	for i := range claims.Items {
+		nc := &claims.Items[i]
+		if nc.DeletionTimestamp != nil {
+			continue
+		}
+		live[nc.Name] = initializedAt(nc)
+		if n, ok := nodeByProviderID[nc.Status.ProviderID]; ok && nc.Status.ProviderID != "" {
+			claimOfNode[n.Name] = nc.Name
+			launchedAllocatable[n.Name] = nc.Status.Allocatable
+			if initializedAt(nc).IsZero() {
+				startupTaints[n.Name] = nc.Spec.StartupTaints
+			}
+		}
+	}
+	for i := range nodes.Items {
+		if _, ok := claimOfNode[nodes.Items[i].Name]; !ok {
+			live[nodes.Items[i].Name] = nodes.Items[i].CreationTimestamp.Time
+		}
+	}
+	nominated := map[string][]*corev1.Pod{}
+	p.mu.Lock()
+	now := p.clock.Now()
+	for uid, nom := range p.nominations {
+		ready, ok := live[nom.claim]
+		if !ok || (!ready.IsZero() && now.Sub(maxTime(ready, nom.at)) > nominationTTL) {
+			delete(p.nominations, uid)
+		}
+	}
+	for _, pod := range provisionable {
+		if nom, ok := p.nominations[pod.UID]; ok {
+			nominated[nom.claim] = append(nominated[nom.claim], pod)
+			s.nominated++
+			continue
+		}
+		s.pending = append(s.pending, pod)
+	}
+	p.mu.Unlock()
+
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if n.DeletionTimestamp != nil || n.Spec.Unschedulable || hasTaint(n, v1.DisruptedNoScheduleTaint.Key) {
+			continue
+		}
+		allocatable := n.Status.Allocatable
+		if allocatable.Cpu().IsZero() && len(launchedAllocatable[n.Name]) > 0 {
+			// A node that has registered but not yet reported its resources has what
+			// its instance was launched with; reading it as empty would void every
+			// nomination to it and launch again.
+			allocatable = launchedAllocatable[n.Name]
+		}
+		en := &scheduling.ExistingNode{
+			Name: n.Name, Labels: n.Labels, Taints: withoutStartupTaints(n.Spec.Taints, startupTaints[n.Name]),
+			Capacity: scheduling.FromResourceList(n.Status.Capacity), Allocatable: scheduling.FromResourceList(allocatable),
+			Pods: bound[n.Name], NodePool: n.Labels[v1.LabelNodePool],
+		}
+		targets := []string{n.Name}
+		if claim, ok := claimOfNode[n.Name]; ok && claim != n.Name {
+			targets = append(targets, claim)
+		}
+		var candidates []*corev1.Pod
+		for _, t := range targets {
+			candidates = append(candidates, nominated[t]...)
+		}
+		// kube-scheduler may bind other pods than the ones nominated here; a
+		// nomination that no longer fits is void and its pod is pending again.
+		kept, void := fitNominations(en, candidates)
+		if len(void) > 0 {
+			log.FromContext(ctx).V(1).Info("nominations no longer fit", "node", n.Name, "bound", len(en.Pods), "kept", len(kept), "void", len(void))
+		}
+		en.Pods = append(append([]*corev1.Pod{}, en.Pods...), kept...)
+		s.pending = append(s.pending, void...)
+		s.nominated -= len(void)
+		p.forget(void)
+		s.nodes = append(s.nodes, en)
+	}
+	for i := range claims.Items {
+		nc := &claims.Items[i]
+		if nc.DeletionTimestamp != nil {
+			continue
+		}
+		if _, registered := nodeByProviderID[nc.Status.ProviderID]; registered && nc.Status.ProviderID != "" {
+			continue
+		}
+		s.nodes = append(s.nodes, inFlight(nc, nominated[nc.Name]))
+	}
+	daemonSets, err := p.daemonSetPods(ctx)
+	if err != nil {
+		return nil, err
+	}
+	s.daemonSetPods = daemonSets
+	return s, nil
+}
+
+// fitNominations keeps the nominated pods that still fit beside the node's bound pods.
+func fitNominations(n *scheduling.ExistingNode, nominated []*corev1.Pod) (kept, void []*corev1.Pod) {
+	free := n.Allocatable
+	for _, pod := range n.Pods {
+		free = free.Sub(scheduling.PodRequests(pod))
+	}
+	for _, pod := range nominated {
+		req := scheduling.PodRequests(pod)
+		if req.Fits(free) {
+			free = free.Sub(req)
+			kept = append(kept, pod)
+			continue
+		}
+		void = append(void, pod)
+	}
+	return kept, void
+}
+
+func (p *Provisioner) forget(pods []*corev1.Pod) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, pod := range pods {
+		delete(p.nominations, pod.UID)
+	}
+}
+
+func maxTime(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
+}
+
+func initializedAt(nc *v1.NodeClaim) time.Time {
+	for _, c := range nc.Status.Conditions {
+		if c.Type == v1.ConditionTypeInitialized && c.Status == metav1.ConditionTrue {
+			return c.LastTransitionTime.Time
+		}
+	}
+	return time.Time{}
+}
+
+func hasTaint(n *corev1.Node, key string) bool {
+	for _, t := range n.Spec.Taints {
+		if t.Key == key {
+			return true
+		}
+	}
+	return false
+}
+
+// withoutStartupTaints drops taints that go away on their own (the unregistered
+// taint, node conditions' taints, and the NodePool's startup taints until the node
+// initializes) so capacity being born is still usable: pods need not tolerate them.
+func withoutStartupTaints(taints, startup []corev1.Taint) []corev1.Taint {
+	out := make([]corev1.Taint, 0, len(taints))
+	for _, t := range taints {
+		if t.Key == v1.UnregisteredNoExecuteTaint.Key || strings.HasPrefix(t.Key, "node.kubernetes.io/") || strings.HasPrefix(t.Key, "node.cloudprovider.kubernetes.io/") {
+			continue
+		}
+		if matchesAny(t, startup) {
+			continue
+		}
+		out = append(out, t)
+	}
+	return out
+}
+
+func matchesAny(t corev1.Taint, taints []corev1.Taint) bool {
+	for i := range taints {
+		if taints[i].MatchTaint(&t) {
+			return true
+		}
+	}
+	return false
+}
+
+// inFlight describes a launched-or-launching claim as capacity: its requirements'
+// labels, and its allocatable once known, else the requests it was planned with.
+func inFlight(nc *v1.NodeClaim, pods []*corev1.Pod) *scheduling.ExistingNode {
+	labels := map[string]string{}
+	if reqs, err := cloudprovider.Requirements(nc); err == nil {
+		for k, v := range reqs.Labels() {
+			labels[k] = v
+		}
+	}
+	for k, v := range nc.Labels {
+		labels[k] = v
+	}
+	labels[v1.LabelHostname] = nc.Name
+	allocatable := scheduling.FromResourceList(nc.Status.Allocatable)
+	capacity := scheduling.FromResourceList(nc.Status.Capacity)
+	if len(nc.Status.Allocatable) == 0 {
+		allocatable = scheduling.FromResourceList(nc.Spec.Resources.Requests)
+		capacity = allocatable
+	}
+	return &scheduling.ExistingNode{
+		Name: nc.Name, Labels: labels, Taints: nc.Spec.Taints, Capacity: capacity, Allocatable: allocatable,
+		Pods: pods, NodePool: nc.Labels[v1.LabelNodePool],
+	}
+}
+
+func (p *Provisioner) daemonSetPods(ctx context.Context) ([]*corev1.Pod, error) {
+	var list appsv1.DaemonSetList
+	if err := p.kube.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing daemonsets, %w", err)
+	}
+	out := make([]*corev1.Pod, 0, len(list.Items))
+	for i := range list.Items {
+		ds := &list.Items[i]
+		out = append(out, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: ds.Name, Namespace: ds.Namespace, Labels: ds.Spec.Template.Labels}, Spec: ds.Spec.Template.Spec})
+	}
+	return out, nil
+}
+
+// Snapshot is the cluster as the engine sees it, for other controllers that plan
+// with it (disruption): pending pods, schedulable nodes and in-flight claims with
+// their pods, ready pools with their instance types, and daemonset pods.
+type Snapshot struct {
+	Pending       []*corev1.Pod
+	Nodes         []*scheduling.ExistingNode
+	Pools         []*v1.NodePool
+	InstanceTypes map[string][]*scheduling.InstanceType
+	DaemonSetPods []*corev1.Pod
+}
+
+// Snapshot reads the cluster. Objects in it come from the cache uncopied: read only.
+func (p *Provisioner) Snapshot(ctx context.Context) (*Snapshot, error) {
+	s, err := p.snapshot(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &Snapshot{Pending: s.pending, Nodes: s.nodes, Pools: s.pools, InstanceTypes: s.instanceTypes, DaemonSetPods: s.daemonSetPods}, nil
+}
+
+// PlanWithout plans pods onto the cluster as if the named nodes (or claims) were
+// gone: how disruption and interruption find what replaces capacity.
+func (s *Snapshot) PlanWithout(gone sets.Set[string], pods []*corev1.Pod) *scheduling.Results {
+	nodes := make([]*scheduling.ExistingNode, 0, len(s.Nodes))
+	for _, n := range s.Nodes {
+		if !gone.Has(n.Name) {
+			nodes = append(nodes, n)
+		}
+	}
+	return scheduling.Solve(scheduling.Input{Pods: pods, Nodes: nodes, NodePools: s.Pools, InstanceTypes: s.InstanceTypes, DaemonSetPods: s.DaemonSetPods})
+}
+
+// Pool returns the ready pool of that name, or nil.
+func (s *Snapshot) Pool(name string) *v1.NodePool {
+	for _, np := range s.Pools {
+		if np.Name == name {
+			return np
+		}
+	}
+	return nil
+}
