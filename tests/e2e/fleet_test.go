@@ -15,6 +15,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/catalog"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/tests/localstack"
 	"github.com/dovetail-sh/dovetail/tests/testenv"
 )
@@ -61,8 +63,14 @@ func TestFleetShapeOnAnyLinuxPool(t *testing.T) {
 	ctx := context.Background()
 	must(t, c.Create(ctx, localstack.NodeClass("default")))
 	must(t, c.Create(ctx, anyLinuxNodePool()))
-	must(t, c.Create(ctx, nodeAgent()))
-	must(t, c.Create(ctx, localstack.Deployment("inflate", 0, "1", "1Gi")))
+	agent := nodeAgent()
+	must(t, c.Create(ctx, agent))
+	inflate := localstack.Deployment("inflate", 0, "1", "1Gi")
+	must(t, c.Create(ctx, inflate))
+	embedded, err := catalog.EmbeddedAWS()
+	must(t, err)
+	types := embedded.ForEngine(scheduling.AllocatableSettings{VMMemoryOverheadPercent: opts.VMMemoryOverheadPercent})
+	var first fleet
 
 	t.Run("100 pods on at most 4 nodes", func(t *testing.T) {
 		scale(t, c, "inflate", 100)
@@ -72,6 +80,8 @@ func TestFleetShapeOnAnyLinuxPool(t *testing.T) {
 			t.Errorf("100 pods run on %d nodes, want at most 4: %s", len(fleet), fleet)
 		}
 		fleet.mustHostPods(t)
+		fleet.mustMatchPlan(t, nil, planFleet(anyLinuxNodePool(), types, inflate, agent, nil, 100), types)
+		first = fleet
 	})
 
 	t.Run("a burst of 300 more leaves no empty node", func(t *testing.T) {
@@ -79,11 +89,7 @@ func TestFleetShapeOnAnyLinuxPool(t *testing.T) {
 		verifyPlacement(t, c, allRunning(t, c, "inflate", 400, 3*time.Minute), "default")
 		fleet := settledFleet(t, c, "inflate")
 		fleet.mustHostPods(t)
-		// 400 cpu of pods: the biggest types hold 190 of them, so 3 nodes at the very
-		// least; more than 12 means capacity was fragmented.
-		if len(fleet) > 12 {
-			t.Errorf("400 pods run on %d nodes, want at most 12: %s", len(fleet), fleet)
-		}
+		fleet.mustMatchPlan(t, first, planFleet(anyLinuxNodePool(), types, inflate, agent, first, 300), types)
 	})
 }
 
@@ -101,6 +107,15 @@ func (f fleet) String() string {
 		parts[i] = fmt.Sprintf("%s(%s, %d pods)", n.claim, n.instanceType, n.pods)
 	}
 	return strings.Join(parts, " ")
+}
+
+// replicas counts the workload pods on the fleet.
+func (f fleet) replicas() int {
+	n := 0
+	for _, node := range f {
+		n += node.pods
+	}
+	return n
 }
 
 func (f fleet) mustHostPods(t *testing.T) {
@@ -167,9 +182,13 @@ func initialized(nc *v1.NodeClaim) bool {
 }
 
 // TestAWSFleetShape is the same on the AWS provider against moto: the "anything
-// linux" pool on every type moto offers, instances registered by the kubelet
-// stand-in. The pool asks for on-demand because moto prices every spot offering
-// at $0.00001, which would make every type equally cheap.
+// linux" pool on every type moto offers in us-west-2, instances registered by the
+// kubelet stand-in. The pool asks for on-demand because moto prices every spot
+// offering at $0.00001, which would make every type equally cheap. There the
+// cheapest capacity per pod is a1.4xlarge (16 vCPUs; no larger type comes within
+// 25% of its price per pod), so the fleet is checked against what the engine plans
+// for the same pods on the instance types the provider reports: what `dovetail
+// simulate` predicts is what launches, within one node and 5% of the price.
 func TestAWSFleetShape(t *testing.T) {
 	cluster := startAWSCluster(t)
 	c, ctx := cluster.client, context.Background()
@@ -177,29 +196,90 @@ func TestAWSFleetShape(t *testing.T) {
 	pool.Spec.Template.Spec.Requirements = append(pool.Spec.Template.Spec.Requirements,
 		localstack.Requirement(v1.LabelCapacityType, v1.OpIn, v1.CapacityTypeOnDemand))
 	must(t, c.Create(ctx, pool))
-	must(t, c.Create(ctx, nodeAgent()))
-	must(t, c.Create(ctx, localstack.Deployment("inflate", 0, "1", "1Gi")))
+	agent := nodeAgent()
+	must(t, c.Create(ctx, agent))
+	inflate := localstack.Deployment("inflate", 0, "1", "1Gi")
+	must(t, c.Create(ctx, inflate))
+	types := cluster.instanceTypes(t, pool)
 
-	t.Run("100 pods on at most 4 instances", func(t *testing.T) {
-		scale(t, c, "inflate", 100)
-		verifyPlacement(t, c, allRunning(t, c, "inflate", 100, 3*time.Minute), "default")
-		fleet := settledFleet(t, c, "inflate")
-		if len(fleet) > 4 {
-			t.Errorf("100 pods run on %d nodes, want at most 4: %s", len(fleet), fleet)
-		}
-		fleet.mustHostPods(t)
-	})
+	var before fleet
+	for _, step := range []struct {
+		name     string
+		replicas int32
+	}{{"100 pods", 100}, {"a burst of 300 more", 400}} {
+		t.Run(step.name+" launch the planned fleet and leave no empty instance", func(t *testing.T) {
+			scale(t, c, "inflate", step.replicas)
+			verifyPlacement(t, c, allRunning(t, c, "inflate", int(step.replicas), 4*time.Minute), "default")
+			fleet := settledFleet(t, c, "inflate")
+			fleet.mustHostPods(t)
+			fleet.mustMatchPlan(t, before, planFleet(pool, types, inflate, agent, before, int(step.replicas)-before.replicas()), types)
+			before = fleet
+			if n := cluster.standIn.Registered(); n != len(fleet) {
+				t.Errorf("%d instances registered for %d nodeclaims: every launched instance should be a node with pods", n, len(fleet))
+			}
+		})
+	}
+}
 
-	t.Run("a burst of 300 more leaves no empty instance", func(t *testing.T) {
-		scale(t, c, "inflate", 400)
-		verifyPlacement(t, c, allRunning(t, c, "inflate", 400, 4*time.Minute), "default")
-		fleet := settledFleet(t, c, "inflate")
-		fleet.mustHostPods(t)
-		if len(fleet) > 12 {
-			t.Errorf("400 pods run on %d nodes, want at most 12: %s", len(fleet), fleet)
+// planFleet is the engine's plan for n more replicas of d, with ds on every node,
+// on a cluster that already runs the fleet before: what `dovetail simulate` prints
+// for the same input.
+func planFleet(pool *v1.NodePool, types []*scheduling.InstanceType, d *appsv1.Deployment, ds *appsv1.DaemonSet, before fleet, n int) *scheduling.Results {
+	replica := func(name string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: d.Namespace, Labels: d.Spec.Template.Labels}, Spec: d.Spec.Template.Spec}
+	}
+	daemon := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: ds.Name, Namespace: ds.Namespace, Labels: ds.Spec.Template.Labels}, Spec: ds.Spec.Template.Spec}
+	var existing []*scheduling.ExistingNode
+	for _, node := range before {
+		for _, it := range types {
+			if it.Name != node.instanceType {
+				continue
+			}
+			en := &scheduling.ExistingNode{Name: node.claim, NodePool: pool.Name, Capacity: it.Capacity, Allocatable: it.Allocatable,
+				Labels: map[string]string{v1.LabelNodePool: pool.Name, v1.LabelInstanceType: it.Name, v1.LabelHostname: node.claim}, Pods: []*corev1.Pod{daemon}}
+			for i := 0; i < node.pods; i++ {
+				en.Pods = append(en.Pods, replica(fmt.Sprintf("%s-running-%d", node.claim, i)))
+			}
+			existing = append(existing, en)
 		}
-		if n := cluster.standIn.Registered(); n != len(fleet) {
-			t.Errorf("%d instances registered for %d nodeclaims: every launched instance should be a node with pods", n, len(fleet))
+	}
+	pods := make([]*corev1.Pod, n)
+	for i := range pods {
+		pods[i] = replica(fmt.Sprintf("%s-%d", d.Name, i))
+	}
+	return scheduling.Solve(scheduling.Input{Pods: pods, Nodes: existing, NodePools: []*v1.NodePool{pool},
+		InstanceTypes: map[string][]*scheduling.InstanceType{pool.Name: types}, DaemonSetPods: []*corev1.Pod{daemon}})
+}
+
+// mustMatchPlan checks the fleet against the fleet before plus the engine's plan
+// for the pods added since: what `dovetail simulate` predicts is what launched,
+// within one node and 5% of the price.
+func (f fleet) mustMatchPlan(t *testing.T, before fleet, plan *scheduling.Results, types []*scheduling.InstanceType) {
+	t.Helper()
+	if len(plan.Unschedulable) > 0 {
+		t.Fatalf("the engine cannot place %d pods: %s", len(plan.Unschedulable), plan.Unschedulable[0].Reason)
+	}
+	want := len(before) + len(plan.NodeClaims)
+	if d := len(f) - want; d > 1 || d < -1 {
+		t.Errorf("%d nodes launched; the engine plans %d for the same pods: %s", len(f), want, f)
+	}
+	if got, want := f.pricePerHour(types), before.pricePerHour(types)+plan.PricePerHour(); got > want*1.05 || got < want*0.95 {
+		t.Errorf("the fleet costs $%.3f/h; the engine plans $%.3f/h: %s", got, want, f)
+	}
+}
+
+// pricePerHour is the fleet's on-demand list price from the provider's types.
+func (f fleet) pricePerHour(types []*scheduling.InstanceType) float64 {
+	total := 0.0
+	for _, n := range f {
+		for _, it := range types {
+			if it.Name != n.instanceType {
+				continue
+			}
+			if o, ok := scheduling.CheapestOffering(it, scheduling.Requirements{v1.LabelCapacityType: scheduling.MustRequirement(v1.LabelCapacityType, v1.OpIn, v1.CapacityTypeOnDemand)}); ok {
+				total += o.Price
+			}
 		}
-	})
+	}
+	return total
 }

@@ -52,6 +52,8 @@ type Provisioner struct {
 	// seen holds the pods that triggered the batch being gathered: their later
 	// status updates must not keep extending it.
 	seen map[types.UID]bool
+	// unseen holds the claims created here that the cache may not list yet.
+	unseen unseenClaims
 }
 
 // NewProvisioner wires a provisioner.

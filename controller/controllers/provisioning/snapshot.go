@@ -48,6 +48,7 @@ func (p *Provisioner) snapshot(ctx context.Context) (*snapshot, error) {
 	if err := p.kube.List(ctx, &claims, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing nodeclaims, %w", err)
 	}
+	claims.Items = p.unseen.merge(claims.Items, p.clock.Now())
 	var pools v1.NodePoolList
 	if err := p.kube.List(ctx, &pools, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing nodepools, %w", err)
