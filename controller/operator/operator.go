@@ -125,7 +125,7 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(manager
 	clk := clock.RealClock{}
 	recorder := mgr.GetEventRecorderFor("dovetail")
 	provisioner := provisioning.NewProvisioner(mgr.GetClient(), cloud, clk, recorder,
-		provisioning.NewBatcher(clk, opts.BatchIdleDuration, opts.BatchMaxDuration))
+		provisioning.NewBatcher(clk, opts.BatchIdleDuration, opts.BatchMaxDuration), opts.NodeCosts)
 	if err := mgr.Add(provisioner); err != nil {
 		return fmt.Errorf("adding provisioner, %w", err)
 	}

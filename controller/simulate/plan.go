@@ -54,9 +54,9 @@ type Summary struct {
 
 // Run plans the inputs against the instance types. Every NodePool uses the same
 // catalog: simulate has no cloud to resolve node classes against.
-func Run(in *Inputs, instanceTypes []*scheduling.InstanceType, clk clock.PassiveClock) *Plan {
+func Run(in *Inputs, instanceTypes []*scheduling.InstanceType, costs scheduling.NodeCosts, clk clock.PassiveClock) *Plan {
 	input := scheduling.Input{
-		Pods: in.Pods, NodePools: in.NodePools, DaemonSetPods: in.DaemonSetPods,
+		Pods: in.Pods, NodePools: in.NodePools, DaemonSetPods: in.DaemonSetPods, NodeCosts: &costs,
 		InstanceTypes: map[string][]*scheduling.InstanceType{},
 	}
 	for _, np := range in.NodePools {

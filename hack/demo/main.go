@@ -334,7 +334,7 @@ func predict(pool *v1.NodePool, d *appsv1.Deployment, replicas int32) *simulate.
 		p.Name, p.Namespace, p.Labels = fmt.Sprintf("%s-%d", d.Name, i), "default", d.Spec.Template.Labels
 		in.Pods = append(in.Pods, p)
 	}
-	return simulate.Run(in, embedded.ForEngine(scheduling.DefaultAllocatableSettings()), clock.RealClock{})
+	return simulate.Run(in, embedded.ForEngine(scheduling.DefaultAllocatableSettings()), scheduling.DefaultNodeCosts(), clock.RealClock{})
 }
 
 // cluster is what the narration reports on: inflate's pods, the NodeClaims and the

@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/dovetail-sh/dovetail/controller/operator"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
 // DefaultOptions are the controller's settings for tests: the kwok provider on the
@@ -23,7 +24,7 @@ func DefaultOptions(t testing.TB) operator.Options {
 		BatchIdleDuration: time.Second, BatchMaxDuration: 10 * time.Second,
 		LogLevel: "info", VMMemoryOverheadPercent: 0.075, RegistrationTTL: 15 * time.Minute,
 		DisruptionPeriod: time.Second, ConsolidationValidationDelay: time.Second,
-		KubeClientQPS: 200, KubeClientBurst: 300, AllowRepeatedControllers: true,
+		KubeClientQPS: 200, KubeClientBurst: 300, AllowRepeatedControllers: true, NodeCosts: scheduling.DefaultNodeCosts(),
 	}
 }
 

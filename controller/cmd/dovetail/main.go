@@ -14,6 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/dovetail-sh/dovetail/controller/catalog"
+	"github.com/dovetail-sh/dovetail/controller/operator"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/simulate"
 )
@@ -68,6 +69,8 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 	output := fs.String("o", "table", "output format: table or json")
 	zones := fs.String("zones", "", "comma-separated zones to offer every catalog type in (e.g. us-west-2a,us-west-2b); prices are kept")
 	vmOverhead := fs.Float64("vm-memory-overhead-percent", 0.075, "share of memory the hypervisor keeps")
+	var costs scheduling.NodeCosts
+	operator.AddNodeCostFlags(fs, &costs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -103,12 +106,16 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 	if *zones != "" {
 		cat = cat.InZones(strings.Split(*zones, ","))
 	}
+	if errs := operator.ValidateNodeCosts(costs); len(errs) > 0 {
+		fmt.Fprintf(stderr, "dovetail simulate: %s\n", strings.Join(errs, "; "))
+		return 2
+	}
 	settings := scheduling.DefaultAllocatableSettings()
 	settings.VMMemoryOverheadPercent = *vmOverhead
 	for _, w := range in.Warnings {
 		fmt.Fprintf(stderr, "dovetail simulate: warning: %s\n", w)
 	}
-	plan := simulate.Run(in, cat.ForEngine(settings), clock.RealClock{})
+	plan := simulate.Run(in, cat.ForEngine(settings), costs, clock.RealClock{})
 	if *output == "json" {
 		err = plan.WriteJSON(stdout)
 	} else {

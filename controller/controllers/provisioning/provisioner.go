@@ -42,6 +42,8 @@ type Provisioner struct {
 	clock    clock.Clock
 	recorder record.EventRecorder
 	batcher  *Batcher
+	// costs price what a node costs beyond its instance, for every plan made here.
+	costs scheduling.NodeCosts
 
 	mu          sync.Mutex
 	nominations map[types.UID]nomination
@@ -57,8 +59,8 @@ type Provisioner struct {
 }
 
 // NewProvisioner wires a provisioner.
-func NewProvisioner(kube client.Client, cloud cloudprovider.CloudProvider, clk clock.Clock, recorder record.EventRecorder, batcher *Batcher) *Provisioner {
-	return &Provisioner{kube: kube, cloud: cloud, clock: clk, recorder: recorder, batcher: batcher,
+func NewProvisioner(kube client.Client, cloud cloudprovider.CloudProvider, clk clock.Clock, recorder record.EventRecorder, batcher *Batcher, costs scheduling.NodeCosts) *Provisioner {
+	return &Provisioner{kube: kube, cloud: cloud, clock: clk, recorder: recorder, batcher: batcher, costs: costs,
 		nominations: map[types.UID]nomination{}, unschedulable: map[types.UID]bool{}, seen: map[types.UID]bool{}}
 }
 
@@ -174,7 +176,7 @@ func (p *Provisioner) schedule(ctx context.Context, fullOnly bool) (bool, error)
 	start := p.clock.Now()
 	results := scheduling.Solve(scheduling.Input{
 		Pods: state.pending, Nodes: state.nodes, NodePools: state.pools,
-		InstanceTypes: state.instanceTypes, DaemonSetPods: state.daemonSetPods,
+		InstanceTypes: state.instanceTypes, DaemonSetPods: state.daemonSetPods, NodeCosts: &p.costs,
 	})
 	solveDuration := p.clock.Since(start)
 	metrics.SchedulingDuration.Observe(solveDuration.Seconds())

@@ -309,6 +309,7 @@ type Snapshot struct {
 	Pools         []*v1.NodePool
 	InstanceTypes map[string][]*scheduling.InstanceType
 	DaemonSetPods []*corev1.Pod
+	NodeCosts     scheduling.NodeCosts
 }
 
 // Snapshot reads the cluster. Objects in it come from the cache uncopied: read only.
@@ -317,7 +318,7 @@ func (p *Provisioner) Snapshot(ctx context.Context) (*Snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Snapshot{Pending: s.pending, Nodes: s.nodes, Pools: s.pools, InstanceTypes: s.instanceTypes, DaemonSetPods: s.daemonSetPods}, nil
+	return &Snapshot{Pending: s.pending, Nodes: s.nodes, Pools: s.pools, InstanceTypes: s.instanceTypes, DaemonSetPods: s.daemonSetPods, NodeCosts: p.costs}, nil
 }
 
 // PlanWithout plans pods onto the cluster as if the named nodes (or claims) were
@@ -329,7 +330,7 @@ func (s *Snapshot) PlanWithout(gone sets.Set[string], pods []*corev1.Pod) *sched
 			nodes = append(nodes, n)
 		}
 	}
-	return scheduling.Solve(scheduling.Input{Pods: pods, Nodes: nodes, NodePools: s.Pools, InstanceTypes: s.InstanceTypes, DaemonSetPods: s.DaemonSetPods})
+	return scheduling.Solve(scheduling.Input{Pods: pods, Nodes: nodes, NodePools: s.Pools, InstanceTypes: s.InstanceTypes, DaemonSetPods: s.DaemonSetPods, NodeCosts: &s.NodeCosts})
 }
 
 // Pool returns the ready pool of that name, or nil.
