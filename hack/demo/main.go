@@ -33,6 +33,7 @@ import (
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -43,6 +44,7 @@ import (
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/pricing"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/simulate"
 	"github.com/dovetail-sh/dovetail/tests/localstack"
@@ -249,10 +251,17 @@ func run(ctx context.Context, root, binDir string, replicas int32, keep bool) er
 		return err
 	}
 	s.say("Predicting with `dovetail simulate`: inflate × %d (1 cpu, 1.5Gi, spread over zones) on NodePool %q", replicas, pool.Name)
-	predicted := predict(pool, inflate, replicas)
-	sum.predictedNodes, sum.predictedPrice = predicted.Summary.NodeClaims, predicted.Summary.PricePerHour
-	note("plan: %d nodes, $%.4f/hour, solved in %.0fms (spot priced at on-demand until the region's spot prices are known)",
-		predicted.Summary.NodeClaims, predicted.Summary.PricePerHour, predicted.Summary.SolveSeconds*1000)
+	types, err := instanceTypes(ctx, c, clients, pool)
+	if err != nil {
+		return err
+	}
+	predicted := predict(pool, inflate, replicas, types)
+	sum.predictedNodes = predicted.Summary.NodeClaims
+	for _, nc := range predicted.NodeClaims {
+		sum.predictedPrice += priceOf(embedded, nc.InstanceType, nc.Zone, nc.CapacityType)
+	}
+	note("plan: %d nodes, $%.4f/hour at list prices, solved in %.0fms, on the instance types and prices the controller sees",
+		predicted.Summary.NodeClaims, sum.predictedPrice, predicted.Summary.SolveSeconds*1000)
 
 	s.say("Scaling inflate 0 → %d", replicas)
 	scaledAt := time.Now()
@@ -309,8 +318,13 @@ func run(ctx context.Context, root, binDir string, replicas int32, keep bool) er
 	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 	fmt.Fprintf(tw, "  terraform apply\t%d resources, second plan empty\n", sum.resources)
 	fmt.Fprintf(tw, "  pods scheduled\t%d\n", replicas)
+	verdict := "agree (within a node and 5%)"
+	if !sum.agrees() {
+		verdict = "DISAGREE"
+	}
 	fmt.Fprintf(tw, "  nodes launched\t%d (predicted %d)\n", sum.nodes, sum.predictedNodes)
-	fmt.Fprintf(tw, "  price of the nodes\t$%.4f/hour (predicted $%.4f/hour)\n", sum.price, sum.predictedPrice)
+	fmt.Fprintf(tw, "  price of the nodes\t$%.4f/hour at list prices (predicted $%.4f/hour)\n", sum.price, sum.predictedPrice)
+	fmt.Fprintf(tw, "  prediction and outcome\t%s\n", verdict)
 	fmt.Fprintf(tw, "  first NodeClaim after scale\t%.2fs\n", sum.firstClaim.Seconds())
 	fmt.Fprintf(tw, "  every pod Running after scale\t%.2fs\n", sum.allRunning.Seconds())
 	fmt.Fprintf(tw, "  spot interruption\t%s drained; its pods Running elsewhere after %.1fs\n", sum.interruptedNode, sum.replacedIn.Seconds())
@@ -323,18 +337,39 @@ func run(ctx context.Context, root, binDir string, replicas int32, keep bool) er
 	if sum.leftInstances+sum.leftClaims+sum.leftCRDs+sum.leftAWS > 0 {
 		return fmt.Errorf("terraform destroy left something behind")
 	}
+	if !sum.agrees() {
+		return fmt.Errorf("the controller launched %d nodes ($%.4f/hour) where dovetail simulate predicted %d ($%.4f/hour)", sum.nodes, sum.price, sum.predictedNodes, sum.predictedPrice)
+	}
 	return nil
 }
 
-// predict runs the engine on the objects the cluster will see.
-func predict(pool *v1.NodePool, d *appsv1.Deployment, replicas int32) *simulate.Plan {
+// predict runs the engine on the objects the cluster will see, as `dovetail
+// simulate --catalog` does with a catalog of the region.
+func predict(pool *v1.NodePool, d *appsv1.Deployment, replicas int32, types []*scheduling.InstanceType) *simulate.Plan {
 	in := &simulate.Inputs{NodePools: []*v1.NodePool{pool}}
 	for i := int32(0); i < replicas; i++ {
 		p := &corev1.Pod{Spec: d.Spec.Template.Spec}
 		p.Name, p.Namespace, p.Labels = fmt.Sprintf("%s-%d", d.Name, i), "default", d.Spec.Template.Labels
 		in.Pods = append(in.Pods, p)
 	}
-	return simulate.Run(in, embedded.ForEngine(scheduling.DefaultAllocatableSettings()), scheduling.DefaultNodeCosts(), clock.RealClock{})
+	return simulate.Run(in, types, scheduling.DefaultNodeCosts(), clock.RealClock{})
+}
+
+// instanceTypes are the pool's types as the controller sees them: the emulated
+// region's types and offerings, with its spot prices, so prediction and outcome are
+// priced the same.
+func instanceTypes(ctx context.Context, c client.Client, clients *dtaws.Clients, pool *v1.NodePool) ([]*scheduling.InstanceType, error) {
+	clk := clock.RealClock{}
+	prices := pricing.NewProvider(clients.EC2, clients.Pricing, region, true, clk, logr.Discard())
+	provider := dtaws.New(c, clients.EC2, dtaws.Settings{ClusterName: cluster, Region: region, VMMemoryOverheadPercent: 0.075}, prices, clk)
+	return provider.GetInstanceTypes(ctx, pool)
+}
+
+// agrees reports whether the launched fleet is the predicted one: within a node,
+// and within 5% of the predicted list price.
+func (s *summary) agrees() bool {
+	d := s.nodes - s.predictedNodes
+	return d >= -1 && d <= 1 && s.price >= s.predictedPrice*0.95 && s.price <= s.predictedPrice*1.05
 }
 
 // cluster is what the narration reports on: inflate's pods, the NodeClaims and the
