@@ -257,11 +257,16 @@ func run(ctx context.Context, root, binDir string, replicas int32, keep bool) er
 	}
 	predicted := predict(pool, inflate, replicas, types)
 	sum.predictedNodes = predicted.Summary.NodeClaims
+	var planned []string
 	for _, nc := range predicted.NodeClaims {
 		sum.predictedPrice += priceOf(embedded, nc.InstanceType, nc.Zone, nc.CapacityType)
+		planned = append(planned, fmt.Sprintf("%s %s in %s (%d pods)", nc.InstanceType, nc.CapacityType, nc.Zone, len(nc.Pods)))
 	}
-	note("plan: %d nodes, $%.4f/hour at list prices, solved in %.0fms, on the instance types and prices the controller sees",
+	note("plan: %d nodes, $%.4f/hour at list prices, solved in %.0fms, on the instance types and prices the controller sees:",
 		predicted.Summary.NodeClaims, sum.predictedPrice, predicted.Summary.SolveSeconds*1000)
+	for _, p := range planned {
+		note("  %s", p)
+	}
 
 	s.say("Scaling inflate 0 → %d", replicas)
 	scaledAt := time.Now()
@@ -274,8 +279,8 @@ func run(ctx context.Context, root, binDir string, replicas int32, keep bool) er
 	if sum.nodes, sum.price, err = describeNodes(ctx, c, clients.EC2); err != nil {
 		return err
 	}
-	note("(the emulator prices every spot offering at $0.00001, so which spot type wins is arbitrary here;")
-	note(" the table shows AWS list prices. In a region, spot history makes the cheapest type win.)")
+	note("(the emulator prices every spot offering at $0.00001, so spot types tie there and the tie goes by")
+	note(" name, in the prediction and in the launch alike; the table shows AWS list prices.)")
 
 	s.say("A spot interruption warning sent through EventBridge (the rule Terraform made routes it to the queue)")
 	if sum.interruptedNode, sum.replacedIn, err = interrupt(ctx, c, clients, moto.Endpoint, int(replicas)); err != nil {
@@ -361,8 +366,18 @@ func predict(pool *v1.NodePool, d *appsv1.Deployment, replicas int32, types []*s
 func instanceTypes(ctx context.Context, c client.Client, clients *dtaws.Clients, pool *v1.NodePool) ([]*scheduling.InstanceType, error) {
 	clk := clock.RealClock{}
 	prices := pricing.NewProvider(clients.EC2, clients.Pricing, region, true, clk, logr.Discard())
+	if err := prices.UpdateSpot(ctx); err != nil {
+		return nil, err
+	}
 	provider := dtaws.New(c, clients.EC2, dtaws.Settings{ClusterName: cluster, Region: region, VMMemoryOverheadPercent: 0.075}, prices, clk)
-	return provider.GetInstanceTypes(ctx, pool)
+	var types []*scheduling.InstanceType
+	// The controller resolves the node class's subnets and image first.
+	err := waitFor(ctx, time.Minute, "the EC2NodeClass to be resolved", func() (bool, error) {
+		var err error
+		types, err = provider.GetInstanceTypes(ctx, pool)
+		return err == nil, nil
+	})
+	return types, err
 }
 
 // agrees reports whether the launched fleet is the predicted one: within a node,

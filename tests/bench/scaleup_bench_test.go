@@ -24,20 +24,34 @@ import (
 	"github.com/dovetail-sh/dovetail/tests/testenv"
 )
 
+// BenchmarkScaleUp scales on two NodePools over the whole embedded AWS catalog:
+// Karpenter's usual "anything linux" pool, and its getting-started c/m/r pool.
 func BenchmarkScaleUp(b *testing.B) {
-	for _, n := range []int32{100, 1000} {
-		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
-			for i := 0; i < b.N; i++ {
-				scaleUp(b, n)
-			}
-		})
+	pools := []struct {
+		name string
+		pool func() *v1.NodePool
+	}{
+		{"any-linux", func() *v1.NodePool {
+			return localstack.NodePool("default", localstack.Requirement(v1.LabelOS, v1.OpIn, "linux"))
+		}},
+		{"c-m-r", func() *v1.NodePool { return localstack.GeneralNodePool("default") }},
+	}
+	for _, p := range pools {
+		for _, n := range []int32{100, 1000} {
+			b.Run(fmt.Sprintf("pool=%s/pods=%d", p.name, n), func(b *testing.B) {
+				for i := 0; i < b.N; i++ {
+					scaleUp(b, p.pool(), n)
+				}
+			})
+		}
 	}
 }
 
 // scaleUp scales a Deployment of pause pods (1 cpu, 1Gi) from 0 to n on a fresh stack
-// and reports the seconds to the first NodeClaim and to every pod Running, and the
-// controller's peak resident memory.
-func scaleUp(b *testing.B, n int32) {
+// with the given pool, and reports the seconds to the first NodeClaim and to every
+// pod Running, the NodeClaims and their price, and the controller's peak resident
+// memory.
+func scaleUp(b *testing.B, pool *v1.NodePool, n int32) {
 	b.Helper()
 	ctx := context.Background()
 	stack := testenv.StartStack(b)
@@ -51,7 +65,7 @@ func scaleUp(b *testing.B, n int32) {
 		b.Fatal(err)
 	}
 	c := stack.Client
-	for _, obj := range []client.Object{localstack.NodeClass("default"), localstack.GeneralNodePool("default"), localstack.Deployment("inflate", 0, "1", "1Gi")} {
+	for _, obj := range []client.Object{localstack.NodeClass("default"), pool, localstack.Deployment("inflate", 0, "1", "1Gi")} {
 		if err := c.Create(ctx, obj); err != nil {
 			b.Fatal(err)
 		}

@@ -213,6 +213,7 @@ func (a *awsCluster) instanceTypes(t *testing.T, pool *v1.NodePool) []*schedulin
 	t.Helper()
 	clk := clock.RealClock{}
 	prices := pricing.NewProvider(a.clients.EC2, a.clients.Pricing, a.region, true, clk, logr.Discard())
+	must(t, prices.UpdateSpot(context.Background()))
 	provider := dtaws.New(a.client, a.clients.EC2, dtaws.Settings{ClusterName: "e2e", Region: a.region, VMMemoryOverheadPercent: 0.075}, prices, clk)
 	types, err := provider.GetInstanceTypes(context.Background(), pool)
 	must(t, err)
