@@ -38,6 +38,9 @@ resource "dovetail_controller" "this" {
   replicas           = %d
   log_level          = %q
   rollout_timeout    = %q
+  # Nodes in private subnets; a stronger preference for fewer nodes.
+  public_ipv4_price_per_hour = 0
+  fewer_nodes_tolerance      = 0.05
 }
 `+nodeClassConfig("", "depends_on = [dovetail_controller.this]")+`
 
@@ -79,7 +82,8 @@ func TestAccController(t *testing.T) {
 			for _, e := range d.Spec.Template.Spec.Containers[0].Env {
 				env[e.Name] = e.Value
 			}
-			if env["LOG_LEVEL"] != logLevel || env["CLUSTER_NAME"] != "demo" || env["INTERRUPTION_QUEUE"] != "demo-interruptions" || env["FEATURE_GATES"] != "SpotToSpotConsolidation=true" {
+			if env["LOG_LEVEL"] != logLevel || env["CLUSTER_NAME"] != "demo" || env["INTERRUPTION_QUEUE"] != "demo-interruptions" || env["FEATURE_GATES"] != "SpotToSpotConsolidation=true" ||
+				env["PUBLIC_IPV4_PRICE_PER_HOUR"] != "0" || env["FEWER_NODES_TOLERANCE"] != "0.05" {
 				return fmt.Errorf("controller environment %v", env)
 			}
 			return nil
@@ -263,6 +267,8 @@ resource "dovetail_controller" "this" {
 		"unknown feature gate": {controller(`aws_region = "us-west-2"` + "\n" + `feature_gates = { Drift = true }`), `value must be one of: \["SpotToSpotConsolidation" "NodeRepair"\]`},
 		"role name, not ARN":   {controller(`aws_region = "us-west-2"` + "\n" + `irsa_role_arn = "dovetail"`), `must be an IAM role ARN`},
 		"no region":            {controller(``), `Set aws_region on dovetail_controller, or add aws { region = "..." }`},
+		"negative node cost":   {controller(`aws_region = "us-west-2"` + "\n" + `node_overhead_price_per_hour = -0.01`), `Attribute node_overhead_price_per_hour value must be at least 0`},
+		"tolerance over 50%":   {controller(`aws_region = "us-west-2"` + "\n" + `fewer_nodes_tolerance = 2`), `Attribute fewer_nodes_tolerance value must be between 0.000000 and 0.500000`},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -6,6 +6,7 @@ import (
 	_ "embed"
 	"fmt"
 	"io"
+	"math"
 	"sort"
 	"strconv"
 	"strings"
@@ -14,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
+
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
 //go:embed manifests/controller.yaml.tmpl
@@ -51,13 +54,27 @@ type Settings struct {
 	BatchIdleDuration string
 	BatchMaxDuration  string
 	AWSEndpoints      map[string]string
+	// NodeCosts price what a node costs beyond its instance; only values other
+	// than the controller's defaults are rendered.
+	RootVolumePricePerGiBMonth float64
+	PublicIPv4PricePerHour     float64
+	NodeOverheadPricePerHour   float64
+	FewerNodesTolerance        float64
+}
+
+// DefaultSettings are the controller's own defaults for the settings that have one.
+func DefaultSettings() Settings {
+	costs := scheduling.DefaultNodeCosts()
+	return Settings{LogLevel: "info", BatchIdleDuration: "1s", BatchMaxDuration: "10s",
+		RootVolumePricePerGiBMonth: math.Round(costs.RootVolumePerGiBHour*730*1e6) / 1e6, PublicIPv4PricePerHour: costs.PublicIPv4PerHour,
+		NodeOverheadPricePerHour: costs.PerNodeHour, FewerNodesTolerance: costs.FewerNodesTolerance}
 }
 
 // DefaultValues are the values nothing overrides.
 func DefaultValues() Values {
 	return Values{Name: "dovetail", Namespace: "dovetail", CreateNamespace: true, ServiceAccount: "dovetail",
 		Image: DefaultImage, Replicas: 2, CPU: "1", Memory: "1Gi",
-		Settings: Settings{LogLevel: "info", BatchIdleDuration: "1s", BatchMaxDuration: "10s"}}
+		Settings: DefaultSettings()}
 }
 
 type envVar struct{ Name, Value string }
@@ -81,6 +98,20 @@ func (s Settings) env() []envVar {
 	add("BATCH_IDLE_DURATION", s.BatchIdleDuration)
 	add("BATCH_MAX_DURATION", s.BatchMaxDuration)
 	add("AWS_ENDPOINTS", joinSorted(s.AWSEndpoints, func(v string) string { return v }))
+	d := DefaultSettings()
+	for _, c := range []struct {
+		name      string
+		value, is float64
+	}{
+		{"ROOT_VOLUME_PRICE_PER_GIB_MONTH", s.RootVolumePricePerGiBMonth, d.RootVolumePricePerGiBMonth},
+		{"PUBLIC_IPV4_PRICE_PER_HOUR", s.PublicIPv4PricePerHour, d.PublicIPv4PricePerHour},
+		{"NODE_OVERHEAD_PRICE_PER_HOUR", s.NodeOverheadPricePerHour, d.NodeOverheadPricePerHour},
+		{"FEWER_NODES_TOLERANCE", s.FewerNodesTolerance, d.FewerNodesTolerance},
+	} {
+		if c.value != c.is {
+			out = append(out, envVar{c.name, strconv.FormatFloat(c.value, 'g', -1, 64)})
+		}
+	}
 	return out
 }
 

@@ -49,6 +49,12 @@ func TestManifests(t *testing.T) {
 			t.Errorf("env %s = %q, want %q", k, env[k], want)
 		}
 	}
+	// Node costs at the controller's defaults are left to the controller.
+	for _, k := range []string{"ROOT_VOLUME_PRICE_PER_GIB_MONTH", "PUBLIC_IPV4_PRICE_PER_HOUR", "NODE_OVERHEAD_PRICE_PER_HOUR", "FEWER_NODES_TOLERANCE"} {
+		if v, ok := env[k]; ok {
+			t.Errorf("env %s = %q rendered at its default", k, v)
+		}
+	}
 	if ro, _, _ := unstructured.NestedBool(c, "securityContext", "readOnlyRootFilesystem"); !ro {
 		t.Error("the root filesystem should be read-only")
 	}

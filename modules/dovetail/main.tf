@@ -63,6 +63,11 @@ resource "dovetail_controller" "this" {
   replicas           = var.controller.replicas
   wait_for_rollout   = var.controller.wait_for_rollout
 
+  root_volume_price_per_gib_month = var.controller.node_costs.root_volume_price_per_gib_month
+  public_ipv4_price_per_hour      = var.controller.node_costs.public_ipv4_price_per_hour
+  node_overhead_price_per_hour    = var.controller.node_costs.node_overhead_price_per_hour
+  fewer_nodes_tolerance           = var.controller.node_costs.fewer_nodes_tolerance
+
   lifecycle {
     precondition {
       condition     = var.oidc_provider_arn == null || var.create_controller_role || var.controller_role_arn != null

@@ -117,7 +117,7 @@ variable "install_controller" {
 }
 
 variable "controller" {
-  description = "Settings of the controller: namespace, image, replicas, log level, feature gates, isolated VPC (no Pricing API), AWS endpoint overrides, and whether to wait for the rollout."
+  description = "Settings of the controller: namespace, image, replicas, log level, feature gates, isolated VPC (no Pricing API), AWS endpoint overrides, whether to wait for the rollout, and node_costs: what each node costs beyond its instance when plans are compared (root_volume_price_per_gib_month, public_ipv4_price_per_hour, node_overhead_price_per_hour, fewer_nodes_tolerance; unset ones keep the controller's AWS defaults)."
   type = object({
     namespace        = optional(string, "dovetail")
     image            = optional(string)
@@ -127,6 +127,12 @@ variable "controller" {
     isolated_vpc     = optional(bool, false)
     aws_endpoints    = optional(map(string), {})
     wait_for_rollout = optional(bool, true)
+    node_costs = optional(object({
+      root_volume_price_per_gib_month = optional(number)
+      public_ipv4_price_per_hour      = optional(number)
+      node_overhead_price_per_hour    = optional(number)
+      fewer_nodes_tolerance           = optional(number)
+    }), {})
   })
   default = {}
   validation {

@@ -23,6 +23,8 @@ module "dovetail" {
     isolated_vpc     = true
     image            = var.controller_image
     wait_for_rollout = var.controller_wait_for_rollout
+    # Nodes in private subnets have no public IPv4 address to pay for.
+    node_costs = { public_ipv4_price_per_hour = 0 }
   }
   # The controller's first AWS calls need the endpoints' private DNS names.
   depends_on = [dovetail_vpc_endpoints.this]

@@ -59,7 +59,7 @@ func scaleUp(b *testing.B, pool *v1.NodePool, n int32) {
 	if _, err := os.Stat(controllerBin); err != nil {
 		b.Fatalf("%s not found: run `make build`", controllerBin)
 	}
-	controller, err := stack.Run(controllerBin, "--kubeconfig="+stack.Kubeconfig, "--leader-elect=false",
+	controller, err := stack.Run(controllerBin, "--kubeconfig="+stack.Kubeconfig, "--leader-elect=false", "--cloud-provider=kwok",
 		"--metrics-port=0", "--health-probe-port=0", "--cluster-name=bench", "--log-level="+logLevel())
 	if err != nil {
 		b.Fatal(err)
