@@ -5,13 +5,13 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
+	"math"
 	"regexp"
 	"sort"
 	"strconv"
 	"strings"
 	"time"
 
-	"github.com/hashicorp/terraform-plugin-framework-validators/float64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -22,7 +22,6 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/booldefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/boolplanmodifier"
-	"github.com/hashicorp/terraform-plugin-framework/resource/schema/float64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/int64default"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
@@ -72,13 +71,13 @@ type controllerModel struct {
 	BatchMaxDuration  types.String `tfsdk:"batch_max_duration"`
 	AWSEndpoints      types.Map    `tfsdk:"aws_endpoints"`
 	// What a node costs beyond its instance, for the packing objective.
-	RootVolumePricePerGiBMonth types.Float64 `tfsdk:"root_volume_price_per_gib_month"`
-	PublicIPv4PricePerHour     types.Float64 `tfsdk:"public_ipv4_price_per_hour"`
-	NodeOverheadPricePerHour   types.Float64 `tfsdk:"node_overhead_price_per_hour"`
-	FewerNodesTolerance        types.Float64 `tfsdk:"fewer_nodes_tolerance"`
-	WaitForRollout             types.Bool    `tfsdk:"wait_for_rollout"`
-	RolloutTimeout             types.String  `tfsdk:"rollout_timeout"`
-	ManifestsSHA256            types.String  `tfsdk:"manifests_sha256"`
+	RootVolumePricePerGiBMonth types.String `tfsdk:"root_volume_price_per_gib_month"`
+	PublicIPv4PricePerHour     types.String `tfsdk:"public_ipv4_price_per_hour"`
+	NodeOverheadPricePerHour   types.String `tfsdk:"node_overhead_price_per_hour"`
+	FewerNodesTolerance        types.String `tfsdk:"fewer_nodes_tolerance"`
+	WaitForRollout             types.Bool   `tfsdk:"wait_for_rollout"`
+	RolloutTimeout             types.String `tfsdk:"rollout_timeout"`
+	ManifestsSHA256            types.String `tfsdk:"manifests_sha256"`
 }
 
 func (r *controllerResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -89,7 +88,7 @@ func (r *controllerResource) Schema(_ context.Context, _ resource.SchemaRequest,
 	d := templates.DefaultValues()
 	replace := []planmodifier.String{stringplanmodifier.RequiresReplace()}
 	duration := []validator.String{goDuration{}}
-	nonNegative := []validator.Float64{float64validator.AtLeast(0)}
+	nonNegative := []validator.String{decimal{max: math.Inf(1), example: "0.005"}}
 	resp.Schema = schema.Schema{
 		Description: "Installs Dovetail in the cluster: the CRDs (upgraded before the Deployment), the namespace, a ServiceAccount (annotated for IRSA, or named by an EKS Pod Identity association), least-privilege RBAC, " +
 			"the controller Deployment (leader-elected replicas spread over zones and hosts, a PodDisruptionBudget, non-root with a read-only root filesystem, probes) and its metrics Service, then waits for the rollout. " +
@@ -118,13 +117,13 @@ func (r *controllerResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			"batch_max_duration":  schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(d.Settings.BatchMaxDuration), Validators: duration, Description: "Close a provisioning batch after this long regardless."},
 			"aws_endpoints": schema.MapAttribute{Optional: true, ElementType: types.StringType, Description: "Endpoint URL per AWS service the controller calls (" + strings.Join(operator.AWSServices, ", ") + "); private DNS of VPC endpoints makes this unnecessary.",
 				Validators: []validator.Map{mapvalidator.KeysAre(stringvalidator.OneOf(operator.AWSServices...))}},
-			"root_volume_price_per_gib_month": schema.Float64Attribute{Optional: true, Computed: true, Default: float64default.StaticFloat64(d.Settings.RootVolumePricePerGiBMonth), Validators: nonNegative,
+			"root_volume_price_per_gib_month": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(d.Settings.RootVolumePricePerGiBMonth), Validators: nonNegative,
 				Description: "Price of a node's root volume per GiB-month (gp3: 0.08), part of what each node costs beyond its instance when plans are compared."},
-			"public_ipv4_price_per_hour": schema.Float64Attribute{Optional: true, Computed: true, Default: float64default.StaticFloat64(d.Settings.PublicIPv4PricePerHour), Validators: nonNegative,
+			"public_ipv4_price_per_hour": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(d.Settings.PublicIPv4PricePerHour), Validators: nonNegative,
 				Description: "Price of a node's public IPv4 address per hour; 0 when nodes run in private subnets."},
-			"node_overhead_price_per_hour": schema.Float64Attribute{Optional: true, Computed: true, Default: float64default.StaticFloat64(d.Settings.NodeOverheadPricePerHour), Validators: nonNegative,
+			"node_overhead_price_per_hour": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(d.Settings.NodeOverheadPricePerHour), Validators: nonNegative,
 				Description: "Operational cost of one more node per hour (API load, IP addresses, image pulls, blast radius): raise it to prefer fewer, larger nodes."},
-			"fewer_nodes_tolerance": schema.Float64Attribute{Optional: true, Computed: true, Default: float64default.StaticFloat64(d.Settings.FewerNodesTolerance), Validators: []validator.Float64{float64validator.Between(0, 0.5)},
+			"fewer_nodes_tolerance": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(d.Settings.FewerNodesTolerance), Validators: []validator.String{decimal{max: 0.5, example: "0.02"}},
 				Description: "How much more per unit of demand, as a fraction (0.02 is 2%), a plan may pay to use fewer, larger nodes."},
 			"wait_for_rollout": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true), Description: "Wait until every replica of the new version is available."},
 			"rollout_timeout":  schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("5m"), Validators: duration, Description: "How long to wait for the rollout."},
@@ -145,8 +144,8 @@ func (r *controllerResource) values(m *controllerModel) templates.Values {
 			InterruptionQueue: m.InterruptionQueue.ValueString(), IsolatedVPC: m.IsolatedVPC.ValueBool(), LogLevel: m.LogLevel.ValueString(),
 			BatchIdleDuration: m.BatchIdleDuration.ValueString(), BatchMaxDuration: m.BatchMaxDuration.ValueString(),
 			AWSEndpoints:               mapStrings(m.AWSEndpoints),
-			RootVolumePricePerGiBMonth: m.RootVolumePricePerGiBMonth.ValueFloat64(), PublicIPv4PricePerHour: m.PublicIPv4PricePerHour.ValueFloat64(),
-			NodeOverheadPricePerHour: m.NodeOverheadPricePerHour.ValueFloat64(), FewerNodesTolerance: m.FewerNodesTolerance.ValueFloat64(),
+			RootVolumePricePerGiBMonth: m.RootVolumePricePerGiBMonth.ValueString(), PublicIPv4PricePerHour: m.PublicIPv4PricePerHour.ValueString(),
+			NodeOverheadPricePerHour: m.NodeOverheadPricePerHour.ValueString(), FewerNodesTolerance: m.FewerNodesTolerance.ValueString(),
 		},
 	}
 	if v.Settings.AWSRegion == "" && r.clients != nil && r.clients.AWS != nil {
@@ -522,16 +521,16 @@ func (r *controllerResource) importFromCluster(ctx context.Context, cl client.Cl
 	m.AWSEndpoints = keyValueMap(env["AWS_ENDPOINTS"], func(v string) attr.Value { return types.StringValue(v) }, types.StringType)
 	// Node costs are rendered only when they differ from the controller's defaults.
 	defaults := templates.DefaultSettings()
-	float := func(k string, def float64) types.Float64 {
-		if f, err := strconv.ParseFloat(env[k], 64); err == nil {
-			return types.Float64Value(f)
+	orDefault := func(k string, def string) types.String {
+		if v := env[k]; v != "" {
+			return types.StringValue(v)
 		}
-		return types.Float64Value(def)
+		return types.StringValue(def)
 	}
-	m.RootVolumePricePerGiBMonth = float("ROOT_VOLUME_PRICE_PER_GIB_MONTH", defaults.RootVolumePricePerGiBMonth)
-	m.PublicIPv4PricePerHour = float("PUBLIC_IPV4_PRICE_PER_HOUR", defaults.PublicIPv4PricePerHour)
-	m.NodeOverheadPricePerHour = float("NODE_OVERHEAD_PRICE_PER_HOUR", defaults.NodeOverheadPricePerHour)
-	m.FewerNodesTolerance = float("FEWER_NODES_TOLERANCE", defaults.FewerNodesTolerance)
+	m.RootVolumePricePerGiBMonth = orDefault("ROOT_VOLUME_PRICE_PER_GIB_MONTH", defaults.RootVolumePricePerGiBMonth)
+	m.PublicIPv4PricePerHour = orDefault("PUBLIC_IPV4_PRICE_PER_HOUR", defaults.PublicIPv4PricePerHour)
+	m.NodeOverheadPricePerHour = orDefault("NODE_OVERHEAD_PRICE_PER_HOUR", defaults.NodeOverheadPricePerHour)
+	m.FewerNodesTolerance = orDefault("FEWER_NODES_TOLERANCE", defaults.FewerNodesTolerance)
 	ns := &corev1.Namespace{}
 	m.CreateNamespace = types.BoolValue(cl.Get(ctx, client.ObjectKey{Name: m.Namespace.ValueString()}, ns) == nil && ns.Labels["app.kubernetes.io/managed-by"] == "dovetail")
 	sa := &corev1.ServiceAccount{}
@@ -669,6 +668,28 @@ func (goDuration) ValidateString(_ context.Context, req validator.StringRequest,
 	}
 	if d, err := time.ParseDuration(req.ConfigValue.ValueString()); err != nil || d <= 0 {
 		resp.Diagnostics.AddAttributeError(req.Path, "Invalid duration", fmt.Sprintf("%q is not a positive duration; write it like 10s, 5m or 1h30m", req.ConfigValue.ValueString()))
+	}
+}
+
+// decimal checks a number from 0 to max written in decimal, such as a price.
+type decimal struct {
+	max     float64
+	example string
+}
+
+func (d decimal) Description(context.Context) string {
+	if math.IsInf(d.max, 1) {
+		return "a decimal number of at least 0, such as " + d.example
+	}
+	return fmt.Sprintf("a decimal number from 0 to %g, such as %s", d.max, d.example)
+}
+func (d decimal) MarkdownDescription(ctx context.Context) string { return d.Description(ctx) }
+func (d decimal) ValidateString(ctx context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if f, err := strconv.ParseFloat(req.ConfigValue.ValueString(), 64); err != nil || f < 0 || f > d.max || math.IsNaN(f) {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid number", fmt.Sprintf("%q is not %s", req.ConfigValue.ValueString(), d.Description(ctx)))
 	}
 }
 

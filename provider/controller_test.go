@@ -267,8 +267,8 @@ resource "dovetail_controller" "this" {
 		"unknown feature gate": {controller(`aws_region = "us-west-2"` + "\n" + `feature_gates = { Drift = true }`), `value must be one of: \["SpotToSpotConsolidation" "NodeRepair"\]`},
 		"role name, not ARN":   {controller(`aws_region = "us-west-2"` + "\n" + `irsa_role_arn = "dovetail"`), `must be an IAM role ARN`},
 		"no region":            {controller(``), `Set aws_region on dovetail_controller, or add aws { region = "..." }`},
-		"negative node cost":   {controller(`aws_region = "us-west-2"` + "\n" + `node_overhead_price_per_hour = -0.01`), `Attribute node_overhead_price_per_hour value must be at least 0`},
-		"tolerance over 50%":   {controller(`aws_region = "us-west-2"` + "\n" + `fewer_nodes_tolerance = 2`), `Attribute fewer_nodes_tolerance value must be between 0.000000 and 0.500000`},
+		"negative node cost":   {controller(`aws_region = "us-west-2"` + "\n" + `node_overhead_price_per_hour = -0.01`), `"-0.01" is not a decimal number of at least 0, such as 0.005`},
+		"tolerance over 50%":   {controller(`aws_region = "us-west-2"` + "\n" + `fewer_nodes_tolerance = 2`), `"2" is not a decimal number from 0 to 0.5, such as 0.02`},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -54,20 +54,22 @@ type Settings struct {
 	BatchIdleDuration string
 	BatchMaxDuration  string
 	AWSEndpoints      map[string]string
-	// NodeCosts price what a node costs beyond its instance; only values other
-	// than the controller's defaults are rendered.
-	RootVolumePricePerGiBMonth float64
-	PublicIPv4PricePerHour     float64
-	NodeOverheadPricePerHour   float64
-	FewerNodesTolerance        float64
+	// NodeCosts price what a node costs beyond its instance, as decimal strings
+	// (money is not a float to round-trip); only values other than the
+	// controller's defaults are rendered.
+	RootVolumePricePerGiBMonth string
+	PublicIPv4PricePerHour     string
+	NodeOverheadPricePerHour   string
+	FewerNodesTolerance        string
 }
 
 // DefaultSettings are the controller's own defaults for the settings that have one.
 func DefaultSettings() Settings {
 	costs := scheduling.DefaultNodeCosts()
+	decimal := func(f float64) string { return strconv.FormatFloat(math.Round(f*1e9)/1e9, 'f', -1, 64) }
 	return Settings{LogLevel: "info", BatchIdleDuration: "1s", BatchMaxDuration: "10s",
-		RootVolumePricePerGiBMonth: math.Round(costs.RootVolumePerGiBHour*730*1e6) / 1e6, PublicIPv4PricePerHour: costs.PublicIPv4PerHour,
-		NodeOverheadPricePerHour: costs.PerNodeHour, FewerNodesTolerance: costs.FewerNodesTolerance}
+		RootVolumePricePerGiBMonth: decimal(costs.RootVolumePerGiBHour * 730), PublicIPv4PricePerHour: decimal(costs.PublicIPv4PerHour),
+		NodeOverheadPricePerHour: decimal(costs.PerNodeHour), FewerNodesTolerance: decimal(costs.FewerNodesTolerance)}
 }
 
 // DefaultValues are the values nothing overrides.
@@ -99,20 +101,25 @@ func (s Settings) env() []envVar {
 	add("BATCH_MAX_DURATION", s.BatchMaxDuration)
 	add("AWS_ENDPOINTS", joinSorted(s.AWSEndpoints, func(v string) string { return v }))
 	d := DefaultSettings()
-	for _, c := range []struct {
-		name      string
-		value, is float64
-	}{
+	for _, c := range []struct{ name, value, is string }{
 		{"ROOT_VOLUME_PRICE_PER_GIB_MONTH", s.RootVolumePricePerGiBMonth, d.RootVolumePricePerGiBMonth},
 		{"PUBLIC_IPV4_PRICE_PER_HOUR", s.PublicIPv4PricePerHour, d.PublicIPv4PricePerHour},
 		{"NODE_OVERHEAD_PRICE_PER_HOUR", s.NodeOverheadPricePerHour, d.NodeOverheadPricePerHour},
 		{"FEWER_NODES_TOLERANCE", s.FewerNodesTolerance, d.FewerNodesTolerance},
 	} {
-		if c.value != c.is {
-			out = append(out, envVar{c.name, strconv.FormatFloat(c.value, 'g', -1, 64)})
+		if c.value != "" && !sameNumber(c.value, c.is) {
+			out = append(out, envVar{c.name, c.value})
 		}
 	}
 	return out
+}
+
+// sameNumber reports whether two decimal strings are the same number ("0.0500" is
+// "0.05").
+func sameNumber(a, b string) bool {
+	x, errA := strconv.ParseFloat(a, 64)
+	y, errB := strconv.ParseFloat(b, 64)
+	return errA == nil && errB == nil && x == y
 }
 
 func joinSorted[V any](m map[string]V, format func(V) string) string {
