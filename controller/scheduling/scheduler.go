@@ -90,9 +90,17 @@ func Solve(in Input) *Results {
 	return s.results()
 }
 
-// sortPods orders pods largest first (cpu, then memory): first-fit decreasing.
+// sortPods orders pods largest first (cpu, then memory): first-fit decreasing,
+// after the pods whose replicas must spread over nodes.
 func sortPods(pods []*podInfo) {
+	first := make(map[*podInfo]bool, len(pods))
+	for _, p := range pods {
+		first[p] = p.spreadsOverHosts()
+	}
 	sort.SliceStable(pods, func(i, j int) bool {
+		if hi, hj := first[pods[i]], first[pods[j]]; hi != hj {
+			return hi
+		}
 		a, b := pods[i].requests, pods[j].requests
 		if a.MilliCPU != b.MilliCPU {
 			return a.MilliCPU > b.MilliCPU
@@ -387,4 +395,17 @@ func (s *solver) topologyBlocks(p *podInfo, domainOf func(string) (string, bool)
 		}
 	}
 	return s.topology.inverseAllows(p, domainOf) != nil
+}
+
+// spreadsOverHosts reports whether the pod's own replicas must spread over nodes
+// (hostname anti-affinity or spread): each of them needs a node the others are not
+// on, so they go first and the pods placed after them fill around them, rather than
+// arriving last and opening nodes of their own.
+func (p *podInfo) spreadsOverHosts() bool {
+	for _, g := range p.topology {
+		if g.key == v1.LabelHostname && g.kind != topologyAffinity && g.matches(p.pod.Namespace, p.pod.Labels) {
+			return true
+		}
+	}
+	return false
 }
