@@ -57,6 +57,10 @@ func NewRequirement(key string, op v1.RequirementOperator, values ...string) (*R
 		if err != nil {
 			return nil, fmt.Errorf("requirement %s %s needs an integer value, got %q", key, op, values[0])
 		}
+		// Gte and Lte fold into exclusive bounds one step out, which must exist.
+		if (op == v1.OpGte && n == math.MinInt) || (op == v1.OpLte && n == math.MaxInt) {
+			return nil, fmt.Errorf("requirement %s %s %s is out of range; use an integer from %d to %d", key, op, values[0], math.MinInt+1, math.MaxInt-1)
+		}
 		r.complement = true
 		r.requireExists = true
 		switch op {
@@ -221,15 +225,21 @@ func (r *Requirement) Overlaps(o *Requirement) bool {
 		return false
 	default:
 		gt, lt := maxPtr(r.greaterThan, o.greaterThan), minPtr(r.lessThan, o.lessThan)
-		return gt == nil || lt == nil || *lt-*gt > 1
+		return gt == nil || lt == nil || integerBetween(*gt, *lt)
 	}
+}
+
+// integerBetween reports whether some integer v has gt < v < lt, without the
+// overflow of lt-gt on far-apart bounds.
+func integerBetween(gt, lt int) bool {
+	return gt < math.MaxInt && gt+1 < lt
 }
 
 // Empty reports whether no value is allowed. A DoesNotExist requirement is empty: it
 // is satisfied only by the label's absence.
 func (r *Requirement) Empty() bool {
 	if r.complement {
-		return r.greaterThan != nil && r.lessThan != nil && *r.lessThan-*r.greaterThan <= 1
+		return r.greaterThan != nil && r.lessThan != nil && !integerBetween(*r.greaterThan, *r.lessThan)
 	}
 	return r.values.Len() == 0
 }

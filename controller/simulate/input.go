@@ -125,19 +125,19 @@ func (in *Inputs) add(raw []byte, where string) error {
 		if err := decode(d); err != nil {
 			return err
 		}
-		in.Pods = append(in.Pods, expand(d.ObjectMeta, d.Spec.Template, replicas(d.Spec.Replicas, 1))...)
+		return in.addReplicas(where, named(d.ObjectMeta), "spec.replicas", d.ObjectMeta, d.Spec.Template, replicas(d.Spec.Replicas, 1))
 	case "apps/v1/ReplicaSet":
 		rs := &appsv1.ReplicaSet{}
 		if err := decode(rs); err != nil {
 			return err
 		}
-		in.Pods = append(in.Pods, expand(rs.ObjectMeta, rs.Spec.Template, replicas(rs.Spec.Replicas, 1))...)
+		return in.addReplicas(where, named(rs.ObjectMeta), "spec.replicas", rs.ObjectMeta, rs.Spec.Template, replicas(rs.Spec.Replicas, 1))
 	case "apps/v1/StatefulSet":
 		ss := &appsv1.StatefulSet{}
 		if err := decode(ss); err != nil {
 			return err
 		}
-		in.Pods = append(in.Pods, expand(ss.ObjectMeta, ss.Spec.Template, replicas(ss.Spec.Replicas, 1))...)
+		return in.addReplicas(where, named(ss.ObjectMeta), "spec.replicas", ss.ObjectMeta, ss.Spec.Template, replicas(ss.Spec.Replicas, 1))
 	case "batch/v1/Job":
 		j := &batchv1.Job{}
 		if err := decode(j); err != nil {
@@ -147,7 +147,7 @@ func (in *Inputs) add(raw []byte, where string) error {
 		if j.Spec.Completions != nil && *j.Spec.Completions < n {
 			n = *j.Spec.Completions
 		}
-		in.Pods = append(in.Pods, expand(j.ObjectMeta, j.Spec.Template, n)...)
+		return in.addReplicas(where, named(j.ObjectMeta), "spec.parallelism", j.ObjectMeta, j.Spec.Template, n)
 	case "apps/v1/DaemonSet":
 		ds := &appsv1.DaemonSet{}
 		if err := decode(ds); err != nil {
@@ -204,6 +204,20 @@ func defaultNamespace(m *metav1.ObjectMeta) {
 	if m.Namespace == "" {
 		m.Namespace = "default"
 	}
+}
+
+// maxReplicas bounds one workload's replicas: far above any real Deployment, and
+// low enough that a typo cannot make simulate allocate millions of pods.
+const maxReplicas = 200_000
+
+// addReplicas adds a workload's replicas as pending pods, refusing counts no
+// cluster could run.
+func (in *Inputs) addReplicas(where, name, field string, owner metav1.ObjectMeta, tmpl corev1.PodTemplateSpec, n int32) error {
+	if n < 0 || n > maxReplicas {
+		return fmt.Errorf("%s: %s: %s is %d; simulate plans 0 to %d replicas of a workload", where, name, field, n, maxReplicas)
+	}
+	in.Pods = append(in.Pods, expand(owner, tmpl, n)...)
+	return nil
 }
 
 // expand turns a workload into its replicas. Replicas share the template's spec
