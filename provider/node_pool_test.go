@@ -262,6 +262,8 @@ func TestNodePoolPlanTimeValidation(t *testing.T) {
 			`spec.disruption.budgets\[0\].schedule: Invalid value: "61 \* \* \* \*": not a cron expression`},
 		"budget over 100%": {poolWith("p", `disruption = { consolidate_after = "0s", budgets = [{ nodes = "110%" }] }`, req),
 			`spec.disruption.budgets\[0\].nodes: Invalid value: "110%"`},
+		"misspelt taint effect": {strings.Replace(poolWith("p", "", req), "requirements   =", `taints = [{ key = "dedicated", effect = "NoScheduel" }]
+        requirements   =`, 1), `spec.template.spec.taints\[0\].effect: Unsupported value: "NoScheduel": supported values: "NoSchedule", "PreferNoSchedule", "NoExecute"`},
 		"weight over 100": {poolWith("p", `weight = 101`, req),
 			`spec.weight: Invalid value: 101: spec.weight in body should be less than or equal to 100`},
 		"bad name": {poolWith("General_Pool", "", req), `"General_Pool" is not a valid object name`},

@@ -183,6 +183,8 @@ func TestCRDs(t *testing.T) {
 		{"Gt with a word", nodePoolWithRequirement(`{key: karpenter.k8s.aws/instance-cpu, operator: Gt, values: [many]}`), "single positive integer value"},
 		{"minValues above values", nodePoolWithRequirement(`{key: karpenter.k8s.aws/instance-family, operator: In, values: [m5], minValues: 2}`), "must have at least that many values"},
 		{"unknown operator", nodePoolWithRequirement(`{key: team, operator: Within, values: [x]}`), `Unsupported value: "Within"`},
+		{"misspelt taint effect", strings.Replace(gpuPool, "effect: NoSchedule", "effect: NoScheduel", 1), `spec.template.spec.taints[0].effect: Unsupported value: "NoScheduel"`},
+		{"misspelt startup taint effect", strings.Replace(gpuPool, "nodeClassRef:", "startupTaints: [{key: agent-not-ready, effect: noschedule}]\n      nodeClassRef:", 1), `spec.template.spec.startupTaints[0].effect: Unsupported value: "noschedule"`},
 		{"restricted template label", strings.Replace(billingPool, "billing-team: my-team", "karpenter.sh/nodepool: x", 1), `label "karpenter.sh/nodepool" is restricted`},
 		{"kubernetes.io template label", strings.Replace(billingPool, "billing-team: my-team", "kubernetes.io/custom: x", 1), `label domain "kubernetes.io" is restricted`},
 		{"weight out of range", strings.Replace(mixedPool, "weight: 10", "weight: 101", 1), "should be less than or equal to 100"},
