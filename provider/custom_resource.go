@@ -223,7 +223,38 @@ func (r *customResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 }
 
 func (r *customResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
+	var plan customResourceModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() || r.refuseExisting(ctx, plan.Name.ValueString(), &resp.Diagnostics) {
+		return
+	}
 	r.applyPlan(ctx, req.Plan, &resp.State, &resp.Diagnostics)
+}
+
+// refuseExisting fails the create of an object another state or kubectl already
+// made: server-side apply would silently take it over and rewrite its spec.
+func (r *customResource) refuseExisting(ctx context.Context, name string, diags *diag.Diagnostics) bool {
+	k := r.kind(diags)
+	cl := kubeClient(r.clients, diags)
+	if k == nil || cl == nil {
+		return true
+	}
+	live := &unstructured.Unstructured{}
+	live.SetGroupVersionKind(k.GVK)
+	err := cl.Get(ctx, client.ObjectKey{Name: name}, live)
+	switch {
+	case err == nil:
+		diags.AddAttributeError(path.Root("name"), fmt.Sprintf("%s %s already exists", k.GVK.Kind, name),
+			fmt.Sprintf("The cluster already has %s %q, made outside this configuration (another Terraform state, kubectl or Helm). Creating it here would take it over and rewrite it. "+
+				"To manage it here, import it: terraform import dovetail%s.<name> %s. Otherwise choose another name.", k.GVK.Kind, name, r.typeSuffix, name))
+		return true
+	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
+		// Not there (or no CRD yet, which the apply explains).
+		return false
+	default:
+		diags.AddError(fmt.Sprintf("Cannot check whether %s %s exists", k.GVK.Kind, name), err.Error())
+		return true
+	}
 }
 
 func (r *customResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {

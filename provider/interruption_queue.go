@@ -84,8 +84,22 @@ func (r *interruptionQueue) Schema(_ context.Context, _ resource.SchemaRequest, 
 	}
 }
 
-func (r *interruptionQueue) ModifyPlan(_ context.Context, _ resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+func (r *interruptionQueue) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	requireAWS(r.clients, "dovetail_interruption_queue", &resp.Diagnostics)
+	if req.State.Raw.IsNull() || req.Plan.Raw.IsNull() {
+		return
+	}
+	// Refresh left out the rules that no longer deliver: plan them back.
+	var plan interruptionQueueModel
+	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	if resp.Diagnostics.HasError() || plan.Name.IsUnknown() {
+		return
+	}
+	want, d := types.ListValueFrom(ctx, types.StringType, expectedRuleNames(plan.Name.ValueString()))
+	resp.Diagnostics.Append(d...)
+	if !plan.RuleNames.Equal(want) {
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("rule_names"), want)...)
+	}
 }
 
 // queuePolicy admits EventBridge and SQS, and refuses anything not over TLS.
@@ -145,7 +159,7 @@ func (r *interruptionQueue) apply(ctx context.Context, m *interruptionQueueModel
 	for _, rule := range InterruptionRules {
 		name := m.Name.ValueString() + "-" + rule.Suffix
 		if _, err := api.EventBridge.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String(name), EventPattern: aws.String(rule.Pattern),
-			Description: aws.String("Dovetail interruption handling: " + rule.Suffix)}); err != nil {
+			State: ebtypes.RuleStateEnabled, Description: aws.String("Dovetail interruption handling: " + rule.Suffix)}); err != nil {
 			return fmt.Errorf("creating EventBridge rule %s, %w", name, err)
 		}
 		if _, err := api.EventBridge.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String(name),
@@ -164,6 +178,21 @@ func (r *interruptionQueue) Create(ctx context.Context, req resource.CreateReque
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	if resp.Diagnostics.HasError() {
 		return
+	}
+	// CreateQueue answers with the existing queue when one has the name: refuse
+	// rather than take over and rewrite another state's queue.
+	if r.clients != nil && r.clients.AWS != nil {
+		_, err := r.clients.AWS.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String(plan.Name.ValueString())})
+		switch {
+		case err == nil:
+			resp.Diagnostics.AddAttributeError(path.Root("name"), fmt.Sprintf("SQS queue %s already exists", plan.Name.ValueString()),
+				fmt.Sprintf("The account already has a queue named %q, made outside this configuration. Creating it here would take it over and rewrite its policy and rules. "+
+					"To manage it here, import it: terraform import dovetail_interruption_queue.<name> %s. Otherwise choose another name.", plan.Name.ValueString(), plan.Name.ValueString()))
+			return
+		case !isCode(err, "AWS.SimpleQueueService.NonExistentQueue", "QueueDoesNotExist"):
+			resp.Diagnostics.AddError("Cannot check whether the interruption queue exists", err.Error())
+			return
+		}
 	}
 	if err := r.apply(ctx, &plan); err != nil {
 		resp.Diagnostics.AddError("Cannot create the interruption queue", err.Error())
@@ -207,24 +236,60 @@ func (r *interruptionQueue) Read(ctx context.Context, req resource.ReadRequest, 
 		state.SQSManagedSSE = types.BoolValue(v)
 	}
 	state.URL, state.ARN = types.StringValue(aws.ToString(got.QueueUrl)), types.StringValue(a[string(sqstypes.QueueAttributeNameQueueArn)])
+	// A rule that is gone, disabled or no longer sends to the queue is left out of
+	// rule_names: the plan then puts it back in place, and the queue is kept.
 	var names []string
 	for _, rule := range InterruptionRules {
 		name := state.Name.ValueString() + "-" + rule.Suffix
-		targets, err := api.EventBridge.ListTargetsByRule(ctx, &eventbridge.ListTargetsByRuleInput{Rule: aws.String(name)})
-		if isCode(err, "ResourceNotFoundException") || (err == nil && len(targets.Targets) == 0) {
-			// A rule or its target is gone: interruptions would be missed.
-			resp.State.RemoveResource(ctx)
-			return
-		}
+		working, err := r.ruleDelivers(ctx, name, state.ARN.ValueString())
 		if err != nil {
 			resp.Diagnostics.AddError("Cannot read the interruption rules", err.Error())
 			return
 		}
-		names = append(names, name)
+		if working {
+			names = append(names, name)
+		}
 	}
 	state.RuleNames, _ = types.ListValueFrom(ctx, types.StringType, names)
 	state.ID = state.Name
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+// ruleDelivers reports whether the rule exists, is enabled and targets the queue.
+func (r *interruptionQueue) ruleDelivers(ctx context.Context, name, queueARN string) (bool, error) {
+	api := r.clients.AWS
+	rule, err := api.EventBridge.DescribeRule(ctx, &eventbridge.DescribeRuleInput{Name: aws.String(name)})
+	if isCode(err, "ResourceNotFoundException") {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	if rule.State != ebtypes.RuleStateEnabled {
+		return false, nil
+	}
+	targets, err := api.EventBridge.ListTargetsByRule(ctx, &eventbridge.ListTargetsByRuleInput{Rule: aws.String(name)})
+	if isCode(err, "ResourceNotFoundException") {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	for _, t := range targets.Targets {
+		if aws.ToString(t.Arn) == queueARN {
+			return true, nil
+		}
+	}
+	return false, nil
+}
+
+// expectedRuleNames are the rules a queue of that name has when all is well.
+func expectedRuleNames(queue string) []string {
+	names := make([]string, 0, len(InterruptionRules))
+	for _, rule := range InterruptionRules {
+		names = append(names, queue+"-"+rule.Suffix)
+	}
+	return names
 }
 
 func (r *interruptionQueue) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {

@@ -3,6 +3,7 @@ package provider_test
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
 	"github.com/dovetail-sh/dovetail/provider"
@@ -89,6 +91,7 @@ func TestAccInterruptionQueue(t *testing.T) {
 		}
 		return fmt.Errorf("the spot interruption warning never reached the queue")
 	}
+	inPlace := resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("dovetail_interruption_queue.this", plancheck.ResourceActionUpdate)}}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
 		CheckDestroy: func(*terraform.State) error {
@@ -141,7 +144,8 @@ func TestAccInterruptionQueue(t *testing.T) {
 				Config: queueConfig(moto.Endpoint, 600), PlanOnly: true, ExpectNonEmptyPlan: true,
 			},
 			{
-				// A rule deleted out of band is put back.
+				// A rule deleted out of band is put back, in place: the queue and its
+				// messages stay.
 				PreConfig: func() {
 					name := "demo-interruption-" + provider.InterruptionRules[0].Suffix
 					if _, err := events.RemoveTargets(ctx, &eventbridge.RemoveTargetsInput{Rule: aws.String(name), Ids: []string{"dovetail-interruption-queue"}}); err != nil {
@@ -151,9 +155,75 @@ func TestAccInterruptionQueue(t *testing.T) {
 						t.Fatal(err)
 					}
 				},
-				Config: queueConfig(moto.Endpoint, 600),
-				Check:  resource.ComposeTestCheckFunc(attribute(sqstypes.QueueAttributeNameMessageRetentionPeriod, equals("600")), delivers),
+				Config:           queueConfig(moto.Endpoint, 600),
+				ConfigPlanChecks: inPlace,
+				Check:            resource.ComposeTestCheckFunc(attribute(sqstypes.QueueAttributeNameMessageRetentionPeriod, equals("600")), delivers),
+			},
+			{
+				// Only the target removed: the same.
+				PreConfig: func() {
+					name := "demo-interruption-" + provider.InterruptionRules[1].Suffix
+					if _, err := events.RemoveTargets(ctx, &eventbridge.RemoveTargetsInput{Rule: aws.String(name), Ids: []string{"dovetail-interruption-queue"}}); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config:           queueConfig(moto.Endpoint, 600),
+				ConfigPlanChecks: inPlace,
+				Check:            delivers,
+			},
+			{
+				// A disabled rule delivers nothing: it is enabled again.
+				PreConfig: func() {
+					name := "demo-interruption-" + provider.InterruptionRules[0].Suffix
+					if _, err := events.DisableRule(ctx, &eventbridge.DisableRuleInput{Name: aws.String(name)}); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config:           queueConfig(moto.Endpoint, 600),
+				ConfigPlanChecks: inPlace,
+				Check: resource.ComposeTestCheckFunc(delivers, func(*terraform.State) error {
+					for _, rule := range provider.InterruptionRules {
+						out, err := events.DescribeRule(ctx, &eventbridge.DescribeRuleInput{Name: aws.String("demo-interruption-" + rule.Suffix)})
+						if err != nil {
+							return err
+						}
+						if out.State != ebtypes.RuleStateEnabled {
+							return fmt.Errorf("rule %s is %s", aws.ToString(out.Name), out.State)
+						}
+					}
+					return nil
+				}),
 			},
 		},
 	})
+}
+
+// A queue of the same name made outside this state (another cluster's, or a
+// hand-made one) is not taken over: the create fails, says to import, and the queue
+// keeps its attributes.
+func TestAccInterruptionQueueRefusesToTakeOver(t *testing.T) {
+	acceptance(t)
+	ctx := context.Background()
+	moto := testenv.StartMoto(t)
+	clients := testenv.AWSClients(t, moto, "us-west-2")
+	made, err := clients.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String("demo-interruption"),
+		Attributes: map[string]string{"MessageRetentionPeriod": "1200"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{{
+			Config:      queueConfig(moto.Endpoint, 300),
+			ExpectError: regexp.MustCompile(`SQS queue demo-interruption already exists(.|\n)*terraform import\s+dovetail_interruption_queue.<name>\s+demo-interruption`),
+		}},
+	})
+	attrs, err := clients.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: made.QueueUrl,
+		AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameMessageRetentionPeriod}})
+	if err != nil {
+		t.Fatalf("the existing queue is gone: %v", err)
+	}
+	if got := attrs.Attributes["MessageRetentionPeriod"]; got != "1200" {
+		t.Errorf("the existing queue's retention became %s; it must be left alone", got)
+	}
 }

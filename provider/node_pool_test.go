@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	k8sresource "k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
@@ -298,5 +299,38 @@ resource "dovetail_ec2_node_class" "c" {
 					ExpectError: regexp.MustCompile(strings.ReplaceAll(strings.ReplaceAll(c.want, " ", `\s+`), "{", `\{`))}},
 			})
 		})
+	}
+}
+
+// A NodePool of the same name made outside this state (kubectl, Helm, another
+// state) is not taken over: the create fails, says to import, and the pool keeps
+// its spec.
+func TestAccNodePoolRefusesToTakeOver(t *testing.T) {
+	acceptance(t)
+	ctx := context.Background()
+	api := testenv.StartAPIServer(t)
+	theirs := &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "shared"}, Spec: v1.NodePoolSpec{
+		Limits: v1.Limits{corev1.ResourceCPU: k8sresource.MustParse("7")},
+		Template: v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{
+			NodeClassRef: &v1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "theirs"},
+			Requirements: []v1.NodePoolRequirement{{Key: v1.LabelArch, RequirementBody: v1.RequirementBody{Operator: v1.OpIn, Values: []string{"arm64"}}}},
+		}},
+	}}
+	if err := api.Client.Create(ctx, theirs); err != nil {
+		t.Fatal(err)
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{{
+			Config:      nodePoolConfig(api.Kubeconfig, "shared", "100"),
+			ExpectError: regexp.MustCompile(`NodePool shared already exists(.|\n)*terraform import\s+dovetail_node_pool.<name>\s+shared`),
+		}},
+	})
+	got := &v1.NodePool{}
+	if err := api.Client.Get(ctx, client.ObjectKey{Name: "shared"}, got); err != nil {
+		t.Fatalf("their pool is gone: %v", err)
+	}
+	if cpu := got.Spec.Limits[corev1.ResourceCPU]; cpu.Cmp(k8sresource.MustParse("7")) != 0 || got.Spec.Template.Spec.NodeClassRef.Name != "theirs" {
+		t.Errorf("their pool was rewritten: limits %v, node class %s", got.Spec.Limits, got.Spec.Template.Spec.NodeClassRef.Name)
 	}
 }
