@@ -18,6 +18,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
@@ -53,6 +54,38 @@ type Controller struct {
 	clock       clock.Clock
 	// WaitTime is the long-poll wait of each receive, in seconds (at most 20).
 	WaitTime int32
+
+	// acting holds the claims being acted on, and since when. EventBridge delivers
+	// at least once, and one instance often gets a spot warning and a state change
+	// together: until the cache shows the claim deleting, a second message would
+	// launch a second set of replacements. After a restart the claim's deletion
+	// timestamp, in the API, does the same job.
+	mu     sync.Mutex
+	acting map[types.UID]time.Time
+}
+
+// actingTTL is how long a claim acted on is remembered; its deletion reaches the
+// cache in far less.
+const actingTTL = 10 * time.Minute
+
+// startActing reports whether nothing is acting on the claim yet, and marks it.
+func (c *Controller) startActing(nc *v1.NodeClaim) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	for uid, at := range c.acting {
+		if now.Sub(at) > actingTTL {
+			delete(c.acting, uid)
+		}
+	}
+	if _, ok := c.acting[nc.UID]; ok {
+		return false
+	}
+	if c.acting == nil {
+		c.acting = map[types.UID]time.Time{}
+	}
+	c.acting[nc.UID] = now
+	return true
 }
 
 // NewController wires the controller for the named queue.
@@ -168,6 +201,15 @@ func (c *Controller) act(ctx context.Context, msg Message, nc *v1.NodeClaim) err
 		return nil
 	}
 	if nc.DeletionTimestamp != nil {
+		return nil
+	}
+	if !c.startActing(nc) {
+		// A duplicate, or the retry of a message whose delete failed: the
+		// replacements are launched already; only the delete may be missing.
+		if err := c.kube.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting interrupted nodeclaim %s, %w", nc.Name, err)
+		}
+		logger.V(1).Info("already acted on the claim")
 		return nil
 	}
 	if msg.Kind == SpotInterruption && c.offerings != nil {
