@@ -367,7 +367,9 @@ func (s *solver) openClaim(ps *poolState, p *podInfo) (*claim, error) {
 	if err := checkMinValues(reqs, c.options); err != nil {
 		return nil, err
 	}
-	c.target = chooseTarget(c.options, reqs, ps.daemonOverhead, s.shapeFor(ps, p), s.costs)
+	shape := s.shapeFor(ps, p)
+	c.target = chooseTarget(c.options, reqs, ps.daemonOverhead, shape, s.costs)
+	c.sizedForRest = heldShare(c.target.Allocatable.Sub(ps.daemonOverhead), shape) >= 1-1e-9
 	c.requests = ps.daemonOverhead.Add(p.requests)
 	c.remaining = c.target.Allocatable.Sub(c.requests)
 	c.pods = []*podInfo{p}

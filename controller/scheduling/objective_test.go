@@ -167,3 +167,17 @@ func optionNames(nc *NodeClaimPlan) []string {
 	}
 	return out
 }
+
+// TestTailIsSizedForRest: a solve's last claim, sized to hold everything left, says
+// so; the claims before it, sized for a share of a larger demand, do not.
+func TestTailIsSizedForRest(t *testing.T) {
+	r := solve(t, pods(40, "web", "1", "2Gi"), []*v1.NodePool{nodePool("default")})
+	if len(r.NodeClaims) < 2 {
+		t.Fatalf("want several claims to tell the tail from the rest, got %v", typeNames(r))
+	}
+	for i, nc := range r.NodeClaims {
+		if last := i == len(r.NodeClaims)-1; nc.SizedForRest != last {
+			t.Errorf("claim %d of %d (%s): SizedForRest = %v", i+1, len(r.NodeClaims), nc.InstanceType.Name, nc.SizedForRest)
+		}
+	}
+}

@@ -57,6 +57,10 @@ type NodeClaimPlan struct {
 	Pods         []*corev1.Pod
 	// Requests is the pods' requests plus daemonset overhead.
 	Requests Resources
+	// SizedForRest is set when the node was sized to hold every pod its pool had
+	// left to place: the tail of the plan. While pods are still arriving, more of
+	// them would size it differently.
+	SizedForRest bool
 }
 
 // ExistingPlacement lists pods placed on an existing node.
@@ -116,7 +120,7 @@ func (s *solver) results() *Results {
 			Labels: c.pool.np.Spec.Template.Labels, Annotations: c.pool.np.Spec.Template.Annotations,
 			Taints: c.pool.taints, StartupTaints: c.pool.np.Spec.Template.Spec.StartupTaints,
 			InstanceTypeOptions: options, InstanceType: options[0], Offering: prices[options[0]],
-			Requests: c.requests,
+			Requests: c.requests, SizedForRest: c.sizedForRest,
 		}
 		for _, p := range c.pods {
 			plan.Pods = append(plan.Pods, p.pod)

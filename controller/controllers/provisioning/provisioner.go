@@ -251,6 +251,12 @@ func filledClaims(plans []*scheduling.NodeClaimPlan, pending []*corev1.Pod) []*s
 	smallest.Extended = nil
 	var out []*scheduling.NodeClaimPlan
 	for _, plan := range plans {
+		// A tail sized for the pods gathered so far is full only because the type
+		// was chosen to just hold them; the pods still arriving would size it
+		// differently, so it waits for the batch's close.
+		if plan.SizedForRest {
+			continue
+		}
 		if !smallest.Add(plan.Requests).Fits(plan.InstanceType.Allocatable) {
 			out = append(out, plan)
 		}

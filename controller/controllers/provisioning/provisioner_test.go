@@ -51,4 +51,10 @@ func TestFilledClaims(t *testing.T) {
 	if got := filledClaims([]*scheduling.NodeClaimPlan{full}, nil); got != nil {
 		t.Errorf("with no pending pods nothing is launched early, got %d", len(got))
 	}
+	// The tail of a gathering batch is full only because it was sized for the pods
+	// gathered so far: it waits for the close.
+	tail := &scheduling.NodeClaimPlan{InstanceType: it, Requests: full.Requests, SizedForRest: true}
+	if got := filledClaims([]*scheduling.NodeClaimPlan{full, tail}, []*corev1.Pod{pod("500m")}); len(got) != 1 || got[0] != full {
+		t.Errorf("want the full claim only, not the tail, got %d claims", len(got))
+	}
 }
