@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dovetail-sh/dovetail/controller/operator/nodecosts"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
@@ -156,7 +157,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ConsolidationValidationDelay, "consolidation-validation-delay", envDuration("CONSOLIDATION_VALIDATION_DELAY", 15*time.Second), "how long a consolidation decision must hold before it is carried out [CONSOLIDATION_VALIDATION_DELAY]")
 	fs.Float64Var(&o.KubeClientQPS, "kube-client-qps", envFloat("KUBE_CLIENT_QPS", 200), "requests per second to the API server [KUBE_CLIENT_QPS]")
 	fs.IntVar(&o.KubeClientBurst, "kube-client-burst", envInt("KUBE_CLIENT_BURST", 300), "burst of requests to the API server [KUBE_CLIENT_BURST]")
-	AddNodeCostFlags(fs, &o.NodeCosts)
+	nodecosts.AddFlags(fs, &o.NodeCosts)
 	if v := os.Getenv("FEATURE_GATES"); v != "" {
 		_ = o.FeatureGates.Set(v)
 	}
@@ -189,7 +190,7 @@ func (o *Options) Validate() error {
 	default:
 		errs = append(errs, fmt.Sprintf("--cloud-provider %q is not available; use aws or kwok", o.CloudProvider))
 	}
-	errs = append(errs, ValidateNodeCosts(o.NodeCosts)...)
+	errs = append(errs, nodecosts.Validate(o.NodeCosts)...)
 	if o.DisruptionPeriod <= 0 {
 		errs = append(errs, "--disruption-period must be positive")
 	}

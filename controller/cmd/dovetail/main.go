@@ -14,7 +14,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/dovetail-sh/dovetail/controller/catalog"
-	"github.com/dovetail-sh/dovetail/controller/operator"
+	"github.com/dovetail-sh/dovetail/controller/operator/nodecosts"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/simulate"
 )
@@ -70,7 +70,7 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 	zones := fs.String("zones", "", "comma-separated zones to offer every catalog type in (e.g. us-west-2a,us-west-2b); prices are kept")
 	vmOverhead := fs.Float64("vm-memory-overhead-percent", 0.075, "share of memory the hypervisor keeps")
 	var costs scheduling.NodeCosts
-	operator.AddNodeCostFlags(fs, &costs)
+	nodecosts.AddFlags(fs, &costs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -106,7 +106,7 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 	if *zones != "" {
 		cat = cat.InZones(strings.Split(*zones, ","))
 	}
-	if errs := operator.ValidateNodeCosts(costs); len(errs) > 0 {
+	if errs := nodecosts.Validate(costs); len(errs) > 0 {
 		fmt.Fprintf(stderr, "dovetail simulate: %s\n", strings.Join(errs, "; "))
 		return 2
 	}

@@ -1,8 +1,13 @@
-package operator
+// Package nodecosts holds the flags (and environment variables) that price what a
+// node costs beyond its instance, shared by the controller and `dovetail simulate`
+// so that both plan the same fleet. It is its own package so that the CLI does not
+// pull in the controller's manager, clients and cloud SDKs for four flags.
+package nodecosts
 
 import (
 	"flag"
 	"fmt"
+	"os"
 	"strconv"
 
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
@@ -11,9 +16,9 @@ import (
 // hoursPerMonth is how AWS turns monthly EBS prices into hourly ones.
 const hoursPerMonth = 730
 
-// AddNodeCostFlags registers what a node costs beyond its instance's price, shared
-// by the controller and `dovetail simulate` so that both plan the same fleet.
-func AddNodeCostFlags(fs *flag.FlagSet, c *scheduling.NodeCosts) {
+// AddFlags registers what a node costs beyond its instance's price, with AWS's
+// defaults unless the environment says otherwise.
+func AddFlags(fs *flag.FlagSet, c *scheduling.NodeCosts) {
 	*c = scheduling.DefaultNodeCosts()
 	c.RootVolumePerGiBHour = envFloat("ROOT_VOLUME_PRICE_PER_GIB_MONTH", c.RootVolumePerGiBHour*hoursPerMonth) / hoursPerMonth
 	fs.Var(&perMonth{&c.RootVolumePerGiBHour}, "root-volume-price-per-gib-month",
@@ -26,8 +31,8 @@ func AddNodeCostFlags(fs *flag.FlagSet, c *scheduling.NodeCosts) {
 		"how much more per unit of demand, as a fraction, a plan may pay to use fewer, larger nodes [FEWER_NODES_TOLERANCE]")
 }
 
-// ValidateNodeCosts names the flag at fault.
-func ValidateNodeCosts(c scheduling.NodeCosts) []string {
+// Validate names the flag at fault.
+func Validate(c scheduling.NodeCosts) []string {
 	var errs []string
 	for _, f := range []struct {
 		name  string
@@ -60,4 +65,11 @@ func (p *perMonth) Set(v string) error {
 	}
 	*p.hourly = f / hoursPerMonth
 	return nil
+}
+
+func envFloat(key string, def float64) float64 {
+	if f, err := strconv.ParseFloat(os.Getenv(key), 64); err == nil {
+		return f
+	}
+	return def
 }
