@@ -69,7 +69,7 @@ func (s *solver) addToClaim(c *claim, p *podInfo) error {
 		if len(fitting) == 0 {
 			return fmt.Errorf("no instance type holds the pods")
 		}
-		target = chooseTarget(fitting, reqs, c.requests, s.shapeFor(c.pool, p), s.costs)
+		target, _ = chooseTarget(fitting, reqs, c.requests, s.shapeFor(c.pool, p), s.costs)
 	}
 	if !total.Fits(target.Allocatable) {
 		// A pod that must share a node with pods on this claim has nowhere else to
@@ -81,7 +81,7 @@ func (s *solver) addToClaim(c *claim, p *podInfo) error {
 		if len(fitting) == 0 {
 			return fmt.Errorf("no instance type holds the pod with the pods it must share a node with")
 		}
-		target = chooseTarget(fitting, reqs, Resources{}, demandShape{total: total}, s.costs)
+		target, _ = chooseTarget(fitting, reqs, Resources{}, demandShape{total: total}, s.costs)
 	}
 	if hasMinValues(reqs) {
 		if err := checkMinValues(reqs, filterFits(options, total)); err != nil {
@@ -367,9 +367,9 @@ func (s *solver) openClaim(ps *poolState, p *podInfo) (*claim, error) {
 	if err := checkMinValues(reqs, c.options); err != nil {
 		return nil, err
 	}
-	shape := s.shapeFor(ps, p)
-	c.target = chooseTarget(c.options, reqs, ps.daemonOverhead, shape, s.costs)
-	c.sizedForRest = heldShare(c.target.Allocatable.Sub(ps.daemonOverhead), shape) >= 1-1e-9
+	var share float64
+	c.target, share = chooseTarget(c.options, reqs, ps.daemonOverhead, s.shapeFor(ps, p), s.costs)
+	c.sizedForRest = share >= 1-1e-9
 	c.requests = ps.daemonOverhead.Add(p.requests)
 	c.remaining = c.target.Allocatable.Sub(c.requests)
 	c.pods = []*podInfo{p}

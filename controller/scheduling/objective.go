@@ -59,8 +59,9 @@ type demandShape struct {
 // within FewerNodesTolerance of the best score, the one holding the largest share
 // wins, so a burst gets few large nodes rather than many small ones at nearly the
 // same price; near the end of a solve the cheapest type that holds what is left wins.
-// used is what the node already carries (daemonset overhead, pods placed on it).
-func chooseTarget(options []*InstanceType, reqs Requirements, used Resources, shape demandShape, costs NodeCosts) *InstanceType {
+// used is what the node already carries (daemonset overhead, pods placed on it). It
+// also returns the share of the demand the chosen type holds.
+func chooseTarget(options []*InstanceType, reqs Requirements, used Resources, shape demandShape, costs NodeCosts) (*InstanceType, float64) {
 	type scored struct {
 		it           *InstanceType
 		score, share float64
@@ -81,7 +82,7 @@ func chooseTarget(options []*InstanceType, reqs Requirements, used Resources, sh
 		best = min(best, score)
 	}
 	if len(all) == 0 {
-		return options[0]
+		return options[0], 0
 	}
 	var chosen *scored
 	for i := range all {
@@ -93,7 +94,7 @@ func chooseTarget(options []*InstanceType, reqs Requirements, used Resources, sh
 			chosen = s
 		}
 	}
-	return chosen.it
+	return chosen.it, chosen.share
 }
 
 // heldShare estimates the fraction of the demand a node with free capacity holds:
