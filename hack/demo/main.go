@@ -33,7 +33,6 @@ import (
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
-	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -44,7 +43,6 @@ import (
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
-	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/pricing"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/simulate"
 	"github.com/dovetail-sh/dovetail/tests/localstack"
@@ -364,17 +362,11 @@ func predict(pool *v1.NodePool, d *appsv1.Deployment, replicas int32, types []*s
 // region's types and offerings, with its spot prices, so prediction and outcome are
 // priced the same.
 func instanceTypes(ctx context.Context, c client.Client, clients *dtaws.Clients, pool *v1.NodePool) ([]*scheduling.InstanceType, error) {
-	clk := clock.RealClock{}
-	prices := pricing.NewProvider(clients.EC2, clients.Pricing, region, true, clk, logr.Discard())
-	if err := prices.UpdateSpot(ctx); err != nil {
-		return nil, err
-	}
-	provider := dtaws.New(c, clients.EC2, dtaws.Settings{ClusterName: cluster, Region: region, VMMemoryOverheadPercent: 0.075}, prices, clk)
 	var types []*scheduling.InstanceType
 	// The controller resolves the node class's subnets and image first.
 	err := waitFor(ctx, time.Minute, "the EC2NodeClass to be resolved", func() (bool, error) {
 		var err error
-		types, err = provider.GetInstanceTypes(ctx, pool)
+		types, err = localstack.InstanceTypes(ctx, c, clients, cluster, region, pool)
 		return err == nil, nil
 	})
 	return types, err

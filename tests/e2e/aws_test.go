@@ -18,18 +18,15 @@ import (
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
-	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
-	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/pricing"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
 	"github.com/dovetail-sh/dovetail/controller/operator"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
@@ -211,11 +208,7 @@ type awsCluster struct {
 // sees them (its own provider, on the same moto and the same prices).
 func (a *awsCluster) instanceTypes(t *testing.T, pool *v1.NodePool) []*scheduling.InstanceType {
 	t.Helper()
-	clk := clock.RealClock{}
-	prices := pricing.NewProvider(a.clients.EC2, a.clients.Pricing, a.region, true, clk, logr.Discard())
-	must(t, prices.UpdateSpot(context.Background()))
-	provider := dtaws.New(a.client, a.clients.EC2, dtaws.Settings{ClusterName: "e2e", Region: a.region, VMMemoryOverheadPercent: 0.075}, prices, clk)
-	types, err := provider.GetInstanceTypes(context.Background(), pool)
+	types, err := localstack.InstanceTypes(context.Background(), a.client, a.clients, "e2e", a.region, pool)
 	must(t, err)
 	return types
 }

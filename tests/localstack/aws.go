@@ -10,9 +10,15 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	ssmtypes "github.com/aws/aws-sdk-go-v2/service/ssm/types"
+	"github.com/go-logr/logr"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/awserr"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/pricing"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
 // SSMPrefix is where the local stack publishes EKS image parameters: AWS reserves /aws, and the
@@ -104,4 +110,18 @@ func SeedAWS(ctx context.Context, clients *dtaws.Clients, discovery, cidrPrefix 
 		return nil, fmt.Errorf("creating the node role, %w", err)
 	}
 	return out, nil
+}
+
+// InstanceTypes are a pool's instance types as a controller running the AWS
+// provider in isolated-VPC mode sees them on the emulator: its types, offerings and
+// spot prices, so a prediction is priced as the launches are. The pool's node class
+// must be resolved (Ready).
+func InstanceTypes(ctx context.Context, kube client.Client, clients *dtaws.Clients, cluster, region string, pool *v1.NodePool) ([]*scheduling.InstanceType, error) {
+	clk := clock.RealClock{}
+	prices := pricing.NewProvider(clients.EC2, clients.Pricing, region, true, clk, logr.Discard())
+	if err := prices.UpdateSpot(ctx); err != nil {
+		return nil, fmt.Errorf("reading spot prices, %w", err)
+	}
+	provider := dtaws.New(kube, clients.EC2, dtaws.Settings{ClusterName: cluster, Region: region, VMMemoryOverheadPercent: scheduling.DefaultAllocatableSettings().VMMemoryOverheadPercent}, prices, clk)
+	return provider.GetInstanceTypes(ctx, pool)
 }
