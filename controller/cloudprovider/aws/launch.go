@@ -1,0 +1,387 @@
+package aws
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strings"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/catalog"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/userdata"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
+)
+
+// MaxInstanceTypes bounds the types one launch offers EC2, as Karpenter does: enough
+// for EC2 to find capacity, few enough to keep the request small.
+const MaxInstanceTypes = 60
+
+// launchAttempts is how often a launch asks again after EC2 refused every offering
+// it was given for lack of capacity, each time without the refused ones.
+const launchAttempts = 3
+
+// unfulfillable are CreateFleet error codes that mean "not this offering, now":
+// the offering is set aside and the launch tries the rest.
+var unfulfillable = sets.New("InsufficientInstanceCapacity", "MaxSpotInstanceCountExceeded", "VcpuLimitExceeded",
+	"UnfulfillableCapacity", "Unsupported", "InsufficientFreeAddressesInSubnet", "ReservationCapacityExceeded", "SpotMaxPriceTooLow")
+
+// candidate is an instance type a launch may use, with its offerings of one
+// capacity type in the zones the claim allows.
+type candidate struct {
+	it        *scheduling.InstanceType
+	entry     catalog.Entry
+	offerings []scheduling.Offering
+}
+
+// Create launches the claim with CreateFleet, offering EC2 every type and zone the
+// claim allows. Offerings EC2 refuses for lack of capacity are set aside for a few
+// minutes, and the launch asks again with the rest.
+func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeClaim, error) {
+	class, err := c.nodeClass(ctx, nc.Spec.NodeClassRef)
+	if err != nil {
+		return nil, fmt.Errorf("resolving the node class, %w", err)
+	}
+	reqs, err := cloudprovider.Requirements(nc)
+	if err != nil {
+		return nil, err
+	}
+	var refused []string
+	for attempt := 0; attempt < launchAttempts; attempt++ {
+		types, priced, err := c.instanceTypes(ctx, class)
+		if err != nil {
+			return nil, err
+		}
+		capacityType, candidates := c.candidates(nc, reqs, types, priced)
+		if len(candidates) == 0 {
+			msg := "no instance type, zone and capacity type the claim allows has capacity"
+			if len(refused) > 0 {
+				msg += "; EC2 refused " + strings.Join(refused, ", ")
+			}
+			return nil, cloudprovider.NewInsufficientCapacityError(errors.New(msg))
+		}
+		launched, errs, err := c.launch(ctx, nc, class, capacityType, candidates)
+		if err != nil || launched != nil {
+			return launched, err
+		}
+		refused = append(refused, errs...)
+	}
+	return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("EC2 refused every offering: %s", strings.Join(refused, ", ")))
+}
+
+// candidates picks the capacity type (spot when the claim allows it and any spot
+// offering is available, as spot is what the claim was priced for) and the cheapest
+// MaxInstanceTypes types that offer it.
+func (c *CloudProvider) candidates(nc *v1.NodeClaim, reqs scheduling.Requirements, types []*scheduling.InstanceType, priced *catalog.File) (string, []candidate) {
+	requests := scheduling.FromResourceList(nc.Spec.Resources.Requests)
+	byCapacityType := map[string][]candidate{}
+	entries := make(map[string]catalog.Entry, len(priced.InstanceTypes))
+	for _, e := range priced.InstanceTypes {
+		entries[e.Name] = e
+	}
+	for _, it := range types {
+		if !scheduling.Compatible(it, reqs) || !requests.Fits(it.Allocatable) {
+			continue
+		}
+		perType := map[string][]scheduling.Offering{}
+		for _, o := range it.Offerings {
+			if !o.Available || !reqs.Get(v1.LabelTopologyZone).Has(o.Zone) || !reqs.Get(v1.LabelCapacityType).Has(o.CapacityType) {
+				continue
+			}
+			perType[o.CapacityType] = append(perType[o.CapacityType], o)
+		}
+		for ct, offerings := range perType {
+			byCapacityType[ct] = append(byCapacityType[ct], candidate{it: it, entry: entries[it.Name], offerings: offerings})
+		}
+	}
+	capacityType := v1.CapacityTypeOnDemand
+	if len(byCapacityType[v1.CapacityTypeSpot]) > 0 {
+		capacityType = v1.CapacityTypeSpot
+	}
+	out := byCapacityType[capacityType]
+	for i := range out {
+		sort.Slice(out[i].offerings, func(a, b int) bool { return out[i].offerings[a].Price < out[i].offerings[b].Price })
+	}
+	sort.SliceStable(out, func(i, j int) bool {
+		if pi, pj := out[i].offerings[0].Price, out[j].offerings[0].Price; pi != pj {
+			return pi < pj
+		}
+		return out[i].it.Name < out[j].it.Name
+	})
+	if len(out) > MaxInstanceTypes {
+		out = out[:MaxInstanceTypes]
+	}
+	return capacityType, out
+}
+
+// launch makes one CreateFleet call. It returns the launched claim, or the offerings
+// EC2 refused for capacity (now marked unavailable) when nothing launched.
+func (c *CloudProvider) launch(ctx context.Context, nc *v1.NodeClaim, class *awsv1.EC2NodeClass, capacityType string, candidates []candidate) (*v1.NodeClaim, []string, error) {
+	subnets := bestSubnets(class)
+	configs, err := c.launchTemplateConfigs(ctx, nc, class, candidates, subnets)
+	if err != nil {
+		return nil, nil, err
+	}
+	tags := c.instanceTags(nc, class)
+	out, err := c.ec2.CreateFleet(ctx, &ec2.CreateFleetInput{
+		Type:                  ec2types.FleetTypeInstant,
+		LaunchTemplateConfigs: configs,
+		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{
+			TotalTargetCapacity:       aws.Int32(1),
+			DefaultTargetCapacityType: ec2types.DefaultTargetCapacityType(capacityType),
+		},
+		OnDemandOptions: &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyLowestPrice},
+		SpotOptions:     &ec2types.SpotOptionsRequest{AllocationStrategy: ec2types.SpotAllocationStrategyPriceCapacityOptimized},
+		TagSpecifications: []ec2types.TagSpecification{
+			{ResourceType: ec2types.ResourceTypeInstance, Tags: tags},
+			{ResourceType: ec2types.ResourceTypeVolume, Tags: tags},
+		},
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("creating fleet, %w", err)
+	}
+	var refused, other []string
+	for _, e := range out.Errors {
+		code := aws.ToString(e.ErrorCode)
+		var it, zone string
+		if lt := e.LaunchTemplateAndOverrides; lt != nil && lt.Overrides != nil {
+			it, zone = string(lt.Overrides.InstanceType), aws.ToString(lt.Overrides.AvailabilityZone)
+		}
+		if unfulfillable.Has(code) && it != "" {
+			c.unavailable.Mark(it, zone, capacityType)
+			refused = append(refused, fmt.Sprintf("%s %s in %s (%s)", capacityType, it, zone, code))
+			continue
+		}
+		other = append(other, fmt.Sprintf("%s: %s", code, aws.ToString(e.ErrorMessage)))
+	}
+	for _, inst := range out.Instances {
+		if len(inst.InstanceIds) == 0 {
+			continue
+		}
+		return c.launched(nc, class, inst, candidates), nil, nil
+	}
+	if len(other) > 0 && len(refused) == 0 {
+		return nil, nil, fmt.Errorf("creating fleet: %s", strings.Join(other, "; "))
+	}
+	return nil, refused, nil
+}
+
+// launched describes the instance CreateFleet returned as the launched claim.
+func (c *CloudProvider) launched(nc *v1.NodeClaim, class *awsv1.EC2NodeClass, inst ec2types.CreateFleetInstance, candidates []candidate) *v1.NodeClaim {
+	id := inst.InstanceIds[0]
+	var zone, imageID string
+	if lt := inst.LaunchTemplateAndOverrides; lt != nil && lt.Overrides != nil {
+		zone = aws.ToString(lt.Overrides.AvailabilityZone)
+		imageID = aws.ToString(lt.Overrides.ImageId)
+	}
+	capacityType := v1.CapacityTypeOnDemand
+	if inst.Lifecycle == ec2types.InstanceLifecycleSpot {
+		capacityType = v1.CapacityTypeSpot
+	}
+	var chosen candidate
+	for _, cand := range candidates {
+		if cand.it.Name == string(inst.InstanceType) {
+			chosen = cand
+		}
+	}
+	if imageID == "" {
+		imageID = imageFor(class, chosen.entry)
+	}
+	out := nc.DeepCopy()
+	if out.Labels == nil {
+		out.Labels = map[string]string{}
+	}
+	for k, v := range chosen.entry.NodeLabels() {
+		out.Labels[k] = v
+	}
+	out.Labels[v1.LabelInstanceType] = string(inst.InstanceType)
+	out.Labels[v1.LabelTopologyZone] = zone
+	out.Labels[v1.LabelCapacityType] = capacityType
+	for _, s := range class.Status.Subnets {
+		if s.Zone == zone && s.ZoneID != "" {
+			out.Labels[v1.LabelZoneID] = s.ZoneID
+		}
+	}
+	if out.Annotations == nil {
+		out.Annotations = map[string]string{}
+	}
+	out.Annotations[awsv1.AnnotationEC2NodeClassHash] = class.Hash()
+	out.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] = awsv1.EC2NodeClassHashVersion
+	out.Status.ProviderID = ProviderIDPrefix + zone + "/" + id
+	out.Status.ImageID = imageID
+	if chosen.it != nil {
+		out.Status.Capacity = chosen.it.Capacity.ToResourceList()
+		out.Status.Allocatable = chosen.it.Allocatable.ToResourceList()
+	}
+	return out
+}
+
+func (c *CloudProvider) instanceTags(nc *v1.NodeClaim, class *awsv1.EC2NodeClass) []ec2types.Tag {
+	tags := map[string]string{}
+	for k, v := range class.Spec.Tags {
+		tags[k] = v
+	}
+	for k, v := range map[string]string{
+		ClusterTag(c.settings.ClusterName): "owned",
+		TagCluster:                         c.settings.ClusterName,
+		TagEKSCluster:                      c.settings.ClusterName,
+		TagNodePool:                        nc.Labels[v1.LabelNodePool],
+		TagNodeClaim:                       nc.Name,
+		TagNodeClass:                       class.Name,
+		TagName:                            nc.Name,
+	} {
+		tags[k] = v
+	}
+	out := make([]ec2types.Tag, 0, len(tags))
+	for _, k := range sortedKeys(tags) {
+		out = append(out, ec2types.Tag{Key: aws.String(k), Value: aws.String(tags[k])})
+	}
+	return out
+}
+
+// bestSubnets picks, per zone, the class's subnet with the most free addresses.
+func bestSubnets(class *awsv1.EC2NodeClass) map[string]string {
+	out := map[string]string{}
+	for _, s := range class.Status.Subnets {
+		if _, ok := out[s.Zone]; !ok {
+			// Status lists subnets with the most free addresses first.
+			out[s.Zone] = s.ID
+		}
+	}
+	return out
+}
+
+// family is the AMI family the class's images belong to.
+func family(class *awsv1.EC2NodeClass) string {
+	for _, t := range class.Spec.AMISelectorTerms {
+		if f, ok := userdata.FamilyOfAlias(t.Alias); ok && t.Alias != "" {
+			return f
+		}
+	}
+	if class.Spec.AMIFamily != nil {
+		return *class.Spec.AMIFamily
+	}
+	return userdata.FamilyCustom
+}
+
+// imageFor picks the newest resolved image the type can boot.
+func imageFor(class *awsv1.EC2NodeClass, e catalog.Entry) string {
+	labels := e.NodeLabels()
+	for _, ami := range class.Status.AMIs {
+		ok := true
+		for _, r := range ami.Requirements {
+			req, err := scheduling.NewRequirement(r.Key, v1.RequirementOperator(r.Operator), r.Values...)
+			if err != nil {
+				ok = false
+				break
+			}
+			v, has := labels[r.Key]
+			if (has && !req.Has(v)) || (!has && r.Operator == string(corev1.NodeSelectorOpIn)) {
+				ok = false
+				break
+			}
+		}
+		if ok {
+			return ami.ID
+		}
+	}
+	return ""
+}
+
+// launchTemplateConfigs groups the candidates by launch template (image and pod
+// limit), cheapest first: EC2's lowest-price strategy, and the emulator, take the
+// order as given when prices tie.
+func (c *CloudProvider) launchTemplateConfigs(ctx context.Context, nc *v1.NodeClaim, class *awsv1.EC2NodeClass, candidates []candidate, subnets map[string]string) ([]ec2types.FleetLaunchTemplateConfigRequest, error) {
+	fam := family(class)
+	var configs []ec2types.FleetLaunchTemplateConfigRequest
+	index := map[string]int{}
+	for _, cand := range candidates {
+		image := imageFor(class, cand.entry)
+		if image == "" {
+			continue
+		}
+		pods := int32(cand.entry.Pods)
+		ud, err := userdata.Render(userdata.Options{
+			Family: fam, ClusterName: c.settings.ClusterName, ClusterEndpoint: c.settings.ClusterEndpoint,
+			ClusterCABundle: c.settings.ClusterCABundle, ClusterCIDR: c.settings.ClusterCIDR,
+			Kubelet: class.Spec.Kubelet, MaxPods: pods, Labels: userDataLabels(nc), Taints: registrationTaints(nc),
+			Custom: class.Spec.UserData,
+		})
+		if err != nil {
+			return nil, fmt.Errorf("rendering user data for EC2NodeClass %q, %w", class.Name, err)
+		}
+		devices := class.Spec.BlockDeviceMappings
+		if len(devices) == 0 {
+			devices = DefaultBlockDevices(fam)
+		}
+		groups := make([]string, len(class.Status.SecurityGroups))
+		for i, g := range class.Status.SecurityGroups {
+			groups[i] = g.ID
+		}
+		lt := &LaunchTemplate{
+			ClassName: class.Name, ImageID: image, UserData: ud, SecurityGroupIDs: groups,
+			InstanceProfile: class.Status.InstanceProfile, BlockDeviceMappings: devices, MetadataOptions: class.Spec.MetadataOptions,
+			DetailedMonitoring: aws.ToBool(class.Spec.DetailedMonitoring), AssociatePublicIP: class.Spec.AssociatePublicIPAddress, Tags: class.Spec.Tags,
+		}
+		name, err := c.templates.Ensure(ctx, lt)
+		if err != nil {
+			return nil, err
+		}
+		i, ok := index[name]
+		if !ok {
+			i = len(configs)
+			index[name] = i
+			configs = append(configs, ec2types.FleetLaunchTemplateConfigRequest{
+				LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{LaunchTemplateName: aws.String(name), Version: aws.String("$Latest")},
+			})
+		}
+		for _, o := range cand.offerings {
+			subnet, ok := subnets[o.Zone]
+			if !ok {
+				continue
+			}
+			configs[i].Overrides = append(configs[i].Overrides, ec2types.FleetLaunchTemplateOverridesRequest{
+				InstanceType: ec2types.InstanceType(cand.it.Name), SubnetId: aws.String(subnet), AvailabilityZone: aws.String(o.Zone), ImageId: aws.String(image),
+			})
+		}
+	}
+	if len(configs) == 0 {
+		return nil, fmt.Errorf("EC2NodeClass %q has no image for the architectures of the claim's instance types; check amiSelectorTerms", class.Name)
+	}
+	return configs, nil
+}
+
+// userDataLabels are the labels the kubelet registers the node with: the claim's own
+// (its pool and template labels), minus those the kubelet may not set and those
+// the fleet decides.
+func userDataLabels(nc *v1.NodeClaim) map[string]string {
+	out := map[string]string{}
+	for k, v := range nc.Labels {
+		switch k {
+		case v1.LabelCapacityType, v1.LabelTopologyZone, v1.LabelInstanceType, v1.LabelHostname, v1.LabelZoneID:
+			continue
+		}
+		domain, _, found := strings.Cut(k, "/")
+		if found && (domain == "kubernetes.io" || domain == "k8s.io" || strings.HasSuffix(domain, ".kubernetes.io") || strings.HasSuffix(domain, ".k8s.io")) &&
+			!strings.HasPrefix(domain, "node.kubernetes.io") && !strings.HasPrefix(domain, "node-restriction.kubernetes.io") {
+			continue
+		}
+		out[k] = v
+	}
+	return out
+}
+
+// registrationTaints: the node joins unschedulable until the registration controller
+// has synced it with its claim.
+func registrationTaints(nc *v1.NodeClaim) []corev1.Taint {
+	taints := append(append([]corev1.Taint{}, nc.Spec.Taints...), nc.Spec.StartupTaints...)
+	return append(taints, v1.UnregisteredNoExecuteTaint)
+}

@@ -1,0 +1,129 @@
+package aws
+
+import (
+	"context"
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/catalog"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
+)
+
+// GetInstanceTypes returns the types the pool's class can launch: in the zones of its
+// subnets, with its kubelet's pod limit and reservations, today's prices, and without
+// the offerings EC2 recently refused.
+func (c *CloudProvider) GetInstanceTypes(ctx context.Context, np *v1.NodePool) ([]*scheduling.InstanceType, error) {
+	class, err := c.nodeClass(ctx, np.Spec.Template.Spec.NodeClassRef)
+	if err != nil {
+		return nil, err
+	}
+	types, _, err := c.instanceTypes(ctx, class)
+	return types, err
+}
+
+func (c *CloudProvider) instanceTypes(ctx context.Context, class *awsv1.EC2NodeClass) ([]*scheduling.InstanceType, *catalog.File, error) {
+	f, err := c.types.List(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	zones := sets.New[string]()
+	for _, s := range class.Status.Subnets {
+		zones.Insert(s.Zone)
+	}
+	unavailableSeq := c.unavailable.Purge()
+	key := fmt.Sprintf("%s/%d/%v/%d/%d/%p", class.UID, class.Generation, sets.List(zones), c.prices.Version(), unavailableSeq, f)
+	c.mu.Lock()
+	cached, ok := c.cache[class.Name]
+	c.mu.Unlock()
+	if ok && cached.key == key {
+		// Every provisioning solve asks for every pool's types; pricing them again
+		// would redo the work the key says has not changed.
+		return cached.types, cached.priced, nil
+	}
+	priced := c.priced(f, class, zones)
+	types := priced.ForEngine(c.allocatableSettings(class))
+	c.mu.Lock()
+	c.cache[class.Name] = classTypes{key: key, types: types, priced: priced}
+	c.mu.Unlock()
+	return types, priced, nil
+}
+
+// priced narrows the discovered types to the class's zones and prices them.
+func (c *CloudProvider) priced(f *catalog.File, class *awsv1.EC2NodeClass, zones sets.Set[string]) *catalog.File {
+	out := &catalog.File{InstanceTypes: make([]catalog.Entry, 0, len(f.InstanceTypes))}
+	for _, e := range f.InstanceTypes {
+		e.Pods = maxPods(e, class.Spec.Kubelet)
+		offerings := make([]catalog.Offering, 0, len(e.Offerings))
+		for _, o := range e.Offerings {
+			if !zones.Has(o.Zone) {
+				continue
+			}
+			price := o.Price
+			if p, ok := c.prices.OnDemand(e.Name); ok {
+				price = p
+			}
+			if o.CapacityType == v1.CapacityTypeSpot {
+				// Spot never costs more than on-demand; without history, plan with that.
+				if p, ok := c.prices.Spot(e.Name, o.Zone); ok && p < price {
+					price = p
+				}
+			}
+			o.Price = price
+			o.Available = !c.unavailable.IsUnavailable(e.Name, o.Zone, o.CapacityType)
+			offerings = append(offerings, o)
+		}
+		if len(offerings) == 0 {
+			continue
+		}
+		e.Offerings = offerings
+		out.InstanceTypes = append(out.InstanceTypes, e)
+	}
+	return out
+}
+
+// maxPods applies the class's kubelet limits to the ENI-derived pod count.
+func maxPods(e catalog.Entry, kubelet *awsv1.KubeletConfiguration) int64 {
+	pods := e.Pods
+	if kubelet == nil {
+		return pods
+	}
+	if kubelet.MaxPods != nil {
+		pods = int64(*kubelet.MaxPods)
+	}
+	if kubelet.PodsPerCore != nil && *kubelet.PodsPerCore > 0 {
+		cpu := resource.MustParse(e.CPU)
+		if perCore := int64(*kubelet.PodsPerCore) * cpu.Value(); perCore < pods {
+			pods = perCore
+		}
+	}
+	return pods
+}
+
+func (c *CloudProvider) allocatableSettings(class *awsv1.EC2NodeClass) scheduling.AllocatableSettings {
+	s := scheduling.DefaultAllocatableSettings()
+	s.VMMemoryOverheadPercent = c.settings.VMMemoryOverheadPercent
+	if k := class.Spec.Kubelet; k != nil {
+		s.KubeReserved = resourceList(k.KubeReserved)
+		s.SystemReserved = resourceList(k.SystemReserved)
+		s.EvictionHard = k.EvictionHard
+	}
+	return s
+}
+
+func resourceList(m map[string]string) corev1.ResourceList {
+	if len(m) == 0 {
+		return nil
+	}
+	out := corev1.ResourceList{}
+	for k, v := range m {
+		if q, err := resource.ParseQuantity(v); err == nil {
+			out[corev1.ResourceName(k)] = q
+		}
+	}
+	return out
+}
