@@ -295,6 +295,48 @@ func TestLaunchTagTerminate(t *testing.T) {
 		t.Errorf("a claim allowing spot launched %s (lifecycle %s); want spot", spot.Labels[v1.LabelCapacityType], f.instance(t, spot.Status.ProviderID).InstanceLifecycle)
 	}
 
+	// What the shipped IAM policy requires on each resource a launch creates, where
+	// the emulator keeps it: the fleet, the spot request, and the network-interface
+	// tags the launch templates carry.
+	fleets, err := f.clients.EC2.DescribeFleets(f.ctx, &ec2.DescribeFleetsInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(fleets.Fleets) != 4 {
+		t.Errorf("%d fleets, want one per launch", len(fleets.Fleets))
+	}
+	for _, fl := range fleets.Fleets {
+		checkTags(t, "fleet "+aws.ToString(fl.FleetId), fl.Tags, policyTags(cluster, "general"))
+	}
+	requests, err := f.clients.EC2.DescribeSpotInstanceRequests(f.ctx, &ec2.DescribeSpotInstanceRequestsInput{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	spotID := f.instance(t, spot.Status.ProviderID).InstanceId
+	found := false
+	for _, r := range requests.SpotInstanceRequests {
+		if aws.ToString(r.InstanceId) == aws.ToString(spotID) {
+			found = true
+			checkTags(t, "spot request "+aws.ToString(r.SpotInstanceRequestId), r.Tags, policyTags(cluster, "general"))
+		}
+	}
+	if !found {
+		t.Errorf("no spot request for the spot instance %s among %d", aws.ToString(spotID), len(requests.SpotInstanceRequests))
+	}
+	for _, lt := range f.launchTemplates(t) {
+		versions, err := f.clients.EC2.DescribeLaunchTemplateVersions(f.ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: lt.LaunchTemplateId})
+		if err != nil || len(versions.LaunchTemplateVersions) == 0 {
+			t.Fatal(err)
+		}
+		var eni []ec2types.Tag
+		for _, ts := range versions.LaunchTemplateVersions[0].LaunchTemplateData.TagSpecifications {
+			if ts.ResourceType == ec2types.ResourceTypeNetworkInterface {
+				eni = ts.Tags
+			}
+		}
+		checkTags(t, "launch template "+aws.ToString(lt.LaunchTemplateName)+" network-interface", eni, policyTags(cluster, "general"))
+	}
+
 	got, err := cp.Get(f.ctx, first.Status.ProviderID)
 	if err != nil || got.Name != "first" || got.Labels[v1.LabelInstanceType] != "m5.large" || got.Labels[v1.LabelNodePool] != "general" {
 		t.Errorf("Get = %+v, %v", got, err)

@@ -126,7 +126,7 @@ func (c *CloudProvider) candidates(nc *v1.NodeClaim, reqs scheduling.Requirement
 // EC2 refused for capacity (now marked unavailable) when nothing launched.
 func (c *CloudProvider) launch(ctx context.Context, nc *v1.NodeClaim, class *awsv1.EC2NodeClass, capacityType string, candidates []candidate) (*v1.NodeClaim, []string, error) {
 	subnets := bestSubnets(class)
-	configs, err := c.launchTemplateConfigs(ctx, nc, class, candidates, subnets)
+	configs, err := c.launchTemplateConfigs(ctx, nc, class, capacityType, candidates, subnets)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -143,6 +143,7 @@ func (c *CloudProvider) launch(ctx context.Context, nc *v1.NodeClaim, class *aws
 		TagSpecifications: []ec2types.TagSpecification{
 			{ResourceType: ec2types.ResourceTypeInstance, Tags: tags},
 			{ResourceType: ec2types.ResourceTypeVolume, Tags: tags},
+			{ResourceType: ec2types.ResourceTypeFleet, Tags: tags},
 		},
 	})
 	if err != nil {
@@ -224,7 +225,12 @@ func (c *CloudProvider) launched(nc *v1.NodeClaim, class *awsv1.EC2NodeClass, in
 	return out
 }
 
-func (c *CloudProvider) instanceTags(nc *v1.NodeClaim, class *awsv1.EC2NodeClass) []ec2types.Tag {
+// poolTags are the tags of everything a launch for the pool creates, as Karpenter
+// sets them: the class's own, then the cluster, EKS cluster, pool and class tags the
+// shipped IAM policy requires on each resource CreateFleet makes. They leave out the
+// claim, so launch templates (which carry them to the network interface and the spot
+// request) stay shared by the pool's launches.
+func (c *CloudProvider) poolTags(nc *v1.NodeClaim, class *awsv1.EC2NodeClass) map[string]string {
 	tags := map[string]string{}
 	for k, v := range class.Spec.Tags {
 		tags[k] = v
@@ -234,12 +240,23 @@ func (c *CloudProvider) instanceTags(nc *v1.NodeClaim, class *awsv1.EC2NodeClass
 		TagCluster:                         c.settings.ClusterName,
 		TagEKSCluster:                      c.settings.ClusterName,
 		TagNodePool:                        nc.Labels[v1.LabelNodePool],
-		TagNodeClaim:                       nc.Name,
 		TagNodeClass:                       class.Name,
-		TagName:                            nc.Name,
 	} {
 		tags[k] = v
 	}
+	return tags
+}
+
+// instanceTags are poolTags plus the claim's name, which lets a restarted controller
+// (and garbage collection) find the claim's instance.
+func (c *CloudProvider) instanceTags(nc *v1.NodeClaim, class *awsv1.EC2NodeClass) []ec2types.Tag {
+	tags := c.poolTags(nc, class)
+	tags[TagNodeClaim] = nc.Name
+	tags[TagName] = nc.Name
+	return ec2Tags(tags)
+}
+
+func ec2Tags(tags map[string]string) []ec2types.Tag {
 	out := make([]ec2types.Tag, 0, len(tags))
 	for _, k := range sortedKeys(tags) {
 		out = append(out, ec2types.Tag{Key: aws.String(k), Value: aws.String(tags[k])})
@@ -299,8 +316,9 @@ func imageFor(class *awsv1.EC2NodeClass, e catalog.Entry) string {
 // launchTemplateConfigs groups the candidates by launch template (image and pod
 // limit), cheapest first: EC2's lowest-price strategy, and the emulator, take the
 // order as given when prices tie.
-func (c *CloudProvider) launchTemplateConfigs(ctx context.Context, nc *v1.NodeClaim, class *awsv1.EC2NodeClass, candidates []candidate, subnets map[string]string) ([]ec2types.FleetLaunchTemplateConfigRequest, error) {
+func (c *CloudProvider) launchTemplateConfigs(ctx context.Context, nc *v1.NodeClaim, class *awsv1.EC2NodeClass, capacityType string, candidates []candidate, subnets map[string]string) ([]ec2types.FleetLaunchTemplateConfigRequest, error) {
 	fam := family(class)
+	tags := c.poolTags(nc, class)
 	var configs []ec2types.FleetLaunchTemplateConfigRequest
 	index := map[string]int{}
 	for _, cand := range candidates {
@@ -329,7 +347,8 @@ func (c *CloudProvider) launchTemplateConfigs(ctx context.Context, nc *v1.NodeCl
 		lt := &LaunchTemplate{
 			ClassName: class.Name, ImageID: image, UserData: ud, SecurityGroupIDs: groups,
 			InstanceProfile: class.Status.InstanceProfile, BlockDeviceMappings: devices, MetadataOptions: class.Spec.MetadataOptions,
-			DetailedMonitoring: aws.ToBool(class.Spec.DetailedMonitoring), AssociatePublicIP: class.Spec.AssociatePublicIPAddress, Tags: class.Spec.Tags,
+			DetailedMonitoring: aws.ToBool(class.Spec.DetailedMonitoring), AssociatePublicIP: class.Spec.AssociatePublicIPAddress,
+			Tags: tags, Spot: capacityType == v1.CapacityTypeSpot,
 		}
 		name, err := c.templates.Ensure(ctx, lt)
 		if err != nil {

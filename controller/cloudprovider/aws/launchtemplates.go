@@ -56,7 +56,11 @@ type LaunchTemplate struct {
 	MetadataOptions     *awsv1.MetadataOptions      `json:"metadataOptions,omitempty"`
 	DetailedMonitoring  bool                        `json:"detailedMonitoring,omitempty"`
 	AssociatePublicIP   *bool                       `json:"associatePublicIP,omitempty"`
-	Tags                map[string]string           `json:"tags,omitempty"`
+	// Tags go on the template and, through it, on the network interface and spot
+	// request of each instance; they name the pool, so each pool has its own templates.
+	Tags map[string]string `json:"tags,omitempty"`
+	// Spot templates also tag the spot request; EC2 refuses that tag on on-demand launches.
+	Spot bool `json:"spot,omitempty"`
 }
 
 // Name is the template's name: the cluster and a hash of its contents.
@@ -124,6 +128,11 @@ func (l *LaunchTemplates) create(ctx context.Context, name string, t *LaunchTemp
 		BlockDeviceMappings: blockDevices(t.BlockDeviceMappings),
 		MetadataOptions:     metadataOptions(t.MetadataOptions),
 		Monitoring:          &ec2types.LaunchTemplatesMonitoringRequest{Enabled: aws.Bool(t.DetailedMonitoring)},
+	}
+	instanceTags := ec2Tags(t.Tags)
+	data.TagSpecifications = []ec2types.LaunchTemplateTagSpecificationRequest{{ResourceType: ec2types.ResourceTypeNetworkInterface, Tags: instanceTags}}
+	if t.Spot {
+		data.TagSpecifications = append(data.TagSpecifications, ec2types.LaunchTemplateTagSpecificationRequest{ResourceType: ec2types.ResourceTypeSpotInstancesRequest, Tags: instanceTags})
 	}
 	if t.UserData != "" {
 		data.UserData = aws.String(base64.StdEncoding.EncodeToString([]byte(t.UserData)))
