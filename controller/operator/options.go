@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/aws/smithy-go/middleware"
+
 	"github.com/dovetail-sh/dovetail/controller/operator/nodecosts"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
@@ -44,6 +46,9 @@ type Options struct {
 	AWSEndpoints       Endpoints
 	SSMParameterPrefix string
 	InterruptionQueue  string
+	// AWSAPIOptions are added to every AWS client's middleware stack; not a flag:
+	// tests record the controller's AWS calls with them.
+	AWSAPIOptions []func(*middleware.Stack) error
 	// NodeCosts is what a node costs beyond its instance, for the packing objective.
 	NodeCosts scheduling.NodeCosts
 	// AllowRepeatedControllers lets one process run several managers, as tests do;

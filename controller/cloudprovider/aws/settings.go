@@ -12,6 +12,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/pricing"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/aws/smithy-go/middleware"
 )
 
 // Settings are the AWS provider's settings, named as Karpenter names them.
@@ -38,6 +39,9 @@ type Settings struct {
 	SSMPrefix string
 	// KubernetesVersion ("1.33") picks the image parameters of aliases.
 	KubernetesVersion string
+	// APIOptions are added to every client's middleware stack: tests record each
+	// call there and check it against the IAM policy Dovetail ships.
+	APIOptions []func(*middleware.Stack) error
 }
 
 // Clients are the AWS API clients the provider uses.
@@ -71,6 +75,7 @@ func NewClients(ctx context.Context, s Settings) (*Clients, error) {
 			*base = aws.String(url)
 		}
 	}
+	cfg.APIOptions = append(cfg.APIOptions, s.APIOptions...)
 	return &Clients{
 		EC2: ec2.NewFromConfig(cfg, func(o *ec2.Options) { endpoint("ec2", &o.BaseEndpoint) }),
 		SSM: ssm.NewFromConfig(cfg, func(o *ssm.Options) { endpoint("ssm", &o.BaseEndpoint) }),
