@@ -35,6 +35,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodepool/counter"
 	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
+	"github.com/dovetail-sh/dovetail/controller/state"
 )
 
 // Controller is what every controller provides to be wired.
@@ -124,7 +125,7 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(manager
 	}
 	clk := clock.RealClock{}
 	recorder := mgr.GetEventRecorderFor("dovetail")
-	provisioner := provisioning.NewProvisioner(mgr.GetClient(), cloud, clk, recorder,
+	provisioner := provisioning.NewProvisioner(mgr.GetClient(), state.NewCluster(mgr.GetClient(), clk), cloud, clk, recorder,
 		provisioning.NewBatcher(clk, opts.BatchIdleDuration, opts.BatchMaxDuration), opts.NodeCosts)
 	if err := mgr.Add(provisioner); err != nil {
 		return fmt.Errorf("adding provisioner, %w", err)

@@ -34,6 +34,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
+	"github.com/dovetail-sh/dovetail/controller/state"
 )
 
 // Options tune the controller.
@@ -116,6 +117,8 @@ type candidate struct {
 
 // command is a decision: candidates to remove and the claims that replace them.
 type command struct {
+	// id groups the candidates' disruption records (state.Disruption).
+	id                string
 	reason            v1.DisruptionReason
 	consolidationType string
 	candidates        []*candidate
@@ -144,8 +147,8 @@ func (cmd *command) String() string {
 	return fmt.Sprintf("%s: %s %s", cmd.reason, action, strings.Join(names, ", "))
 }
 
-// state is one pass's view of the cluster.
-type state struct {
+// pass is one pass's view of the cluster.
+type pass struct {
 	snap       *provisioning.Snapshot
 	claims     []v1.NodeClaim
 	poolByName map[string]*v1.NodePool
@@ -198,42 +201,25 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 }
 
 // observe reads the cluster, records pod changes on claims, and finds candidates.
-func (c *Controller) observe(ctx context.Context) (*state, error) {
-	snap, err := c.provisioner.Snapshot(ctx)
+// It also puts what a restart or a leader change left half done right: disruptions
+// recorded in the API and not running here are resumed, and nodes tainted for a
+// disruption nothing carries on are put back in service.
+func (c *Controller) observe(ctx context.Context) (*pass, error) {
+	view, err := c.provisioner.Cluster().Read(ctx, state.Writable)
 	if err != nil {
 		return nil, err
 	}
-	var claims v1.NodeClaimList
-	if err := c.kube.List(ctx, &claims); err != nil {
-		return nil, fmt.Errorf("listing nodeclaims, %w", err)
+	snap, err := c.provisioner.SnapshotOf(ctx, view)
+	if err != nil {
+		return nil, err
 	}
-	var nodes corev1.NodeList
-	if err := c.kube.List(ctx, &nodes); err != nil {
-		return nil, fmt.Errorf("listing nodes, %w", err)
-	}
-	var pods corev1.PodList
-	if err := c.kube.List(ctx, &pods); err != nil {
-		return nil, fmt.Errorf("listing pods, %w", err)
-	}
-	var pdbs policyv1.PodDisruptionBudgetList
-	if err := c.kube.List(ctx, &pdbs); err != nil {
-		return nil, fmt.Errorf("listing pod disruption budgets, %w", err)
-	}
-	s := &state{snap: snap, claims: claims.Items, poolByName: map[string]*v1.NodePool{}, total: map[string]int{}, disrupting: map[string]int{},
+	c.resume(ctx, view)
+	c.removeStaleTaints(ctx, view)
+	claims, nodes, pdbs := view.Claims, view.Nodes, view.PDBs
+	s := &pass{snap: snap, claims: claims, poolByName: map[string]*v1.NodePool{}, total: map[string]int{}, disrupting: map[string]int{},
 		allowed: map[string]map[v1.DisruptionReason]int{}}
 	for _, np := range snap.Pools {
 		s.poolByName[np.Name] = np
-	}
-	nodeByProviderID := map[string]*corev1.Node{}
-	for i := range nodes.Items {
-		nodeByProviderID[nodes.Items[i].Spec.ProviderID] = &nodes.Items[i]
-	}
-	podsByNode := map[string][]*corev1.Pod{}
-	for i := range pods.Items {
-		p := &pods.Items[i]
-		if p.Spec.NodeName != "" {
-			podsByNode[p.Spec.NodeName] = append(podsByNode[p.Spec.NodeName], p)
-		}
 	}
 	inflight := sets.New[string]()
 	for _, cmd := range c.inflight {
@@ -251,22 +237,22 @@ func (c *Controller) observe(ctx context.Context) (*state, error) {
 			continue
 		}
 		s.total[pool]++
-		node := nodeByProviderID[nc.Status.ProviderID]
-		if nc.Status.ProviderID == "" || node == nil {
+		node := view.NodeOf(nc)
+		if node == nil {
 			continue
 		}
-		if hasTaint(node, v1.DisruptedNoScheduleTaint) || inflight.Has(nc.Name) {
+		if state.HasTaint(node, v1.DisruptedNoScheduleTaint) || inflight.Has(nc.Name) {
 			s.disrupting[pool]++
 			continue
 		}
-		c.recordPodEvents(ctx, nc, podsByNode[node.Name], now)
+		c.recordPodEvents(ctx, nc, view.PodsOn(node.Name), now)
 		np, ok := s.poolByName[pool]
 		if !ok || !meta.IsStatusConditionTrue(nc.Status.Conditions, v1.ConditionTypeInitialized) {
 			continue
 		}
 		cand := &candidate{claim: nc, node: node, pool: np, instanceType: nc.Labels[v1.LabelInstanceType], capacityType: nc.Labels[v1.LabelCapacityType]}
-		cand.pods = reschedulable(podsByNode[node.Name])
-		cand.blockedBy = blocker(node, podsByNode[node.Name], pdbs.Items)
+		cand.pods = reschedulable(view.PodsOn(node.Name))
+		cand.blockedBy = blocker(node, view.PodsOn(node.Name), pdbs)
 		cand.price = price(snap.InstanceTypes[pool], cand.instanceType, nc.Labels[v1.LabelTopologyZone], cand.capacityType)
 		cand.cost = disruptionCost(cand.pods, nc, now)
 		cand.consolidatableSince = consolidatableSince(nc, np)
@@ -279,8 +265,8 @@ func (c *Controller) observe(ctx context.Context) (*state, error) {
 	for i := range s.claims {
 		seenClaims.Insert(s.claims[i].Name)
 	}
-	for i := range nodes.Items {
-		seenNodes.Insert(nodes.Items[i].Name)
+	for i := range nodes {
+		seenNodes.Insert(nodes[i].Name)
 	}
 	for name := range c.podSets {
 		if !seenClaims.Has(name) {
@@ -497,13 +483,4 @@ func disruptionCost(pods []*corev1.Pod, nc *v1.NodeClaim, now time.Time) float64
 		cost *= math.Max(remaining, 0)
 	}
 	return cost
-}
-
-func hasTaint(node *corev1.Node, taint corev1.Taint) bool {
-	for i := range node.Spec.Taints {
-		if node.Spec.Taints[i].MatchTaint(&taint) {
-			return true
-		}
-	}
-	return false
 }

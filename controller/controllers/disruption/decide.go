@@ -16,7 +16,7 @@ import (
 
 // decide runs the methods in Karpenter's order (drift, emptiness, multi-node, then
 // single-node consolidation) and returns the first decision, or nil.
-func (c *Controller) decide(ctx context.Context, s *state) *command {
+func (c *Controller) decide(ctx context.Context, s *pass) *command {
 	now := c.clock.Now()
 	var drifted, empty, underutilized []*candidate
 	for _, cand := range s.candidates {
@@ -79,7 +79,7 @@ func unblocked(cands []*candidate) []*candidate {
 
 // withinBudget keeps candidates, in order, while their pool's budget for the reason
 // has room.
-func withinBudget(s *state, cands []*candidate, reason v1.DisruptionReason) []*candidate {
+func withinBudget(s *pass, cands []*candidate, reason v1.DisruptionReason) []*candidate {
 	used := map[string]int{}
 	var out []*candidate
 	for _, cand := range cands {
@@ -94,7 +94,7 @@ func withinBudget(s *state, cands []*candidate, reason v1.DisruptionReason) []*c
 }
 
 // driftCommand replaces as many drifted nodes of one pool as its budget allows.
-func (c *Controller) driftCommand(s *state, drifted []*candidate) *command {
+func (c *Controller) driftCommand(s *pass, drifted []*candidate) *command {
 	byPool := map[string][]*candidate{}
 	var pools []string
 	for _, cand := range withinBudget(s, unblocked(drifted), v1.DisruptionReasonDrifted) {
@@ -115,7 +115,7 @@ func (c *Controller) driftCommand(s *state, drifted []*candidate) *command {
 
 // multiNode finds the longest prefix of the candidates (cheapest to disrupt first)
 // whose pods fit on the rest of the cluster plus at most one cheaper node.
-func (c *Controller) multiNode(s *state, cands []*candidate) *command {
+func (c *Controller) multiNode(s *pass, cands []*candidate) *command {
 	if len(cands) > maxMultiNodeCandidates {
 		cands = cands[:maxMultiNodeCandidates]
 	}
@@ -134,7 +134,7 @@ func (c *Controller) multiNode(s *state, cands []*candidate) *command {
 }
 
 // singleNode takes the first candidate that can be deleted or replaced by a cheaper node.
-func (c *Controller) singleNode(s *state, cands []*candidate) *command {
+func (c *Controller) singleNode(s *pass, cands []*candidate) *command {
 	for _, cand := range cands {
 		if cmd := c.consolidation(s, []*candidate{cand}, typeSingle); cmd != nil {
 			return cmd
@@ -145,7 +145,7 @@ func (c *Controller) singleNode(s *state, cands []*candidate) *command {
 
 // consolidation is a valid command for the candidates, or nil: their pods must all fit
 // on the remaining nodes plus at most one new node that costs less than they do.
-func (c *Controller) consolidation(s *state, cands []*candidate, kind string) *command {
+func (c *Controller) consolidation(s *pass, cands []*candidate, kind string) *command {
 	results := c.simulate(s, cands)
 	if len(results.Unschedulable) > 0 || len(results.NodeClaims) > 1 {
 		return nil
@@ -211,7 +211,7 @@ func (c *Controller) cheaperReplacement(cands []*candidate, plan *scheduling.Nod
 }
 
 // simulate plans the candidates' pods onto the cluster without the candidates.
-func (c *Controller) simulate(s *state, cands []*candidate) *scheduling.Results {
+func (c *Controller) simulate(s *pass, cands []*candidate) *scheduling.Results {
 	gone := sets.New[string]()
 	var pods []*corev1.Pod
 	for _, cand := range cands {
@@ -222,7 +222,7 @@ func (c *Controller) simulate(s *state, cands []*candidate) *scheduling.Results 
 }
 
 // revalidate decides again for the same candidates on the current cluster.
-func (c *Controller) revalidate(s *state, cmd *command) *command {
+func (c *Controller) revalidate(s *pass, cmd *command) *command {
 	current := map[string]*candidate{}
 	for _, cand := range s.candidates {
 		current[cand.claim.Name] = cand

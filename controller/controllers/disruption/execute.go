@@ -8,21 +8,27 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
+	"github.com/dovetail-sh/dovetail/controller/state"
 )
 
 // execute carries a command out: the candidates are tainted so nothing new lands on
-// them, replacements are launched, and the candidates are deleted (and drained by
-// termination) only once every replacement has initialized.
-func (c *Controller) execute(ctx context.Context, s *state, cmd *command) error {
+// them, replacements are launched, the command is recorded on the candidates (so a
+// restart resumes it), and the candidates are deleted (and drained by termination)
+// only once every replacement has initialized. A crash before the record leaves
+// tainted nodes no record explains: the next pass puts them back in service.
+func (c *Controller) execute(ctx context.Context, s *pass, cmd *command) error {
 	logger := log.FromContext(ctx).WithValues("command", cmd.String())
+	cmd.id = state.NewDisruptionID(c.clock.Now(), cmd.candidates[0].claim.Name)
 	for _, cand := range cmd.candidates {
 		if err := c.setDisruptedTaint(ctx, cand.node, true); err != nil {
-			c.untaint(ctx, cmd)
+			c.rollBack(ctx, cmd)
 			return err
 		}
 		message := fmt.Sprintf("Disrupting NodeClaim: %s", cmd.reason)
@@ -35,12 +41,12 @@ func (c *Controller) execute(ctx context.Context, s *state, cmd *command) error 
 	for _, plan := range cmd.replacements {
 		np := s.poolByName[plan.NodePool]
 		if np == nil {
-			c.untaint(ctx, cmd)
+			c.rollBack(ctx, cmd)
 			return fmt.Errorf("launching a replacement: nodepool %s is gone", plan.NodePool)
 		}
 		nc, err := c.provisioner.Launch(ctx, np, plan, strings.ToLower(string(cmd.reason)))
 		if err != nil {
-			c.untaint(ctx, cmd)
+			c.rollBack(ctx, cmd)
 			return fmt.Errorf("launching a replacement, %w", err)
 		}
 		cmd.launched = append(cmd.launched, nc.Name)
@@ -54,17 +60,43 @@ func (c *Controller) execute(ctx context.Context, s *state, cmd *command) error 
 	}
 	metrics.VoluntaryDisruptionDecisions.WithLabelValues(decision, strings.ToLower(string(cmd.reason)), cmd.consolidationType).Inc()
 	logger.Info("disrupting")
-	if len(cmd.launched) == 0 {
-		return c.deleteCandidates(ctx, cmd)
-	}
 	cmd.startedAt = c.clock.Now()
+	if len(cmd.launched) > 0 {
+		if err := state.RecordDisruption(ctx, c.kube, cmd.record(), cmd.claims()...); err != nil {
+			// The replacements stay: empty, they are consolidated like any other node.
+			c.rollBack(ctx, cmd)
+			return err
+		}
+	}
 	c.inflight = append(c.inflight, cmd)
+	if len(cmd.launched) == 0 {
+		// Nothing to wait for: delete now; progress retries what fails.
+		return c.progress(ctx, s)
+	}
 	return nil
 }
 
+func (cmd *command) claims() []*v1.NodeClaim {
+	out := make([]*v1.NodeClaim, len(cmd.candidates))
+	for i, cand := range cmd.candidates {
+		out[i] = cand.claim
+	}
+	return out
+}
+
+func (cmd *command) record() *state.Disruption {
+	d := &state.Disruption{ID: cmd.id, Reason: cmd.reason, ConsolidationType: cmd.consolidationType,
+		Replacements: cmd.launched, StartedAt: metav1.NewTime(cmd.startedAt)}
+	for _, cand := range cmd.candidates {
+		d.Candidates = append(d.Candidates, cand.claim.Name)
+	}
+	return d
+}
+
 // progress finishes commands whose replacements have initialized, and gives up on
-// those whose replacements failed or took too long, leaving the candidates in service.
-func (c *Controller) progress(ctx context.Context, s *state) error {
+// those whose replacements failed or took too long, leaving the candidates in
+// service. A candidate whose deletion fails keeps its command here, to be retried.
+func (c *Controller) progress(ctx context.Context, s *pass) error {
 	claims := map[string]*v1.NodeClaim{}
 	for i := range s.claims {
 		claims[s.claims[i].Name] = &s.claims[i]
@@ -85,9 +117,12 @@ func (c *Controller) progress(ctx context.Context, s *state) error {
 		switch {
 		case failed || c.clock.Since(cmd.startedAt) > c.opts.ReplacementTimeout:
 			log.FromContext(ctx).Info("replacements did not come up; leaving the nodes in service", "command", cmd.String())
-			c.untaint(ctx, cmd)
+			c.rollBack(ctx, cmd)
 		case ready == len(cmd.launched):
-			errs = append(errs, c.deleteCandidates(ctx, cmd))
+			if err := c.deleteCandidates(ctx, cmd); err != nil {
+				errs = append(errs, err)
+				kept = append(kept, cmd)
+			}
 		default:
 			kept = append(kept, cmd)
 		}
@@ -99,21 +134,104 @@ func (c *Controller) progress(ctx context.Context, s *state) error {
 func (c *Controller) deleteCandidates(ctx context.Context, cmd *command) error {
 	var errs []error
 	for _, cand := range cmd.candidates {
+		if cand.claim.DeletionTimestamp != nil {
+			continue
+		}
 		if err := c.kube.Delete(ctx, cand.claim); client.IgnoreNotFound(err) != nil {
 			errs = append(errs, fmt.Errorf("deleting nodeclaim %s, %w", cand.claim.Name, err))
 			continue
 		}
+		now := metav1.NewTime(c.clock.Now())
+		cand.claim.DeletionTimestamp = &now
 		metrics.NodeClaimsDisrupted.WithLabelValues(strings.ToLower(string(cmd.reason)), cand.pool.Name, cand.capacityType).Inc()
 	}
 	return errors.Join(errs...)
 }
 
-func (c *Controller) untaint(ctx context.Context, cmd *command) {
+// rollBack puts the candidates back in service: taint and record removed.
+func (c *Controller) rollBack(ctx context.Context, cmd *command) {
 	for _, cand := range cmd.candidates {
 		if err := c.setDisruptedTaint(ctx, cand.node, false); err != nil {
 			log.FromContext(ctx).Error(err, "removing the disrupted taint", "node", cand.node.Name)
 		}
+		if err := state.ClearDisruption(ctx, c.kube, cand.claim); err != nil {
+			log.FromContext(ctx).Error(err, "clearing the disruption record", "nodeclaim", cand.claim.Name)
+		}
 	}
+}
+
+// resume takes up the disruptions recorded on candidates that no command here
+// carries: those a previous process or leader started. Their replacements are
+// judged as if this process had launched them.
+func (c *Controller) resume(ctx context.Context, view *state.View) {
+	running := sets.New[string]()
+	for _, cmd := range c.inflight {
+		running.Insert(cmd.id)
+	}
+	pools := map[string]*v1.NodePool{}
+	for i := range view.Pools {
+		pools[view.Pools[i].Name] = &view.Pools[i]
+	}
+	for _, d := range view.RecordedDisruptions() {
+		if running.Has(d.ID) {
+			continue
+		}
+		cmd := &command{id: d.ID, reason: d.Reason, consolidationType: d.ConsolidationType, launched: d.Replacements, startedAt: d.StartedAt.Time}
+		for _, name := range d.Candidates {
+			nc := claimNamed(view, name)
+			if nc == nil || nc.DeletionTimestamp != nil || state.Recorded(nc) == nil || state.Recorded(nc).ID != d.ID {
+				continue
+			}
+			node := view.NodeOf(nc)
+			if node == nil {
+				continue
+			}
+			pool := pools[nc.Labels[v1.LabelNodePool]]
+			if pool == nil {
+				pool = &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: nc.Labels[v1.LabelNodePool]}}
+			}
+			cmd.candidates = append(cmd.candidates, &candidate{claim: nc, node: node, pool: pool,
+				instanceType: nc.Labels[v1.LabelInstanceType], capacityType: nc.Labels[v1.LabelCapacityType]})
+		}
+		if len(cmd.candidates) == 0 {
+			continue
+		}
+		// The taint may have been taken off by hand; the replacements are coming, so
+		// nothing new should land on the candidates meanwhile.
+		for _, cand := range cmd.candidates {
+			if err := c.setDisruptedTaint(ctx, cand.node, true); err != nil {
+				log.FromContext(ctx).Error(err, "tainting a resumed disruption's node", "node", cand.node.Name)
+			}
+		}
+		log.FromContext(ctx).Info("resuming a disruption recorded in the cluster", "command", cmd.String(), "startedAt", cmd.startedAt)
+		c.inflight = append(c.inflight, cmd)
+	}
+}
+
+// removeStaleTaints puts back in service the nodes tainted for a disruption that
+// nothing carries on (see state.View.StaleDisrupted).
+func (c *Controller) removeStaleTaints(ctx context.Context, view *state.View) {
+	active := sets.New[string]()
+	for _, cmd := range c.inflight {
+		for _, cand := range cmd.candidates {
+			active.Insert(cand.claim.Name)
+		}
+	}
+	for _, node := range view.StaleDisrupted(active) {
+		log.FromContext(ctx).Info("removing the disrupted taint of a node no disruption carries on", "node", node.Name)
+		if err := c.setDisruptedTaint(ctx, node, false); err != nil {
+			log.FromContext(ctx).Error(err, "removing a stale disrupted taint", "node", node.Name)
+		}
+	}
+}
+
+func claimNamed(view *state.View, name string) *v1.NodeClaim {
+	for i := range view.Claims {
+		if view.Claims[i].Name == name {
+			return &view.Claims[i]
+		}
+	}
+	return nil
 }
 
 func (c *Controller) setDisruptedTaint(ctx context.Context, node *corev1.Node, on bool) error {
@@ -121,7 +239,7 @@ func (c *Controller) setDisruptedTaint(ctx context.Context, node *corev1.Node, o
 	if err := c.kube.Get(ctx, client.ObjectKeyFromObject(node), current); err != nil {
 		return client.IgnoreNotFound(err)
 	}
-	if hasTaint(current, v1.DisruptedNoScheduleTaint) == on {
+	if state.HasTaint(current, v1.DisruptedNoScheduleTaint) == on {
 		return nil
 	}
 	patch := client.MergeFromWithOptions(current.DeepCopy(), client.MergeFromWithOptimisticLock{})

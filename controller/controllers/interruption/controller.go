@@ -10,7 +10,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
@@ -29,6 +28,7 @@ import (
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
+	"github.com/dovetail-sh/dovetail/controller/state"
 )
 
 // SQSAPI is the part of SQS the controller uses.
@@ -46,6 +46,7 @@ type OfferingMarker interface {
 // Controller is the interruption queue consumer.
 type Controller struct {
 	kube        client.Client
+	cluster     *state.Cluster
 	sqs         SQSAPI
 	queue       string
 	provisioner *provisioning.Provisioner
@@ -90,7 +91,11 @@ func (c *Controller) startActing(nc *v1.NodeClaim) bool {
 
 // NewController wires the controller for the named queue.
 func NewController(kube client.Client, api SQSAPI, queue string, provisioner *provisioning.Provisioner, offerings OfferingMarker, recorder record.EventRecorder, clk clock.Clock) *Controller {
-	return &Controller{kube: kube, sqs: api, queue: queue, provisioner: provisioner, offerings: offerings, recorder: recorder, clock: clk, WaitTime: 20}
+	cluster := state.NewCluster(kube, clk)
+	if provisioner != nil {
+		cluster = provisioner.Cluster()
+	}
+	return &Controller{kube: kube, cluster: cluster, sqs: api, queue: queue, provisioner: provisioner, offerings: offerings, recorder: recorder, clock: clk, WaitTime: 20}
 }
 
 func (c *Controller) Name() string { return "interruption" }
@@ -175,25 +180,20 @@ func (c *Controller) handle(ctx context.Context, body string) error {
 	if msg.Kind == Unknown || len(msg.InstanceIDs) == 0 {
 		return nil
 	}
-	var claims v1.NodeClaimList
-	if err := c.kube.List(ctx, &claims); err != nil {
-		return fmt.Errorf("listing nodeclaims, %w", err)
+	view, err := c.cluster.Read(ctx, state.ReadOnly)
+	if err != nil {
+		return err
 	}
-	ids := sets.New(msg.InstanceIDs...)
-	for i := range claims.Items {
-		nc := &claims.Items[i]
-		id := nc.Status.ProviderID[strings.LastIndex(nc.Status.ProviderID, "/")+1:]
-		if nc.Status.ProviderID == "" || !ids.Has(id) {
-			continue
-		}
-		if err := c.act(ctx, msg, nc); err != nil {
+	for _, nc := range view.ClaimsOfInstances(msg.InstanceIDs...) {
+		// The view is the cache itself: act gets its own copy of what it acts on.
+		if err := c.act(ctx, msg, nc.DeepCopy(), view); err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-func (c *Controller) act(ctx context.Context, msg Message, nc *v1.NodeClaim) error {
+func (c *Controller) act(ctx context.Context, msg Message, nc *v1.NodeClaim, view *state.View) error {
 	logger := log.FromContext(ctx).WithValues("nodeclaim", nc.Name, "kind", string(msg.Kind), "providerID", nc.Status.ProviderID)
 	if !msg.Acts() {
 		c.recorder.Eventf(nc, corev1.EventTypeNormal, eventReason(msg.Kind), "%s for the instance; no action taken", describe(msg))
@@ -215,7 +215,7 @@ func (c *Controller) act(ctx context.Context, msg Message, nc *v1.NodeClaim) err
 	if msg.Kind == SpotInterruption && c.offerings != nil {
 		c.offerings.Mark(nc.Labels[v1.LabelInstanceType], nc.Labels[v1.LabelTopologyZone], v1.CapacityTypeSpot)
 	}
-	launched, err := c.launchReplacements(ctx, nc, msg)
+	launched, err := c.launchReplacements(ctx, nc, view)
 	if err != nil {
 		// The instance goes regardless; draining it now still beats waiting.
 		logger.Error(err, "launching replacements; draining anyway")
@@ -232,21 +232,16 @@ func (c *Controller) act(ctx context.Context, msg Message, nc *v1.NodeClaim) err
 
 // launchReplacements plans the node's pods onto the rest of the cluster and launches
 // what they need, before the drain makes them pending.
-func (c *Controller) launchReplacements(ctx context.Context, nc *v1.NodeClaim, msg Message) (int, error) {
+func (c *Controller) launchReplacements(ctx context.Context, nc *v1.NodeClaim, view *state.View) (int, error) {
 	if c.provisioner == nil || nc.Status.NodeName == "" {
 		return 0, nil
 	}
-	snap, err := c.provisioner.Snapshot(ctx)
+	snap, err := c.provisioner.SnapshotOf(ctx, view)
 	if err != nil {
 		return 0, err
 	}
-	var pods corev1.PodList
-	if err := c.kube.List(ctx, &pods, client.MatchingFields{"spec.nodeName": nc.Status.NodeName}); err != nil {
-		return 0, err
-	}
 	var moving []*corev1.Pod
-	for i := range pods.Items {
-		p := &pods.Items[i]
+	for _, p := range view.PodsOn(nc.Status.NodeName) {
 		owner := metaControllerKind(p)
 		if owner == "DaemonSet" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"sort"
-	"sync"
-	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -71,60 +69,9 @@ func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *schedul
 		}
 		return nil, fmt.Errorf("creating nodeclaim, %w", err)
 	}
-	p.unseen.add(nc.DeepCopy(), p.clock.Now())
+	p.cluster.ClaimCreated(nc)
 	metrics.NodeClaimsCreated.WithLabelValues(reason, np.Name).Inc()
 	return nc, nil
-}
-
-// unseenClaimsTTL bounds how long a created claim the cache has not shown counts as
-// in flight: the cache normally catches up in milliseconds, and a claim deleted
-// before it did never shows up at all.
-const unseenClaimsTTL = 30 * time.Second
-
-// unseenClaims remembers the claims this process created until its cache lists
-// them. A solve right after a launch (the batch's close follows its mid-batch launch
-// by milliseconds) reads a cache that may not have the new claims yet: without them
-// their nominations look void and the same pods are planned onto a second set of
-// nodes, which end up empty.
-type unseenClaims struct {
-	mu     sync.Mutex
-	claims map[string]unseenClaim
-}
-
-type unseenClaim struct {
-	claim   *v1.NodeClaim
-	created time.Time
-}
-
-func (u *unseenClaims) add(nc *v1.NodeClaim, now time.Time) {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if u.claims == nil {
-		u.claims = map[string]unseenClaim{}
-	}
-	u.claims[nc.Name] = unseenClaim{claim: nc, created: now}
-}
-
-// merge returns the listed claims plus the created ones the list does not have yet,
-// and forgets those the list has and those past the TTL.
-func (u *unseenClaims) merge(listed []v1.NodeClaim, now time.Time) []v1.NodeClaim {
-	u.mu.Lock()
-	defer u.mu.Unlock()
-	if len(u.claims) == 0 {
-		return listed
-	}
-	for i := range listed {
-		delete(u.claims, listed[i].Name)
-	}
-	out := listed
-	for name, c := range u.claims {
-		if now.Sub(c.created) > unseenClaimsTTL {
-			delete(u.claims, name)
-			continue
-		}
-		out = append(out, *c.claim)
-	}
-	return out
 }
 
 func ptrTo[T any](v T) *T { return &v }

@@ -21,6 +21,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
+	"github.com/dovetail-sh/dovetail/controller/state"
 )
 
 // recheckInterval is how soon the provisioner looks again while nominated pods wait.
@@ -54,13 +55,14 @@ type Provisioner struct {
 	// seen holds the pods that triggered the batch being gathered: their later
 	// status updates must not keep extending it.
 	seen map[types.UID]bool
-	// unseen holds the claims created here that the cache may not list yet.
-	unseen unseenClaims
+	// cluster is the state every loop reads; it also counts the claims created here
+	// before the cache lists them.
+	cluster *state.Cluster
 }
 
 // NewProvisioner wires a provisioner.
-func NewProvisioner(kube client.Client, cloud cloudprovider.CloudProvider, clk clock.Clock, recorder record.EventRecorder, batcher *Batcher, costs scheduling.NodeCosts) *Provisioner {
-	return &Provisioner{kube: kube, cloud: cloud, clock: clk, recorder: recorder, batcher: batcher, costs: costs,
+func NewProvisioner(kube client.Client, cluster *state.Cluster, cloud cloudprovider.CloudProvider, clk clock.Clock, recorder record.EventRecorder, batcher *Batcher, costs scheduling.NodeCosts) *Provisioner {
+	return &Provisioner{kube: kube, cluster: cluster, cloud: cloud, clock: clk, recorder: recorder, batcher: batcher, costs: costs,
 		nominations: map[types.UID]nomination{}, unschedulable: map[types.UID]bool{}, seen: map[types.UID]bool{}}
 }
 
@@ -94,6 +96,9 @@ func (p *Provisioner) Start(ctx context.Context) error {
 	}
 	return nil
 }
+
+// Cluster is the state the provisioner reads, for the loops that launch through it.
+func (p *Provisioner) Cluster() *state.Cluster { return p.cluster }
 
 // NeedLeaderElection keeps followers from provisioning.
 func (p *Provisioner) NeedLeaderElection() bool { return true }

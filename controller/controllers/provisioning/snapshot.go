@@ -2,7 +2,6 @@ package provisioning
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"time"
 
@@ -11,12 +10,12 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
+	"github.com/dovetail-sh/dovetail/controller/state"
 )
 
 type snapshot struct {
@@ -32,30 +31,22 @@ type snapshot struct {
 // snapshot reads the cluster: pending pods, nodes with their pods, in-flight
 // NodeClaims (with the pods already nominated to them, so a launch in progress is
 // not planned twice), ready NodePools and their instance types, and daemonsets. It
-// lists without copying the cache, since it runs every few hundred milliseconds in a
+// reads without copying the cache, since it runs every few hundred milliseconds in a
 // burst and copies of every pod were most of the controller's memory: nothing here
 // or in the engine writes to what it reads.
 func (p *Provisioner) snapshot(ctx context.Context) (*snapshot, error) {
-	var pods corev1.PodList
-	if err := p.kube.List(ctx, &pods, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing pods, %w", err)
+	view, err := p.cluster.Read(ctx, state.ReadOnly)
+	if err != nil {
+		return nil, err
 	}
-	var nodes corev1.NodeList
-	if err := p.kube.List(ctx, &nodes, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing nodes, %w", err)
-	}
-	var claims v1.NodeClaimList
-	if err := p.kube.List(ctx, &claims, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing nodeclaims, %w", err)
-	}
-	claims.Items = p.unseen.merge(claims.Items, p.clock.Now())
-	var pools v1.NodePoolList
-	if err := p.kube.List(ctx, &pools, client.UnsafeDisableDeepCopy); err != nil {
-		return nil, fmt.Errorf("listing nodepools, %w", err)
-	}
+	return p.snapshotOf(ctx, view)
+}
+
+func (p *Provisioner) snapshotOf(ctx context.Context, view *state.View) (*snapshot, error) {
+	pods, nodes, claims, pools := view.Pods, view.Nodes, view.Claims, view.Pools
 	s := &snapshot{poolByName: map[string]*v1.NodePool{}, instanceTypes: map[string][]*scheduling.InstanceType{}}
-	for i := range pools.Items {
-		np := &pools.Items[i]
+	for i := range pools {
+		np := &pools[i]
 		// A pool whose node class is missing or invalid would only launch failures.
 		if np.DeletionTimestamp != nil || meta.IsStatusConditionFalse(np.Status.Conditions, v1.ConditionTypeReady) {
 			continue
@@ -72,8 +63,8 @@ func (p *Provisioner) snapshot(ctx context.Context) (*snapshot, error) {
 	}
 	bound := map[string][]*corev1.Pod{}
 	var provisionable []*corev1.Pod
-	for i := range pods.Items {
-		pod := &pods.Items[i]
+	for i := range pods {
+		pod := &pods[i]
 		switch {
 		case pod.Spec.NodeName != "" && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed:
 			bound[pod.Spec.NodeName] = append(bound[pod.Spec.NodeName], pod)
@@ -82,8 +73,8 @@ func (p *Provisioner) snapshot(ctx context.Context) (*snapshot, error) {
 		}
 	}
 	nodeByProviderID := map[string]*corev1.Node{}
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
+	for i := range nodes {
+		n := &nodes[i]
 		nodeByProviderID[n.Spec.ProviderID] = n
 	}
 	// Nominations hold while their target exists and is not yet ready for the pod
@@ -92,8 +83,8 @@ func (p *Provisioner) snapshot(ctx context.Context) (*snapshot, error) {
 	claimOfNode := map[string]string{}
 	launchedAllocatable := map[string]corev1.ResourceList{}
 	startupTaints := map[string][]corev1.Taint{}
-	for i := range claims.Items {
-		nc := &claims.Items[i]
+	for i := range claims {
+		nc := &claims[i]
 		if nc.DeletionTimestamp != nil {
 			continue
 		}
@@ -106,9 +97,9 @@ func (p *Provisioner) snapshot(ctx context.Context) (*snapshot, error) {
 			}
 		}
 	}
-	for i := range nodes.Items {
-		if _, ok := claimOfNode[nodes.Items[i].Name]; !ok {
-			live[nodes.Items[i].Name] = nodes.Items[i].CreationTimestamp.Time
+	for i := range nodes {
+		if _, ok := claimOfNode[nodes[i].Name]; !ok {
+			live[nodes[i].Name] = nodes[i].CreationTimestamp.Time
 		}
 	}
 	nominated := map[string][]*corev1.Pod{}
@@ -130,8 +121,8 @@ func (p *Provisioner) snapshot(ctx context.Context) (*snapshot, error) {
 	}
 	p.mu.Unlock()
 
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
+	for i := range nodes {
+		n := &nodes[i]
 		if n.DeletionTimestamp != nil || n.Spec.Unschedulable || hasTaint(n, v1.DisruptedNoScheduleTaint.Key) {
 			continue
 		}
@@ -167,8 +158,8 @@ func (p *Provisioner) snapshot(ctx context.Context) (*snapshot, error) {
 		p.forget(void)
 		s.nodes = append(s.nodes, en)
 	}
-	for i := range claims.Items {
-		nc := &claims.Items[i]
+	for i := range claims {
+		nc := &claims[i]
 		if nc.DeletionTimestamp != nil {
 			continue
 		}
@@ -177,11 +168,7 @@ func (p *Provisioner) snapshot(ctx context.Context) (*snapshot, error) {
 		}
 		s.nodes = append(s.nodes, inFlight(nc, nominated[nc.Name]))
 	}
-	daemonSets, err := p.daemonSetPods(ctx)
-	if err != nil {
-		return nil, err
-	}
-	s.daemonSetPods = daemonSets
+	s.daemonSetPods = daemonSetPods(view.DaemonSets)
 	return s, nil
 }
 
@@ -287,17 +274,13 @@ func inFlight(nc *v1.NodeClaim, pods []*corev1.Pod) *scheduling.ExistingNode {
 	}
 }
 
-func (p *Provisioner) daemonSetPods(ctx context.Context) ([]*corev1.Pod, error) {
-	var list appsv1.DaemonSetList
-	if err := p.kube.List(ctx, &list); err != nil {
-		return nil, fmt.Errorf("listing daemonsets, %w", err)
-	}
-	out := make([]*corev1.Pod, 0, len(list.Items))
-	for i := range list.Items {
-		ds := &list.Items[i]
+func daemonSetPods(list []appsv1.DaemonSet) []*corev1.Pod {
+	out := make([]*corev1.Pod, 0, len(list))
+	for i := range list {
+		ds := &list[i]
 		out = append(out, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: ds.Name, Namespace: ds.Namespace, Labels: ds.Spec.Template.Labels}, Spec: ds.Spec.Template.Spec})
 	}
-	return out, nil
+	return out
 }
 
 // Snapshot is the cluster as the engine sees it, for other controllers that plan
@@ -312,9 +295,10 @@ type Snapshot struct {
 	NodeCosts     scheduling.NodeCosts
 }
 
-// Snapshot reads the cluster. Objects in it come from the cache uncopied: read only.
-func (p *Provisioner) Snapshot(ctx context.Context) (*Snapshot, error) {
-	s, err := p.snapshot(ctx)
+// SnapshotOf is the view as the engine sees it. Objects in it come from the view:
+// read only.
+func (p *Provisioner) SnapshotOf(ctx context.Context, view *state.View) (*Snapshot, error) {
+	s, err := p.snapshotOf(ctx, view)
 	if err != nil {
 		return nil, err
 	}

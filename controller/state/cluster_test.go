@@ -1,4 +1,4 @@
-package provisioning
+package state
 
 import (
 	"testing"
@@ -21,12 +21,12 @@ func names(claims []v1.NodeClaim) []string {
 	return out
 }
 
-// TestUnseenClaimsCoverTheCacheLag: a claim created here counts as in flight until
+// TestCreatedClaimsCoverTheCacheLag: a claim created here counts as in flight until
 // the cache lists it, and not after; one the cache never shows is dropped after the
 // TTL.
-func TestUnseenClaimsCoverTheCacheLag(t *testing.T) {
+func TestCreatedClaimsCoverTheCacheLag(t *testing.T) {
 	now := time.Now()
-	var u unseenClaims
+	var u createdClaims
 	a, b := claimNamed("a"), claimNamed("b")
 	u.add(&a, now)
 	u.add(&b, now)
@@ -39,7 +39,7 @@ func TestUnseenClaimsCoverTheCacheLag(t *testing.T) {
 	if got := names(u.merge(nil, now)); len(got) != 1 || got[0] != "b" {
 		t.Fatalf("once the cache listed a, merge gives %v, want only b: a listed claim that is gone is gone", got)
 	}
-	if got := names(u.merge(nil, now.Add(unseenClaimsTTL+time.Second))); len(got) != 0 {
+	if got := names(u.merge(nil, now.Add(createdClaimsTTL+time.Second))); len(got) != 0 {
 		t.Fatalf("past the TTL merge gives %v, want nothing", got)
 	}
 }

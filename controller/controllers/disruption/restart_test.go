@@ -1,0 +1,242 @@
+package disruption
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
+	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
+	"github.com/dovetail-sh/dovetail/controller/state"
+)
+
+// pricedCloud offers one instance type and launches nothing: these tests are about
+// what a restarted controller does with what it finds.
+type pricedCloud struct{ cloudprovider.CloudProvider }
+
+func (pricedCloud) GetInstanceTypes(context.Context, *v1.NodePool) ([]*scheduling.InstanceType, error) {
+	return []*scheduling.InstanceType{instanceType("m.large", 0.1, v1.CapacityTypeOnDemand)}, nil
+}
+func (pricedCloud) IsDrifted(context.Context, *v1.NodeClaim) (cloudprovider.DriftReason, error) {
+	return "", nil
+}
+
+// restartFixture is a cluster as a controller that stopped mid-disruption left it:
+// claim "old" (with node "old-node") is a candidate, "new" its replacement.
+type restartFixture struct {
+	kube    client.Client
+	clock   *clocktesting.FakeClock
+	ctrl    *Controller
+	old     *v1.NodeClaim
+	oldNode *corev1.Node
+}
+
+func initializedClaim(name string, at time.Time) (*v1.NodeClaim, *corev1.Node) {
+	nc := &v1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Finalizers: []string{v1.TerminationFinalizer},
+			Labels: map[string]string{v1.LabelNodePool: "default", v1.LabelInstanceType: "m.large", v1.LabelCapacityType: v1.CapacityTypeOnDemand, v1.LabelTopologyZone: "a"}},
+		Status: v1.NodeClaimStatus{ProviderID: "kwok://" + name, NodeName: name + "-node",
+			Conditions: []metav1.Condition{{Type: v1.ConditionTypeInitialized, Status: metav1.ConditionTrue, Reason: "Initialized", LastTransitionTime: metav1.NewTime(at)}}},
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name + "-node", Labels: nc.Labels},
+		Spec:   corev1.NodeSpec{ProviderID: nc.Status.ProviderID},
+		Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi"), corev1.ResourcePods: resource.MustParse("29")}}}
+	return nc, node
+}
+
+func newRestartFixture(t *testing.T, recorded *state.Disruption, tainted bool, objs []client.Object, funcs interceptor.Funcs) *restartFixture {
+	t.Helper()
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	old, oldNode := initializedClaim("old", clk.Now().Add(-time.Hour))
+	if tainted {
+		oldNode.Spec.Taints = []corev1.Taint{v1.DisruptedNoScheduleTaint}
+	}
+	pool := &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	kube := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&v1.NodeClaim{}, &v1.NodePool{}).
+		WithObjects(append([]client.Object{old, oldNode, pool}, objs...)...).WithInterceptorFuncs(funcs).Build()
+	if recorded != nil {
+		if err := state.RecordDisruption(context.Background(), kube, recorded, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recorder := discardingRecorder(t)
+	prov := provisioning.NewProvisioner(kube, state.NewCluster(kube, clk), pricedCloud{}, clk, recorder,
+		provisioning.NewBatcher(clk, time.Second, 10*time.Second), scheduling.DefaultNodeCosts())
+	opts := DefaultOptions()
+	return &restartFixture{kube: kube, clock: clk, old: old, oldNode: oldNode,
+		ctrl: NewController(kube, pricedCloud{}, prov, clk, recorder, opts)}
+}
+
+func discardingRecorder(t *testing.T) record.EventRecorder {
+	t.Helper()
+	r := record.NewFakeRecorder(100)
+	go func() {
+		for range r.Events {
+		}
+	}()
+	return r
+}
+
+func (f *restartFixture) reconcile(t *testing.T) error {
+	t.Helper()
+	return f.ctrl.Reconcile(context.Background())
+}
+
+func (f *restartFixture) tainted(t *testing.T) bool {
+	t.Helper()
+	n := &corev1.Node{}
+	if err := f.kube.Get(context.Background(), client.ObjectKeyFromObject(f.oldNode), n); err != nil {
+		t.Fatal(err)
+	}
+	return state.HasTaint(n, v1.DisruptedNoScheduleTaint)
+}
+
+// oldClaim is the candidate as the API has it now, nil once gone.
+func (f *restartFixture) oldClaim(t *testing.T) *v1.NodeClaim {
+	t.Helper()
+	nc := &v1.NodeClaim{}
+	if err := f.kube.Get(context.Background(), client.ObjectKeyFromObject(f.old), nc); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		t.Fatal(err)
+	}
+	return nc
+}
+
+func oldRecord(startedAt time.Time, replacements ...string) *state.Disruption {
+	return &state.Disruption{ID: "old-1", Reason: v1.DisruptionReasonUnderutilized, ConsolidationType: typeSingle,
+		Candidates: []string{"old"}, Replacements: replacements, StartedAt: metav1.NewTime(startedAt)}
+}
+
+// A node tainted for a disruption that no record explains (the controller stopped
+// between tainting and recording, or an older version left it) goes back into
+// service on the first pass: it must not eat the budget or hide capacity forever.
+func TestStaleDisruptedTaintIsRemoved(t *testing.T) {
+	f := newRestartFixture(t, nil, true, nil, interceptor.Funcs{})
+	if err := f.reconcile(t); err != nil {
+		t.Fatal(err)
+	}
+	if f.tainted(t) {
+		t.Fatal("the node keeps the disrupted taint though no disruption carries on")
+	}
+	if nc := f.oldClaim(t); nc == nil || nc.DeletionTimestamp != nil {
+		t.Fatal("the node's claim was deleted")
+	}
+}
+
+// A disruption recorded before the restart whose replacement has initialized is
+// finished: the candidate is deleted, not left running beside its replacement.
+func TestRecordedDisruptionIsResumed(t *testing.T) {
+	clkNow := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	replacement, replacementNode := initializedClaim("new", clkNow.Add(-time.Minute))
+	f := newRestartFixture(t, oldRecord(clkNow.Add(-2*time.Minute), "new"), true, []client.Object{replacement, replacementNode}, interceptor.Funcs{})
+	if err := f.reconcile(t); err != nil {
+		t.Fatal(err)
+	}
+	nc := f.oldClaim(t)
+	if nc != nil && nc.DeletionTimestamp == nil {
+		t.Fatal("the candidate of a recorded disruption whose replacement is up was not deleted")
+	}
+}
+
+// A recorded disruption whose replacement is gone is rolled back: taint and record
+// removed, the node back in service.
+func TestRecordedDisruptionWithoutReplacementRollsBack(t *testing.T) {
+	clkNow := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	f := newRestartFixture(t, oldRecord(clkNow.Add(-2*time.Minute), "vanished"), true, nil, interceptor.Funcs{})
+	if err := f.reconcile(t); err != nil {
+		t.Fatal(err)
+	}
+	if f.tainted(t) {
+		t.Error("the candidate keeps the disrupted taint after its replacement vanished")
+	}
+	nc := f.oldClaim(t)
+	if nc == nil || nc.DeletionTimestamp != nil {
+		t.Fatal("the candidate was deleted though its replacement never came")
+	}
+	if state.Recorded(nc) != nil {
+		t.Error("the disruption record stays on a rolled back candidate")
+	}
+}
+
+// A resumed disruption waits for a replacement still coming up, bounded by the
+// replacement timeout counted from when it started, not from the restart.
+func TestResumedDisruptionIsBoundedByTheReplacementTimeout(t *testing.T) {
+	clkNow := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	coming := &v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "new", Labels: map[string]string{v1.LabelNodePool: "default"}}}
+	started := clkNow.Add(-time.Minute)
+	f := newRestartFixture(t, oldRecord(started, "new"), true, []client.Object{coming}, interceptor.Funcs{})
+	if err := f.reconcile(t); err != nil {
+		t.Fatal(err)
+	}
+	if !f.tainted(t) {
+		t.Fatal("the candidate lost its taint while its replacement is still coming up")
+	}
+	if nc := f.oldClaim(t); nc == nil || nc.DeletionTimestamp != nil {
+		t.Fatal("the candidate was deleted before its replacement initialized")
+	}
+	f.clock.SetTime(started.Add(DefaultOptions().ReplacementTimeout + time.Second))
+	if err := f.reconcile(t); err != nil {
+		t.Fatal(err)
+	}
+	if f.tainted(t) {
+		t.Error("past the replacement timeout the candidate is still tainted")
+	}
+	if nc := f.oldClaim(t); nc == nil || nc.DeletionTimestamp != nil || state.Recorded(nc) != nil {
+		t.Error("past the replacement timeout the candidate is not back in service unchanged")
+	}
+}
+
+// A failed deletion of a candidate is retried on the next pass, not dropped with
+// its command (which left the node tainted beside its replacement).
+func TestFailedCandidateDeletionIsRetried(t *testing.T) {
+	clkNow := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	replacement, replacementNode := initializedClaim("new", clkNow.Add(-time.Minute))
+	failures := 1
+	funcs := interceptor.Funcs{Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+		if _, ok := obj.(*v1.NodeClaim); ok && failures > 0 {
+			failures--
+			return errors.New("the API server is having a moment")
+		}
+		return c.Delete(ctx, obj, opts...)
+	}}
+	f := newRestartFixture(t, oldRecord(clkNow.Add(-2*time.Minute), "new"), true, []client.Object{replacement, replacementNode}, funcs)
+	if err := f.reconcile(t); err == nil {
+		t.Fatal("a failed deletion was not reported")
+	}
+	if nc := f.oldClaim(t); nc == nil || nc.DeletionTimestamp != nil {
+		t.Fatal("the injected failure did not happen")
+	}
+	if err := f.reconcile(t); err != nil {
+		t.Fatal(err)
+	}
+	if nc := f.oldClaim(t); nc != nil && nc.DeletionTimestamp == nil {
+		t.Fatal("the failed deletion was not retried")
+	}
+	if !f.tainted(t) {
+		t.Error("the candidate lost its taint while it is being deleted")
+	}
+}

@@ -1,0 +1,198 @@
+// Package state is the one view of the cluster the controller's loops share:
+// provisioning, disruption and interruption read it instead of each listing the
+// cluster their own way. It is fed by the manager's informer cache, plus what this
+// process wrote that the cache may not show yet, and holds nothing that matters only
+// in memory: what a restart must know (an in-flight disruption) is written to the
+// API (see Disruption) and read back from it on every pass, so a new process or a
+// new leader picks up where the last one stopped.
+package state
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+)
+
+// Cluster reads the cluster for every loop.
+type Cluster struct {
+	kube    client.Client
+	clock   clock.Clock
+	created createdClaims
+}
+
+// NewCluster reads through kube, which should be the manager's cached client.
+func NewCluster(kube client.Client, clk clock.Clock) *Cluster {
+	return &Cluster{kube: kube, clock: clk}
+}
+
+// View is the cluster at one moment, with the indexes every loop needs.
+type View struct {
+	Pods        []corev1.Pod
+	Nodes       []corev1.Node
+	Claims      []v1.NodeClaim
+	Pools       []v1.NodePool
+	PDBs        []policyv1.PodDisruptionBudget
+	DaemonSets  []appsv1.DaemonSet
+	podsOnNode  map[string][]*corev1.Pod
+	nodeOfID    map[string]*corev1.Node
+	claimOfNode map[string]*v1.NodeClaim
+}
+
+// Copies says whether a View may be written to.
+type Copies bool
+
+const (
+	// ReadOnly lists the cache without copying it: for loops that only read and run
+	// often (provisioning reads every few hundred milliseconds in a burst, and copies
+	// of every pod were most of the controller's memory).
+	ReadOnly Copies = false
+	// Writable copies every object, for loops that patch what they read.
+	Writable Copies = true
+)
+
+// Read lists the cluster once. Claims this process created count from the moment
+// they were created, even before the cache lists them.
+func (c *Cluster) Read(ctx context.Context, copies Copies) (*View, error) {
+	var opts []client.ListOption
+	if copies == ReadOnly {
+		opts = append(opts, client.UnsafeDisableDeepCopy)
+	}
+	var (
+		pods   corev1.PodList
+		nodes  corev1.NodeList
+		claims v1.NodeClaimList
+		pools  v1.NodePoolList
+		pdbs   policyv1.PodDisruptionBudgetList
+		ds     appsv1.DaemonSetList
+	)
+	for _, l := range []struct {
+		what string
+		list client.ObjectList
+	}{{"pods", &pods}, {"nodes", &nodes}, {"nodeclaims", &claims}, {"nodepools", &pools}, {"pod disruption budgets", &pdbs}, {"daemonsets", &ds}} {
+		if err := c.kube.List(ctx, l.list, opts...); err != nil {
+			return nil, fmt.Errorf("listing %s, %w", l.what, err)
+		}
+	}
+	v := &View{Pods: pods.Items, Nodes: nodes.Items, Claims: c.created.merge(claims.Items, c.clock.Now()), Pools: pools.Items,
+		PDBs: pdbs.Items, DaemonSets: ds.Items}
+	v.index()
+	return v, nil
+}
+
+// ClaimCreated records a claim this process just created, so that reads before the
+// cache lists it still count it (see createdClaims).
+func (c *Cluster) ClaimCreated(nc *v1.NodeClaim) { c.created.add(nc.DeepCopy(), c.clock.Now()) }
+
+func (v *View) index() {
+	v.podsOnNode = map[string][]*corev1.Pod{}
+	for i := range v.Pods {
+		p := &v.Pods[i]
+		if p.Spec.NodeName != "" {
+			v.podsOnNode[p.Spec.NodeName] = append(v.podsOnNode[p.Spec.NodeName], p)
+		}
+	}
+	v.nodeOfID = map[string]*corev1.Node{}
+	for i := range v.Nodes {
+		if id := v.Nodes[i].Spec.ProviderID; id != "" {
+			v.nodeOfID[id] = &v.Nodes[i]
+		}
+	}
+	v.claimOfNode = map[string]*v1.NodeClaim{}
+	for i := range v.Claims {
+		if n := v.NodeOf(&v.Claims[i]); n != nil {
+			v.claimOfNode[n.Name] = &v.Claims[i]
+		}
+	}
+}
+
+// PodsOn are the pods bound to the node, finished ones included.
+func (v *View) PodsOn(node string) []*corev1.Pod { return v.podsOnNode[node] }
+
+// NodeOf is the claim's registered Node, or nil.
+func (v *View) NodeOf(nc *v1.NodeClaim) *corev1.Node {
+	if nc.Status.ProviderID == "" {
+		return nil
+	}
+	return v.nodeOfID[nc.Status.ProviderID]
+}
+
+// ClaimOf is the NodeClaim a Node was launched for, or nil for nodes no pool owns.
+func (v *View) ClaimOf(node string) *v1.NodeClaim { return v.claimOfNode[node] }
+
+// ClaimsOfInstances are the claims launched as any of the cloud instance IDs (the
+// last element of the provider ID, as EC2's i-0123 in aws:///us-west-2a/i-0123).
+func (v *View) ClaimsOfInstances(ids ...string) []*v1.NodeClaim {
+	wanted := map[string]bool{}
+	for _, id := range ids {
+		wanted[id] = true
+	}
+	var out []*v1.NodeClaim
+	for i := range v.Claims {
+		pid := v.Claims[i].Status.ProviderID
+		if pid != "" && wanted[pid[strings.LastIndex(pid, "/")+1:]] {
+			out = append(out, &v.Claims[i])
+		}
+	}
+	return out
+}
+
+// createdClaimsTTL bounds how long a created claim the cache has not shown counts as
+// in flight: the cache normally catches up in milliseconds, and a claim deleted
+// before it did never shows up at all.
+const createdClaimsTTL = 30 * time.Second
+
+// createdClaims remembers the claims this process created until its cache lists
+// them. A solve right after a launch (a batch's close follows its mid-batch launch
+// by milliseconds) reads a cache that may not have the new claims yet: without them
+// their nominations look void and the same pods are planned onto a second set of
+// nodes, which end up empty.
+type createdClaims struct {
+	mu     sync.Mutex
+	claims map[string]createdClaim
+}
+
+type createdClaim struct {
+	claim   *v1.NodeClaim
+	created time.Time
+}
+
+func (u *createdClaims) add(nc *v1.NodeClaim, now time.Time) {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if u.claims == nil {
+		u.claims = map[string]createdClaim{}
+	}
+	u.claims[nc.Name] = createdClaim{claim: nc, created: now}
+}
+
+// merge returns the listed claims plus the created ones the list does not have yet,
+// and forgets those the list has and those past the TTL.
+func (u *createdClaims) merge(listed []v1.NodeClaim, now time.Time) []v1.NodeClaim {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	if len(u.claims) == 0 {
+		return listed
+	}
+	for i := range listed {
+		delete(u.claims, listed[i].Name)
+	}
+	out := listed
+	for name, c := range u.claims {
+		if now.Sub(c.created) > createdClaimsTTL {
+			delete(u.claims, name)
+			continue
+		}
+		out = append(out, *c.claim.DeepCopy())
+	}
+	return out
+}

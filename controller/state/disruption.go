@@ -1,0 +1,157 @@
+package state
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+)
+
+// DisruptionAnnotationKey on a NodeClaim records the disruption it is a candidate
+// of, once that disruption has launched replacements and waits for them: the
+// candidates keep the karpenter.sh/disrupted taint meanwhile, and a process that
+// starts (or becomes leader) then must know to finish the job rather than leave the
+// nodes tainted beside their replacements, or to put the nodes back in service.
+const DisruptionAnnotationKey = "dovetail.sh/disruption"
+
+// Disruption is what DisruptionAnnotationKey holds.
+type Disruption struct {
+	// ID is the same on every candidate of one command.
+	ID                string              `json:"id"`
+	Reason            v1.DisruptionReason `json:"reason"`
+	ConsolidationType string              `json:"consolidationType,omitempty"`
+	Candidates        []string            `json:"candidates"`
+	Replacements      []string            `json:"replacements"`
+	StartedAt         metav1.Time         `json:"startedAt"`
+}
+
+// Recorded reads the claim's disruption record, nil when it has none or it cannot be
+// read (a record someone edited into nonsense is no record: the nodes go back into
+// service, which is always safe).
+func Recorded(nc *v1.NodeClaim) *Disruption {
+	raw, ok := nc.Annotations[DisruptionAnnotationKey]
+	if !ok {
+		return nil
+	}
+	d := &Disruption{}
+	if err := json.Unmarshal([]byte(raw), d); err != nil || d.ID == "" || len(d.Candidates) == 0 {
+		return nil
+	}
+	return d
+}
+
+// RecordDisruption writes the record on every candidate claim. A candidate that is
+// gone is skipped; any other failure is returned, and the caller rolls back.
+func RecordDisruption(ctx context.Context, kube client.Client, d *Disruption, candidates ...*v1.NodeClaim) error {
+	raw, err := json.Marshal(d)
+	if err != nil {
+		return fmt.Errorf("encoding the disruption record, %w", err)
+	}
+	for _, nc := range candidates {
+		if err := setAnnotation(ctx, kube, nc, string(raw)); err != nil {
+			return fmt.Errorf("recording the disruption on nodeclaim %s, %w", nc.Name, err)
+		}
+	}
+	return nil
+}
+
+// ClearDisruption removes the record from the claim, when the disruption is rolled
+// back and the node stays in service.
+func ClearDisruption(ctx context.Context, kube client.Client, nc *v1.NodeClaim) error {
+	if _, ok := nc.Annotations[DisruptionAnnotationKey]; !ok {
+		return nil
+	}
+	if err := setAnnotation(ctx, kube, nc, ""); err != nil {
+		return fmt.Errorf("clearing the disruption record of nodeclaim %s, %w", nc.Name, err)
+	}
+	return nil
+}
+
+func setAnnotation(ctx context.Context, kube client.Client, nc *v1.NodeClaim, value string) error {
+	current := &v1.NodeClaim{}
+	if err := kube.Get(ctx, client.ObjectKeyFromObject(nc), current); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	patch := client.MergeFrom(current.DeepCopy())
+	if value == "" {
+		delete(current.Annotations, DisruptionAnnotationKey)
+	} else {
+		if current.Annotations == nil {
+			current.Annotations = map[string]string{}
+		}
+		current.Annotations[DisruptionAnnotationKey] = value
+	}
+	return kube.Patch(ctx, current, patch)
+}
+
+// RecordedDisruptions are the disruptions recorded on claims still in service,
+// oldest first, each with the candidates that carry its record.
+func (v *View) RecordedDisruptions() []*Disruption {
+	byID := map[string]*Disruption{}
+	for i := range v.Claims {
+		nc := &v.Claims[i]
+		if nc.DeletionTimestamp != nil {
+			continue
+		}
+		if d := Recorded(nc); d != nil {
+			if _, seen := byID[d.ID]; !seen {
+				byID[d.ID] = d
+			}
+		}
+	}
+	out := make([]*Disruption, 0, len(byID))
+	for _, d := range byID {
+		out = append(out, d)
+	}
+	sort.Slice(out, func(i, j int) bool {
+		if !out[i].StartedAt.Equal(&out[j].StartedAt) {
+			return out[i].StartedAt.Before(&out[j].StartedAt)
+		}
+		return out[i].ID < out[j].ID
+	})
+	return out
+}
+
+// StaleDisrupted are the nodes tainted karpenter.sh/disrupted that nothing is
+// disrupting: their claim is not being deleted, carries no disruption record, and
+// is not among active (the claims this process is acting on now). They are what a
+// crash or a leader change between tainting and recording leaves behind; Karpenter
+// too takes the taint off such nodes on every pass.
+func (v *View) StaleDisrupted(active sets.Set[string]) []*corev1.Node {
+	var out []*corev1.Node
+	for i := range v.Nodes {
+		n := &v.Nodes[i]
+		if n.DeletionTimestamp != nil || !HasTaint(n, v1.DisruptedNoScheduleTaint) {
+			continue
+		}
+		nc := v.ClaimOf(n.Name)
+		if nc == nil || nc.DeletionTimestamp != nil || active.Has(nc.Name) || Recorded(nc) != nil {
+			continue
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// HasTaint reports whether the node has the taint (key and effect).
+func HasTaint(n *corev1.Node, taint corev1.Taint) bool {
+	for i := range n.Spec.Taints {
+		if n.Spec.Taints[i].MatchTaint(&taint) {
+			return true
+		}
+	}
+	return false
+}
+
+// NewDisruptionID names a command uniquely enough to group its candidates.
+func NewDisruptionID(now time.Time, firstCandidate string) string {
+	return fmt.Sprintf("%s-%d", firstCandidate, now.UnixNano())
+}
