@@ -10,6 +10,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/aws/aws-sdk-go-v2/service/ssm"
+	"github.com/aws/smithy-go/middleware"
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -27,6 +30,8 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/controllers/ec2nodeclass/launchtemplates"
 	"github.com/dovetail-sh/dovetail/controller/controllers/ec2nodeclass/status"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/garbagecollection"
+	"github.com/dovetail-sh/dovetail/provider"
+	"github.com/dovetail-sh/dovetail/tests/iampolicy"
 	"github.com/dovetail-sh/dovetail/tests/testenv"
 )
 
@@ -44,6 +49,9 @@ type fixture struct {
 	clock   *clocktesting.FakeClock
 	prices  *pricing.Provider
 	status  *status.Controller
+	// iam records the provider's AWS calls, checked against the shipped IAM policy
+	// when the test ends.
+	iam *iampolicy.Recorder
 }
 
 func newFixture(t *testing.T) *fixture {
@@ -59,9 +67,13 @@ func newFixture(t *testing.T) *fixture {
 	// The emulator stamps launch times with the wall clock; the fake one starts there.
 	ctrllog.SetLogger(logr.Discard())
 	f.seeded = testenv.SeedAWS(t, ctx, clients, cluster, "10.40", "us-west-2a", "us-west-2b")
-	amis := &nodeclass.AMIResolver{EC2: clients.EC2, SSM: clients.SSM, SSMPrefix: testenv.SSMPrefix, KubernetesVersion: testenv.KubernetesVersion}
-	f.status = status.NewController(api.Client, clients.EC2, amis, clients.IAM, cluster, region, f.clock)
-	f.prices = pricing.NewProvider(clients.EC2, nil, region, true, f.clock, logr.Discard())
+	f.checkIAM(t)
+	ec2API := ec2.New(clients.EC2.Options(), func(o *ec2.Options) { o.APIOptions = f.recorded(o.APIOptions) })
+	amis := &nodeclass.AMIResolver{EC2: ec2API, SSM: ssm.New(clients.SSM.Options(), func(o *ssm.Options) { o.APIOptions = f.recorded(o.APIOptions) }),
+		SSMPrefix: testenv.SSMPrefix, KubernetesVersion: testenv.KubernetesVersion}
+	iamAPI := iam.New(clients.IAM.Options(), func(o *iam.Options) { o.APIOptions = f.recorded(o.APIOptions) })
+	f.status = status.NewController(api.Client, ec2API, amis, iamAPI, cluster, region, f.clock)
+	f.prices = pricing.NewProvider(ec2API, nil, region, true, f.clock, logr.Discard())
 	if err := f.prices.UpdateSpot(ctx); err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +113,32 @@ func (f *fixture) resolve(t *testing.T, nc *awsv1.EC2NodeClass) {
 	}
 }
 
+// checkIAM records the provider's AWS calls and, when the test ends, fails it on
+// each one the IAM policy Dovetail ships would deny on AWS.
+func (f *fixture) checkIAM(t *testing.T) {
+	t.Helper()
+	role, err := f.clients.IAM.GetRole(f.ctx, &iam.GetRoleInput{RoleName: aws.String(f.seeded.Role)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	policy, err := provider.ControllerPolicy(provider.ControllerPolicyInput{Region: region, AccountID: "123456789012", ClusterName: cluster, NodeRoleARN: aws.ToString(role.Role.Arn)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.iam = iampolicy.NewRecorder(iampolicy.Options{AccountID: "123456789012",
+		Lookup:              iampolicy.AWSLookup{EC2: f.clients.EC2, IAM: f.clients.IAM},
+		SSMParameterAliases: map[string]string{testenv.SSMPrefix: nodeclass.DefaultSSMPrefix}})
+	t.Cleanup(func() { iampolicy.Check(t, policy, f.iam) })
+}
+
+// recorded adds the IAM recorder to a client's API options, in a copy: clients made
+// from one another's options must not share the slice.
+func (f *fixture) recorded(opts []func(*middleware.Stack) error) []func(*middleware.Stack) error {
+	return append(append([]func(*middleware.Stack) error{}, opts...), f.iam.APIOption)
+}
+
 func (f *fixture) provider(opts ...func(*ec2.Options)) *dtaws.CloudProvider {
+	opts = append([]func(*ec2.Options){func(o *ec2.Options) { o.APIOptions = f.recorded(o.APIOptions) }}, opts...)
 	api := ec2.New(f.clients.EC2.Options(), opts...)
 	return dtaws.New(f.kube, api, dtaws.Settings{ClusterName: cluster, Region: region, ClusterEndpoint: "https://moto.example", ClusterCABundle: "Q0E=", VMMemoryOverheadPercent: 0.075}, f.prices, f.clock)
 }
@@ -230,6 +267,14 @@ func TestLaunchTagTerminate(t *testing.T) {
 	}
 	if first.Annotations[awsv1.AnnotationEC2NodeClassHash] != class.Hash() || first.Status.ImageID != f.seeded.Images["x86_64"] {
 		t.Errorf("hash annotation %q (want %q), image %q (want %q)", first.Annotations[awsv1.AnnotationEC2NodeClassHash], class.Hash(), first.Status.ImageID, f.seeded.Images["x86_64"])
+	}
+	// The same claim launched again (its first result never recorded) is the same instance.
+	again, err := cp.Create(f.ctx, claim("first", "default", small...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Status.ProviderID != first.Status.ProviderID || again.Labels[v1.LabelInstanceType] != "m5.large" {
+		t.Errorf("launching claim first again gave %s (%s); want its instance %s", again.Status.ProviderID, again.Labels[v1.LabelInstanceType], first.Status.ProviderID)
 	}
 	inst := f.instance(t, first.Status.ProviderID)
 	tags := tagsOf(inst)

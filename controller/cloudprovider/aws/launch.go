@@ -2,6 +2,9 @@ package aws
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -53,6 +56,9 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 	reqs, err := cloudprovider.Requirements(nc)
 	if err != nil {
 		return nil, err
+	}
+	if existing, err := c.existing(ctx, nc, class); err != nil || existing != nil {
+		return existing, err
 	}
 	var refused []string
 	for attempt := 0; attempt < launchAttempts; attempt++ {
@@ -131,7 +137,7 @@ func (c *CloudProvider) launch(ctx context.Context, nc *v1.NodeClaim, class *aws
 		return nil, nil, err
 	}
 	tags := c.instanceTags(nc, class)
-	out, err := c.ec2.CreateFleet(ctx, &ec2.CreateFleetInput{
+	input := &ec2.CreateFleetInput{
 		Type:                  ec2types.FleetTypeInstant,
 		LaunchTemplateConfigs: configs,
 		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{
@@ -145,7 +151,9 @@ func (c *CloudProvider) launch(ctx context.Context, nc *v1.NodeClaim, class *aws
 			{ResourceType: ec2types.ResourceTypeVolume, Tags: tags},
 			{ResourceType: ec2types.ResourceTypeFleet, Tags: tags},
 		},
-	})
+	}
+	input.ClientToken = aws.String(clientToken(nc, input))
+	out, err := c.ec2.CreateFleet(ctx, input)
 	if err != nil {
 		return nil, nil, fmt.Errorf("creating fleet, %w", err)
 	}
@@ -177,7 +185,6 @@ func (c *CloudProvider) launch(ctx context.Context, nc *v1.NodeClaim, class *aws
 
 // launched describes the instance CreateFleet returned as the launched claim.
 func (c *CloudProvider) launched(nc *v1.NodeClaim, class *awsv1.EC2NodeClass, inst ec2types.CreateFleetInstance, candidates []candidate) *v1.NodeClaim {
-	id := inst.InstanceIds[0]
 	var zone, imageID string
 	if lt := inst.LaunchTemplateAndOverrides; lt != nil && lt.Overrides != nil {
 		zone = aws.ToString(lt.Overrides.AvailabilityZone)
@@ -193,6 +200,12 @@ func (c *CloudProvider) launched(nc *v1.NodeClaim, class *awsv1.EC2NodeClass, in
 			chosen = cand
 		}
 	}
+	return launchedClaim(nc, class, inst.InstanceIds[0], string(inst.InstanceType), zone, imageID, capacityType, chosen)
+}
+
+// launchedClaim is the claim as launched: its instance's type, zone, capacity type,
+// image and capacity, and the class hash it was launched with.
+func launchedClaim(nc *v1.NodeClaim, class *awsv1.EC2NodeClass, id, instanceType, zone, imageID, capacityType string, chosen candidate) *v1.NodeClaim {
 	if imageID == "" {
 		imageID = imageFor(class, chosen.entry)
 	}
@@ -203,7 +216,7 @@ func (c *CloudProvider) launched(nc *v1.NodeClaim, class *awsv1.EC2NodeClass, in
 	for k, v := range chosen.entry.NodeLabels() {
 		out.Labels[k] = v
 	}
-	out.Labels[v1.LabelInstanceType] = string(inst.InstanceType)
+	out.Labels[v1.LabelInstanceType] = instanceType
 	out.Labels[v1.LabelTopologyZone] = zone
 	out.Labels[v1.LabelCapacityType] = capacityType
 	for _, s := range class.Status.Subnets {
@@ -223,6 +236,72 @@ func (c *CloudProvider) launched(nc *v1.NodeClaim, class *awsv1.EC2NodeClass, in
 		out.Status.Allocatable = chosen.it.Allocatable.ToResourceList()
 	}
 	return out
+}
+
+// existing returns the claim as launched when an instance tagged with its name is
+// already pending or running: a launch whose result was never recorded (a crash
+// between CreateFleet and the status write, or a claim read from a stale cache)
+// must not start a second instance.
+func (c *CloudProvider) existing(ctx context.Context, nc *v1.NodeClaim, class *awsv1.EC2NodeClass) (*v1.NodeClaim, error) {
+	out, err := c.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag:" + ClusterTag(c.settings.ClusterName)), Values: []string{"owned"}},
+		{Name: aws.String("tag:" + TagNodeClaim), Values: []string{nc.Name}},
+		{Name: aws.String("instance-state-name"), Values: []string{string(ec2types.InstanceStateNamePending), string(ec2types.InstanceStateNameRunning)}},
+	}})
+	if err != nil {
+		return nil, fmt.Errorf("looking for an instance already launched for the claim, %w", err)
+	}
+	var inst *ec2types.Instance
+	for _, r := range out.Reservations {
+		for i := range r.Instances {
+			if inst == nil || aws.ToTime(r.Instances[i].LaunchTime).Before(aws.ToTime(inst.LaunchTime)) {
+				inst = &r.Instances[i]
+			}
+		}
+	}
+	if inst == nil {
+		return nil, nil
+	}
+	types, priced, err := c.instanceTypes(ctx, class)
+	if err != nil {
+		return nil, err
+	}
+	var chosen candidate
+	for _, it := range types {
+		if it.Name == string(inst.InstanceType) {
+			chosen.it = it
+		}
+	}
+	if e, ok := priced.Find(string(inst.InstanceType)); ok {
+		chosen.entry = e
+	}
+	capacityType := v1.CapacityTypeOnDemand
+	if inst.InstanceLifecycle == ec2types.InstanceLifecycleTypeSpot {
+		capacityType = v1.CapacityTypeSpot
+	}
+	var zone string
+	if inst.Placement != nil {
+		zone = aws.ToString(inst.Placement.AvailabilityZone)
+	}
+	return launchedClaim(nc, class, aws.ToString(inst.InstanceId), string(inst.InstanceType), zone, aws.ToString(inst.ImageId), capacityType, chosen), nil
+}
+
+// clientToken makes CreateFleet idempotent for one launch attempt: the claim's UID
+// and a hash of what the attempt asks for. An SDK retry, or the same claim launched
+// again before its instance is visible to DescribeInstances, sends the same request
+// and EC2 answers with the first fleet instead of starting a second instance; an
+// attempt that asks for other offerings (after EC2 refused some) is a new request,
+// which EC2 would refuse under a reused token.
+func clientToken(nc *v1.NodeClaim, input *ec2.CreateFleetInput) string {
+	b, _ := json.Marshal(input)
+	sum := sha256.Sum256(b)
+	attempt := hex.EncodeToString(sum[:8])
+	if nc.UID != "" {
+		// 36 + 1 + 16 characters, within EC2's 64.
+		return string(nc.UID) + "-" + attempt
+	}
+	name := sha256.Sum256([]byte(nc.Name))
+	return hex.EncodeToString(name[:16]) + "-" + attempt
 }
 
 // poolTags are the tags of everything a launch for the pool creates, as Karpenter
