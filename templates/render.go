@@ -22,6 +22,9 @@ import (
 //go:embed manifests/controller.yaml.tmpl
 var controllerTemplate string
 
+//go:embed manifests/kwok-provider.yaml.tmpl
+var kwokProviderTemplate string
+
 // DefaultImage is the controller image of this release; the Dockerfile at the
 // repository root builds it.
 var DefaultImage = "ghcr.io/dovetail-sh/dovetail-controller:v0.1.0"
@@ -157,20 +160,52 @@ func (v Values) Validate() error {
 
 // Manifests renders the controller's objects (everything but the CRDs) in apply order.
 func Manifests(v Values) ([]*unstructured.Unstructured, error) {
+	return render(v, "controller")
+}
+
+// KwokProviderManifests are the RBAC objects the kwok cloud provider needs on top of
+// Manifests (it creates Nodes and writes their status, as a kubelet would). Kept out
+// of Manifests so that no production install can create Nodes.
+func KwokProviderManifests(v Values) ([]*unstructured.Unstructured, error) {
+	return render(v, "kwok-provider")
+}
+
+// RBACManifests are the objects of Manifests that give the controller its
+// permissions: the namespace, ServiceAccount, roles and bindings, without the
+// Deployment. Tests run the controller as that ServiceAccount with them.
+func RBACManifests(v Values) ([]*unstructured.Unstructured, error) {
+	objs, err := Manifests(v)
+	if err != nil {
+		return nil, err
+	}
+	var out []*unstructured.Unstructured
+	for _, obj := range objs {
+		switch obj.GetKind() {
+		case "Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding":
+			out = append(out, obj)
+		}
+	}
+	return out, nil
+}
+
+func render(v Values, name string) ([]*unstructured.Unstructured, error) {
 	if err := v.Validate(); err != nil {
 		return nil, err
 	}
 	tmpl, err := template.New("controller").Funcs(template.FuncMap{"quote": strconv.Quote}).Parse(controllerTemplate)
+	if err == nil {
+		_, err = tmpl.New("kwok-provider").Parse(kwokProviderTemplate)
+	}
 	if err != nil {
-		return nil, fmt.Errorf("parsing the controller template, %w", err)
+		return nil, fmt.Errorf("parsing the controller templates, %w", err)
 	}
 	data := struct {
 		Values
 		Env []envVar
 	}{v, v.Settings.env()}
 	var buf bytes.Buffer
-	if err := tmpl.Execute(&buf, data); err != nil {
-		return nil, fmt.Errorf("rendering the controller template, %w", err)
+	if err := tmpl.ExecuteTemplate(&buf, name, data); err != nil {
+		return nil, fmt.Errorf("rendering the %s template, %w", name, err)
 	}
 	return decodeAll(buf.Bytes())
 }

@@ -2,6 +2,7 @@ package templates_test
 
 import (
 	"bytes"
+	"slices"
 	"strings"
 	"testing"
 
@@ -80,5 +81,54 @@ func TestRenderPutsCRDsFirst(t *testing.T) {
 	crd, deploy := strings.Index(out, "kind: CustomResourceDefinition"), strings.Index(out, "kind: Deployment")
 	if crd < 0 || deploy < 0 || crd > deploy {
 		t.Errorf("CRDs at %d, Deployment at %d", crd, deploy)
+	}
+}
+
+// The production ClusterRole lets no one's controller create Nodes (kubelets do);
+// only the kwok provider's separate role does, and it is bound to the same account.
+func TestOnlyTheKwokProviderCreatesNodes(t *testing.T) {
+	v := templates.DefaultValues()
+	v.Settings.ClusterName = "demo"
+	grants := func(objs []*unstructured.Unstructured, resource, verb string) bool {
+		for _, o := range objs {
+			if o.GetKind() != "ClusterRole" {
+				continue
+			}
+			rules, _, _ := unstructured.NestedSlice(o.Object, "rules")
+			for _, r := range rules {
+				rule := r.(map[string]any)
+				resources, _, _ := unstructured.NestedStringSlice(rule, "resources")
+				verbs, _, _ := unstructured.NestedStringSlice(rule, "verbs")
+				if slices.Contains(resources, resource) && slices.Contains(verbs, verb) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	prod, err := templates.RBACManifests(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if grants(prod, "nodes", "create") {
+		t.Error("the production ClusterRole grants nodes create")
+	}
+	if !grants(prod, "pods", "delete") {
+		t.Error("the production ClusterRole cannot delete the pods termination must delete past terminationGracePeriod")
+	}
+	kwok, err := templates.KwokProviderManifests(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !grants(kwok, "nodes", "create") || !grants(kwok, "nodes/status", "patch") {
+		t.Error("the kwok provider's role does not grant what it needs")
+	}
+	for _, o := range kwok {
+		if o.GetKind() == "ClusterRoleBinding" {
+			subjects, _, _ := unstructured.NestedSlice(o.Object, "subjects")
+			if s := subjects[0].(map[string]any); s["name"] != v.ServiceAccount || s["namespace"] != v.Namespace {
+				t.Errorf("the kwok role is bound to %v, not the controller's ServiceAccount", s)
+			}
+		}
 	}
 }

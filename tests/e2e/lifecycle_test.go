@@ -310,12 +310,12 @@ func TestLeaderElection(t *testing.T) {
 	}
 	api := testenv.StartAPIServer(t)
 	opts := testenv.DefaultOptions(t)
-	opts.LeaderElect, opts.LeaderElectionNamespace = true, "kube-system"
+	opts.LeaderElect, opts.LeaderElectionNamespace = true, testenv.InstallNamespace
 	testenv.RunController(t, api.Config, t.TempDir(), opts, nil)
 	testenv.RunController(t, api.Config, t.TempDir(), opts, nil)
 	lease := &coordinationv1.Lease{}
 	eventually(t, 30*time.Second, "a leader holds the lease", func() error {
-		if err := api.Client.Get(context.Background(), client.ObjectKey{Namespace: "kube-system", Name: "dovetail-leader-election"}, lease); err != nil {
+		if err := api.Client.Get(context.Background(), client.ObjectKey{Namespace: testenv.InstallNamespace, Name: "dovetail-leader-election"}, lease); err != nil {
 			return err
 		}
 		if lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {

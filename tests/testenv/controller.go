@@ -8,12 +8,16 @@ import (
 	"testing"
 	"time"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/rest"
 	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/dovetail-sh/dovetail/controller/operator"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
+	"github.com/dovetail-sh/dovetail/templates"
 )
 
 // DefaultOptions are the controller's settings for tests: the kwok provider on the
@@ -36,9 +40,18 @@ func (s *Stack) RunController(t testing.TB, opts operator.Options) {
 }
 
 // RunController runs the controller against any API server; a nil factory means the
-// provider the options name.
+// provider the options name. It runs as the ServiceAccount a default install makes,
+// with nothing but the RBAC that install ships (see AsInstalledServiceAccount), unless
+// cfg already impersonates someone.
 func RunController(t testing.TB, cfg *rest.Config, dir string, opts operator.Options, newCloud operator.CloudProviderFactory) {
 	t.Helper()
+	if cfg.Impersonate.UserName == "" {
+		// A custom factory is the kwok provider wrapped by a test.
+		cfg = AsInstalledServiceAccount(t, cfg, opts.CloudProvider == "kwok" || newCloud != nil)
+	}
+	if opts.LeaderElect && opts.LeaderElectionNamespace != InstallNamespace {
+		t.Fatalf("leader election in %q: the installed Role grants leases only in %q, where the Deployment's POD_NAMESPACE puts them", opts.LeaderElectionNamespace, InstallNamespace)
+	}
 	logPath := filepath.Join(dir, "controller.log")
 	// DEBUG_CONTROLLER_LOG keeps the whole log after the test, for diagnosis.
 	if p := os.Getenv("DEBUG_CONTROLLER_LOG"); p != "" {
@@ -82,4 +95,43 @@ func RunController(t testing.TB, cfg *rest.Config, dir string, opts operator.Opt
 		t.Fatalf("controller exited at start: %v", err)
 	case <-time.After(500 * time.Millisecond):
 	}
+}
+
+// InstallNamespace is where a default install puts the controller and its ServiceAccount.
+var InstallNamespace = templates.DefaultValues().Namespace
+
+// AsInstalledServiceAccount applies the RBAC objects a default install renders (and,
+// for the kwok provider, the rule only that provider needs) with cfg's own rights,
+// and returns cfg impersonating the installed ServiceAccount: what the controller may
+// do in a test is what it may do in a user's cluster.
+func AsInstalledServiceAccount(t testing.TB, cfg *rest.Config, kwokProvider bool) *rest.Config {
+	t.Helper()
+	values := templates.DefaultValues()
+	values.Settings.ClusterName = "e2e"
+	objs, err := templates.RBACManifests(values)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if kwokProvider {
+		extra, err := templates.KwokProviderManifests(values)
+		if err != nil {
+			t.Fatal(err)
+		}
+		objs = append(objs, extra...)
+	}
+	admin, err := client.New(cfg, client.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, obj := range objs {
+		if err := admin.Create(context.Background(), obj); err != nil && !apierrors.IsAlreadyExists(err) {
+			t.Fatalf("installing %s %s: %v", obj.GetKind(), obj.GetName(), err)
+		}
+	}
+	sa := rest.CopyConfig(cfg)
+	sa.Impersonate = rest.ImpersonationConfig{
+		UserName: serviceaccount.MakeUsername(values.Namespace, values.ServiceAccount),
+		Groups:   serviceaccount.MakeGroupNames(values.Namespace),
+	}
+	return sa
 }
