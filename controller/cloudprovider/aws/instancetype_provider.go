@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/pricing"
@@ -17,6 +18,11 @@ import (
 
 // InstanceTypeTTL is how long discovered instance types are trusted.
 const InstanceTypeTTL = 5 * time.Minute
+
+// InstanceTypeRetry is how long the last good list is served after a refresh failed
+// before EC2 is asked again: often enough to recover quickly, seldom enough not to
+// add to the throttling that is often the cause.
+const InstanceTypeRetry = 30 * time.Second
 
 // EC2API is the part of the EC2 API instance-type discovery uses.
 type EC2API interface {
@@ -35,6 +41,7 @@ type InstanceTypeProvider struct {
 	mu      sync.Mutex
 	cached  *catalog.File
 	fetched time.Time
+	failed  time.Time
 }
 
 // NewInstanceTypeProvider builds a provider.
@@ -43,13 +50,30 @@ func NewInstanceTypeProvider(api EC2API, region string, settings Settings, clk c
 }
 
 // List returns the instance types with offerings in the region's zones, refreshing
-// them when the cache is older than InstanceTypeTTL.
+// them when the cache is older than InstanceTypeTTL. A failed refresh serves the
+// last good list (the types of a region seldom change, and provisioning must not stop
+// because EC2 throttled one call); it fails only when no list was ever loaded.
 func (p *InstanceTypeProvider) List(ctx context.Context) (*catalog.File, error) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.cached != nil && p.clock.Since(p.fetched) < InstanceTypeTTL {
+	if p.cached != nil && (p.clock.Since(p.fetched) < InstanceTypeTTL || p.clock.Since(p.failed) < InstanceTypeRetry) {
 		return p.cached, nil
 	}
+	f, err := p.load(ctx)
+	if err != nil {
+		InstanceTypeRefreshErrors.Inc()
+		if p.cached == nil {
+			return nil, err
+		}
+		p.failed = p.clock.Now()
+		log.FromContext(ctx).Error(err, "refreshing instance types; serving the last good list", "age", p.clock.Since(p.fetched).Round(time.Second).String())
+		return p.cached, nil
+	}
+	p.cached, p.fetched = f, p.clock.Now()
+	return f, nil
+}
+
+func (p *InstanceTypeProvider) load(ctx context.Context) (*catalog.File, error) {
 	infos, err := p.describeInstanceTypes(ctx)
 	if err != nil {
 		return nil, err
@@ -72,7 +96,6 @@ func (p *InstanceTypeProvider) List(ctx context.Context) (*catalog.File, error) 
 		}
 	}
 	sort.Slice(f.InstanceTypes, func(i, j int) bool { return f.InstanceTypes[i].Name < f.InstanceTypes[j].Name })
-	p.cached, p.fetched = f, p.clock.Now()
 	return f, nil
 }
 

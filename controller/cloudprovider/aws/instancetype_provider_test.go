@@ -19,10 +19,15 @@ import (
 type countingEC2 struct {
 	aws.EC2API
 	calls atomic.Int32
+	// failing makes DescribeInstanceTypes fail as a throttled EC2 does.
+	failing atomic.Bool
 }
 
 func (c *countingEC2) DescribeInstanceTypes(ctx context.Context, in *ec2.DescribeInstanceTypesInput, opts ...func(*ec2.Options)) (*ec2.DescribeInstanceTypesOutput, error) {
 	c.calls.Add(1)
+	if c.failing.Load() {
+		return nil, throttled
+	}
 	return c.EC2API.DescribeInstanceTypes(ctx, in, opts...)
 }
 
@@ -101,6 +106,15 @@ func TestInstanceTypesFromEC2(t *testing.T) {
 	if api.calls.Load() == calls {
 		t.Errorf("List after the TTL did not refresh from EC2")
 	}
+
+	// A failed refresh keeps serving what EC2 said last.
+	clk.Step(aws.InstanceTypeTTL + time.Second)
+	api.failing.Store(true)
+	stale, err := provider.List(ctx)
+	if err != nil || len(stale.InstanceTypes) != len(types.InstanceTypes) {
+		t.Errorf("List while EC2 fails: %v; want the last good list", err)
+	}
+	api.failing.Store(false)
 
 	reserved := aws.NewInstanceTypeProvider(clients.EC2, "us-west-2", aws.Settings{ReservedENIs: 1}, clk)
 	types, err = reserved.List(ctx)
