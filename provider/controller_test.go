@@ -21,6 +21,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/templates"
 	"github.com/dovetail-sh/dovetail/tests/localstack"
 	"github.com/dovetail-sh/dovetail/tests/testenv"
 )
@@ -198,14 +199,16 @@ func provisionsAsServiceAccount(t *testing.T, stack *testenv.Stack) error {
 	ctx := context.Background()
 	cfg := rest.CopyConfig(stack.Config)
 	cfg.Impersonate = rest.ImpersonationConfig{UserName: "system:serviceaccount:dovetail:dovetail", Groups: []string{"system:serviceaccounts", "system:serviceaccounts:dovetail"}}
-	// The kwok provider plays the kubelet too, which reports node status: grant that
-	// alone on top of the installed RBAC, which an AWS cluster's kubelets do not need.
-	kubelet := &rbacv1.ClusterRole{ObjectMeta: metaName("", "kwok-kubelet-stand-in"),
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"nodes/status"}, Verbs: []string{"patch", "update"}}}}
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metaName("", "kwok-kubelet-stand-in"),
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: kubelet.Name},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "dovetail", Name: "dovetail"}}}
-	for _, obj := range []client.Object{kubelet, binding} {
+	// The kwok provider plays the cloud and the kubelet: it creates Nodes and reports
+	// their status. Its own role grants that, apart from the installed one, which an
+	// AWS cluster's controller never needs.
+	values := templates.DefaultValues()
+	values.Settings.ClusterName = "demo"
+	kwokRBAC, err := templates.KwokProviderManifests(values)
+	if err != nil {
+		return err
+	}
+	for _, obj := range kwokRBAC {
 		if err := stack.Client.Create(ctx, obj); err != nil {
 			return err
 		}
