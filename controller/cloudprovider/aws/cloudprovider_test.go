@@ -556,6 +556,19 @@ func TestGarbageCollection(t *testing.T) {
 	if _, err := cp.Create(f.ctx, claim("again", "default", reqs...)); err != nil {
 		t.Errorf("launching after the template was swept: %v", err)
 	}
+
+	// Templates deleted behind the provider's back are made again by the next launch.
+	for _, lt := range f.launchTemplates(t) {
+		if _, err := f.clients.EC2.DeleteLaunchTemplate(f.ctx, &ec2.DeleteLaunchTemplateInput{LaunchTemplateId: lt.LaunchTemplateId}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := cp.Create(f.ctx, claim("after-delete", "default", reqs...)); err != nil {
+		t.Errorf("launching after the template was deleted by someone else: %v", err)
+	}
+	if n := len(f.launchTemplates(t)); n != 1 {
+		t.Errorf("%d launch templates after the launch, want the deleted one made again", n)
+	}
 }
 
 func TestEC2NodeClassFinalizerDeletesLaunchTemplates(t *testing.T) {

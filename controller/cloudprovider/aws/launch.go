@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -128,34 +129,19 @@ func (c *CloudProvider) candidates(nc *v1.NodeClaim, reqs scheduling.Requirement
 	return capacityType, out
 }
 
-// launch makes one CreateFleet call. It returns the launched claim, or the offerings
-// EC2 refused for capacity (now marked unavailable) when nothing launched.
+// launch makes one CreateFleet call (two when a template it was told exists is
+// gone). It returns the launched claim, or the offerings EC2 refused for capacity
+// (now marked unavailable) when nothing launched.
 func (c *CloudProvider) launch(ctx context.Context, nc *v1.NodeClaim, class *awsv1.EC2NodeClass, capacityType string, candidates []candidate) (*v1.NodeClaim, []string, error) {
-	subnets := bestSubnets(class)
-	configs, err := c.launchTemplateConfigs(ctx, nc, class, capacityType, candidates, subnets)
+	out, err := c.createFleet(ctx, nc, class, capacityType, candidates, "")
+	if launchTemplateNotFound(out, err) {
+		// The cache said the template exists, but someone (another replica's sweep,
+		// a person) deleted it: createFleet forgot it, so this makes it again. The
+		// first request launched nothing, so it is a new request with its own token.
+		out, err = c.createFleet(ctx, nc, class, capacityType, candidates, "template-recreated")
+	}
 	if err != nil {
 		return nil, nil, err
-	}
-	tags := c.instanceTags(nc, class)
-	input := &ec2.CreateFleetInput{
-		Type:                  ec2types.FleetTypeInstant,
-		LaunchTemplateConfigs: configs,
-		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{
-			TotalTargetCapacity:       aws.Int32(1),
-			DefaultTargetCapacityType: ec2types.DefaultTargetCapacityType(capacityType),
-		},
-		OnDemandOptions: &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyLowestPrice},
-		SpotOptions:     &ec2types.SpotOptionsRequest{AllocationStrategy: ec2types.SpotAllocationStrategyPriceCapacityOptimized},
-		TagSpecifications: []ec2types.TagSpecification{
-			{ResourceType: ec2types.ResourceTypeInstance, Tags: tags},
-			{ResourceType: ec2types.ResourceTypeVolume, Tags: tags},
-			{ResourceType: ec2types.ResourceTypeFleet, Tags: tags},
-		},
-	}
-	input.ClientToken = aws.String(clientToken(nc, input))
-	out, err := c.ec2.CreateFleet(ctx, input)
-	if err != nil {
-		return nil, nil, fmt.Errorf("creating fleet, %w", err)
 	}
 	var refused, other []string
 	for _, e := range out.Errors {
@@ -182,6 +168,62 @@ func (c *CloudProvider) launch(ctx context.Context, nc *v1.NodeClaim, class *aws
 	}
 	return nil, refused, nil
 }
+
+// createFleet asks EC2 for the claim's instance from the candidates' launch
+// templates. A template EC2 does not know is forgotten, so the next ask makes it.
+func (c *CloudProvider) createFleet(ctx context.Context, nc *v1.NodeClaim, class *awsv1.EC2NodeClass, capacityType string, candidates []candidate, retry string) (*ec2.CreateFleetOutput, error) {
+	subnets := bestSubnets(class)
+	configs, err := c.launchTemplateConfigs(ctx, nc, class, capacityType, candidates, subnets)
+	if err != nil {
+		return nil, err
+	}
+	tags := c.instanceTags(nc, class)
+	input := &ec2.CreateFleetInput{
+		Type:                  ec2types.FleetTypeInstant,
+		LaunchTemplateConfigs: configs,
+		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{
+			TotalTargetCapacity:       aws.Int32(1),
+			DefaultTargetCapacityType: ec2types.DefaultTargetCapacityType(capacityType),
+		},
+		OnDemandOptions: &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyLowestPrice},
+		SpotOptions:     &ec2types.SpotOptionsRequest{AllocationStrategy: ec2types.SpotAllocationStrategyPriceCapacityOptimized},
+		TagSpecifications: []ec2types.TagSpecification{
+			{ResourceType: ec2types.ResourceTypeInstance, Tags: tags},
+			{ResourceType: ec2types.ResourceTypeVolume, Tags: tags},
+			{ResourceType: ec2types.ResourceTypeFleet, Tags: tags},
+		},
+	}
+	input.ClientToken = aws.String(clientToken(nc, input, retry))
+	out, err := c.ec2.CreateFleet(ctx, input)
+	if launchTemplateNotFound(out, err) {
+		for _, cfg := range configs {
+			c.templates.Forget(aws.ToString(cfg.LaunchTemplateSpecification.LaunchTemplateName))
+		}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("creating fleet, %w", err)
+	}
+	return out, nil
+}
+
+// launchTemplateNotFound says whether EC2 answered that a launch template of the
+// request does not exist, for the whole request or for a part of it.
+func launchTemplateNotFound(out *ec2.CreateFleetOutput, err error) bool {
+	if isCode(err, launchTemplateNotFoundCodes...) {
+		return true
+	}
+	if err != nil || out == nil || len(out.Instances) > 0 {
+		return false
+	}
+	for _, e := range out.Errors {
+		if slices.Contains(launchTemplateNotFoundCodes, aws.ToString(e.ErrorCode)) {
+			return true
+		}
+	}
+	return false
+}
+
+var launchTemplateNotFoundCodes = []string{"InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound", "InvalidLaunchTemplateId.VersionNotFound"}
 
 // launched describes the instance CreateFleet returned as the launched claim.
 func (c *CloudProvider) launched(nc *v1.NodeClaim, class *awsv1.EC2NodeClass, inst ec2types.CreateFleetInstance, candidates []candidate) *v1.NodeClaim {
@@ -292,9 +334,9 @@ func (c *CloudProvider) existing(ctx context.Context, nc *v1.NodeClaim, class *a
 // and EC2 answers with the first fleet instead of starting a second instance; an
 // attempt that asks for other offerings (after EC2 refused some) is a new request,
 // which EC2 would refuse under a reused token.
-func clientToken(nc *v1.NodeClaim, input *ec2.CreateFleetInput) string {
+func clientToken(nc *v1.NodeClaim, input *ec2.CreateFleetInput, retry string) string {
 	b, _ := json.Marshal(input)
-	sum := sha256.Sum256(b)
+	sum := sha256.Sum256(append(b, retry...))
 	attempt := hex.EncodeToString(sum[:8])
 	if nc.UID != "" {
 		// 36 + 1 + 16 characters, within EC2's 64.

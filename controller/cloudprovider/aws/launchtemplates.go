@@ -153,6 +153,14 @@ func (l *LaunchTemplates) create(ctx context.Context, name string, t *LaunchTemp
 	return err
 }
 
+// Forget drops a template from what the store believes exists, so the next Ensure
+// looks for it again (and makes it if it is gone).
+func (l *LaunchTemplates) Forget(name string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.known, name)
+}
+
 // Owned lists this cluster's launch templates: name → the class they were made for.
 func (l *LaunchTemplates) Owned(ctx context.Context) (map[string]string, error) {
 	out := map[string]string{}
