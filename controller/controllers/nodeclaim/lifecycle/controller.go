@@ -1,7 +1,8 @@
 // Package lifecycle drives a NodeClaim from creation to a node ready for pods:
 // launch through the cloud provider, registration of the Node that appears with its
-// providerID, initialization once it is Ready with its startup taints gone, and a
-// registration timeout that gives up on a node that never comes.
+// providerID, initialization once it is Ready with its startup taints gone, and
+// timeouts that give up on a launch that keeps failing or a node that never comes,
+// deleting the claim so that its pods are planned again.
 package lifecycle
 
 import (
@@ -16,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -34,6 +36,18 @@ import (
 // ProviderIDIndex indexes Nodes by spec.providerID.
 const ProviderIDIndex = "spec.providerID"
 
+// Retry bounds for a launch the cloud provider refused for a reason other than
+// capacity (node class not ready, no image, permissions): the claim is tried again
+// with backoff until the registration TTL, counted from its creation, runs out.
+const (
+	launchRetryInitial = time.Second
+	launchRetryMax     = time.Minute
+)
+
+// maxConditionMessage keeps a cloud error that quotes a whole request out of the
+// claim's status.
+const maxConditionMessage = 1024
+
 // Controller is the NodeClaim lifecycle controller.
 type Controller struct {
 	kube            client.Client
@@ -41,13 +55,19 @@ type Controller struct {
 	clock           clock.Clock
 	recorder        record.EventRecorder
 	registrationTTL time.Duration
-	// launched remembers launches until they are recorded on the claim.
+	// launched remembers each launch until the cache shows it on the claim: a
+	// Reconcile that reads the claim from before the launch must not launch again.
 	launched sync.Map
+	// retries spaces out failed launches of a claim; the status writes that record
+	// a failure trigger a Reconcile of their own, which must not retry at once.
+	retries *flowcontrol.Backoff
 }
 
 // NewController wires the controller.
 func NewController(kube client.Client, cloud cloudprovider.CloudProvider, clk clock.Clock, recorder record.EventRecorder, registrationTTL time.Duration) *Controller {
-	return &Controller{kube: kube, cloud: cloud, clock: clk, recorder: recorder, registrationTTL: registrationTTL}
+	retries := flowcontrol.NewBackOff(launchRetryInitial, launchRetryMax)
+	retries.Clock = clk
+	return &Controller{kube: kube, cloud: cloud, clock: clk, recorder: recorder, registrationTTL: registrationTTL, retries: retries}
 }
 
 func (c *Controller) Name() string { return "nodeclaim.lifecycle" }
@@ -86,6 +106,7 @@ func (c *Controller) claimForNode(ctx context.Context, o client.Object) []reconc
 
 func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile.Result, error) {
 	if nc.DeletionTimestamp != nil {
+		c.forget(nc)
 		return reconcile.Result{}, nil
 	}
 	if !controllerutil.ContainsFinalizer(nc, v1.TerminationFinalizer) {
@@ -97,6 +118,9 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 	}
 	if nc.Status.ProviderID == "" {
 		return c.launch(ctx, nc)
+	}
+	if err := c.completeLaunch(ctx, nc); err != nil {
+		return requeueOnConflict(err)
 	}
 	node, err := c.nodeFor(ctx, nc)
 	if err != nil {
@@ -111,10 +135,19 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 	return c.initialize(ctx, nc, node)
 }
 
+func (c *Controller) forget(nc *v1.NodeClaim) {
+	c.launched.Delete(nc.UID)
+	c.retries.DeleteEntry(string(nc.UID))
+}
+
 func (c *Controller) launch(ctx context.Context, nc *v1.NodeClaim) (reconcile.Result, error) {
 	// The cache can lag our own status write; never launch twice for one claim.
 	if launched, ok := c.launched.Load(nc.UID); ok {
 		return c.recordLaunch(ctx, nc, launched.(*v1.NodeClaim))
+	}
+	// Past the TTL the backoff no longer holds: one last attempt, then the claim goes.
+	if now := c.clock.Now(); c.retries.IsInBackOffSinceUpdate(string(nc.UID), now) && c.clock.Since(nc.CreationTimestamp.Time) < c.registrationTTL {
+		return reconcile.Result{RequeueAfter: c.untilRetry(nc, c.retries.Get(string(nc.UID)))}, nil
 	}
 	launched, err := c.cloud.Create(ctx, nc)
 	if err != nil {
@@ -123,8 +156,10 @@ func (c *Controller) launch(ctx context.Context, nc *v1.NodeClaim) (reconcile.Re
 			log.FromContext(ctx).Error(err, "launch failed, deleting the nodeclaim so its pods are planned again")
 			return reconcile.Result{}, client.IgnoreNotFound(c.kube.Delete(ctx, nc))
 		}
-		return reconcile.Result{}, fmt.Errorf("launching nodeclaim, %w", err)
+		return c.launchFailed(ctx, nc, err)
 	}
+	c.retries.DeleteEntry(string(nc.UID))
+	c.retries.GC()
 	c.launched.Store(nc.UID, launched)
 	metrics.NodeClaimsLaunched.WithLabelValues(nc.Labels[v1.LabelNodePool]).Inc()
 	log.FromContext(ctx).Info("launched nodeclaim", "providerID", launched.Status.ProviderID, "instanceType", launched.Labels[v1.LabelInstanceType],
@@ -133,8 +168,70 @@ func (c *Controller) launch(ctx context.Context, nc *v1.NodeClaim) (reconcile.Re
 	return c.recordLaunch(ctx, nc, launched)
 }
 
-// recordLaunch writes the launch to the claim: status first, so that any event our
-// own writes cause already carries the providerID.
+// launchFailed records why the launch failed on the claim's Launched condition and
+// retries with backoff; once the claim has existed for the registration TTL it is
+// deleted, so that its pods are planned again, maybe on another pool or type,
+// instead of waiting for a launch that may never succeed.
+func (c *Controller) launchFailed(ctx context.Context, nc *v1.NodeClaim, launchErr error) (reconcile.Result, error) {
+	age := c.clock.Since(nc.CreationTimestamp.Time)
+	timedOut := age >= c.registrationTTL
+	reason, message := "LaunchFailed", conditionMessage(launchErr.Error())
+	if timedOut {
+		reason = "LaunchTimeout"
+		message = conditionMessage(fmt.Sprintf("no instance launched within %s; last error: %v", c.registrationTTL, launchErr))
+	}
+	patch := client.MergeFrom(nc.DeepCopy())
+	if c.setCondition(nc, v1.ConditionTypeLaunched, metav1.ConditionFalse, reason, message) {
+		if err := c.kube.Status().Patch(ctx, nc, patch); err != nil {
+			if apierrors.IsNotFound(err) {
+				return reconcile.Result{}, nil
+			}
+			return reconcile.Result{}, fmt.Errorf("recording launch failure, %w", err)
+		}
+	}
+	if timedOut {
+		c.recorder.Eventf(nc, corev1.EventTypeWarning, "LaunchTimeout", "No instance launched within %s; deleting the NodeClaim so its pods are planned again. Last error: %v", c.registrationTTL, launchErr)
+		log.FromContext(ctx).Error(launchErr, "launch timed out, deleting nodeclaim", "age", age.String())
+		metrics.NodeClaimsTerminated.WithLabelValues("launch_timeout", nc.Labels[v1.LabelNodePool]).Inc()
+		c.forget(nc)
+		return reconcile.Result{}, client.IgnoreNotFound(c.kube.Delete(ctx, nc))
+	}
+	c.recorder.Eventf(nc, corev1.EventTypeWarning, "LaunchFailed", "Launching the NodeClaim failed, retrying: %v", launchErr)
+	log.FromContext(ctx).Error(launchErr, "launch failed, retrying")
+	c.retries.Next(string(nc.UID), c.clock.Now())
+	return reconcile.Result{RequeueAfter: c.untilRetry(nc, c.retries.Get(string(nc.UID)))}, nil
+}
+
+// untilRetry caps a retry delay so that the launch timeout is checked on time.
+func (c *Controller) untilRetry(nc *v1.NodeClaim, delay time.Duration) time.Duration {
+	if left := c.registrationTTL - c.clock.Since(nc.CreationTimestamp.Time); left < delay {
+		delay = max(left, time.Second)
+	}
+	return delay
+}
+
+func conditionMessage(s string) string {
+	if len(s) > maxConditionMessage {
+		return s[:maxConditionMessage-3] + "..."
+	}
+	return s
+}
+
+// launchLabels are what a launch adds to a claim and every launched claim has.
+var launchLabels = []string{v1.LabelInstanceType, v1.LabelTopologyZone, v1.LabelCapacityType}
+
+func hasLaunchLabels(nc *v1.NodeClaim) bool {
+	for _, k := range launchLabels {
+		if nc.Labels[k] == "" {
+			return false
+		}
+	}
+	return true
+}
+
+// recordLaunch writes the launch to the claim: status first, so that once anything
+// is written the providerID is, and a restart can never launch the claim again;
+// then the labels, which completeLaunch re-derives if this process dies before.
 func (c *Controller) recordLaunch(ctx context.Context, nc, launched *v1.NodeClaim) (reconcile.Result, error) {
 	statusPatch := lockedPatch(nc)
 	nc.Status.ProviderID = launched.Status.ProviderID
@@ -144,21 +241,79 @@ func (c *Controller) recordLaunch(ctx context.Context, nc, launched *v1.NodeClai
 	c.setCondition(nc, v1.ConditionTypeLaunched, metav1.ConditionTrue, "Launched", "")
 	c.setCondition(nc, v1.ConditionTypeRegistered, metav1.ConditionUnknown, "AwaitingRegistration", "waiting for the node to register")
 	if err := c.kube.Status().Patch(ctx, nc, statusPatch); err != nil {
+		if apierrors.IsNotFound(err) {
+			// Deleted while launching: termination has nothing to terminate by
+			// providerID, and garbage collection takes the orphaned instance.
+			c.forget(nc)
+			return reconcile.Result{}, nil
+		}
 		return requeueOnConflict(fmt.Errorf("recording launch, %w", err))
 	}
-	patch := client.MergeFrom(nc.DeepCopy())
-	nc.Labels = launched.Labels
-	for k, v := range launched.Annotations {
-		if nc.Annotations == nil {
-			nc.Annotations = map[string]string{}
-		}
-		nc.Annotations[k] = v
+	if err := c.label(ctx, nc, launched); err != nil {
+		return reconcile.Result{}, err
 	}
-	if err := c.kube.Patch(ctx, nc, patch); err != nil {
-		return reconcile.Result{}, fmt.Errorf("labelling launched nodeclaim, %w", err)
+	// The guard stays until a Reconcile reads the providerID from the cache.
+	return reconcile.Result{RequeueAfter: time.Second}, nil
+}
+
+// completeLaunch gives a launched claim the labels of its instance when it lacks
+// them: they come from this process's record of the launch or, after a restart,
+// from the cloud provider. The claim then no longer needs the launch guard.
+func (c *Controller) completeLaunch(ctx context.Context, nc *v1.NodeClaim) error {
+	if hasLaunchLabels(nc) {
+		c.launched.Delete(nc.UID)
+		return nil
+	}
+	var from *v1.NodeClaim
+	if l, ok := c.launched.Load(nc.UID); ok && l.(*v1.NodeClaim).Status.ProviderID == nc.Status.ProviderID {
+		from = l.(*v1.NodeClaim)
+	} else {
+		inst, err := c.cloud.Get(ctx, nc.Status.ProviderID)
+		if cloudprovider.IsNodeClaimNotFound(err) {
+			// Nothing to learn the labels from; garbage collection deletes a claim
+			// whose instance is gone.
+			log.FromContext(ctx).Info("launched nodeclaim has no instance labels and its instance is not found", "providerID", nc.Status.ProviderID)
+			return nil
+		}
+		if err != nil {
+			return fmt.Errorf("getting the instance of nodeclaim, %w", err)
+		}
+		from = inst
+	}
+	if err := c.label(ctx, nc, from); err != nil {
+		return err
 	}
 	c.launched.Delete(nc.UID)
-	return reconcile.Result{RequeueAfter: time.Second}, nil
+	return nil
+}
+
+// label adds the launched instance's labels and annotations the claim lacks.
+func (c *Controller) label(ctx context.Context, nc, launched *v1.NodeClaim) error {
+	patch := client.MergeFrom(nc.DeepCopy())
+	changed := false
+	for k, v := range launched.Labels {
+		if _, ok := nc.Labels[k]; !ok {
+			if nc.Labels == nil {
+				nc.Labels = map[string]string{}
+			}
+			nc.Labels[k], changed = v, true
+		}
+	}
+	for k, v := range launched.Annotations {
+		if _, ok := nc.Annotations[k]; !ok {
+			if nc.Annotations == nil {
+				nc.Annotations = map[string]string{}
+			}
+			nc.Annotations[k], changed = v, true
+		}
+	}
+	if !changed {
+		return nil
+	}
+	if err := c.kube.Patch(ctx, nc, patch); err != nil {
+		return fmt.Errorf("labelling launched nodeclaim, %w", err)
+	}
+	return nil
 }
 
 func (c *Controller) nodeFor(ctx context.Context, nc *v1.NodeClaim) (*corev1.Node, error) {
