@@ -54,7 +54,53 @@ func (p *CloudProvider) IsDrifted(context.Context, *v1.NodeClaim) (cloudprovider
 
 // Create writes the Node for the claim. The Node carries the unregistered taint, as a
 // real kubelet would, so the registration controller has the same work to do.
+// Create is idempotent, as a cloud's launch tagged with the claim is: when the
+// claim's Node already exists (a launch whose result was not recorded), it returns
+// that Node's instance instead of launching another.
 func (p *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeClaim, error) {
+	node := &corev1.Node{}
+	err := p.client.Get(ctx, client.ObjectKey{Name: nc.Name}, node)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return nil, fmt.Errorf("finding the kwok node of the claim, %w", err)
+	}
+	if apierrors.IsNotFound(err) {
+		if node, err = p.createNode(ctx, nc); err != nil {
+			return nil, err
+		}
+	}
+	if node.DeletionTimestamp != nil {
+		return nil, fmt.Errorf("kwok node %s of an earlier claim of the same name is still being deleted", node.Name)
+	}
+	it := p.instanceType(node.Labels[v1.LabelInstanceType])
+	if it == nil {
+		return nil, fmt.Errorf("kwok node %s has instance type %q, which the catalog does not have", node.Name, node.Labels[v1.LabelInstanceType])
+	}
+	if len(node.Status.Capacity) == 0 {
+		// The status subresource is ignored on create; patch it in. A patch, not an
+		// update: kwok starts writing the node's conditions the moment it appears.
+		base := node.DeepCopy()
+		node.Status.Capacity, node.Status.Allocatable = it.Capacity.ToResourceList(), it.Allocatable.ToResourceList()
+		node.Status.NodeInfo = corev1.NodeSystemInfo{Architecture: node.Labels[v1.LabelArch], OperatingSystem: node.Labels[v1.LabelOS], KubeletVersion: "v1.33.13"}
+		if err := p.client.Status().Patch(ctx, node, client.MergeFrom(base)); err != nil {
+			return nil, fmt.Errorf("writing kwok node capacity, %w", err)
+		}
+	}
+	launched := nc.DeepCopy()
+	launched.Status.ProviderID = node.Spec.ProviderID
+	launched.Status.Capacity = it.Capacity.ToResourceList()
+	launched.Status.Allocatable = it.Allocatable.ToResourceList()
+	launched.Status.ImageID = "kwok"
+	if launched.Labels == nil {
+		launched.Labels = map[string]string{}
+	}
+	for _, k := range []string{v1.LabelInstanceType, v1.LabelTopologyZone, v1.LabelCapacityType, v1.LabelArch, v1.LabelOS} {
+		launched.Labels[k] = node.Labels[k]
+	}
+	return launched, nil
+}
+
+// createNode writes a new Node for the claim, of the cheapest type it allows.
+func (p *CloudProvider) createNode(ctx context.Context, nc *v1.NodeClaim) (*corev1.Node, error) {
 	it, offering, err := cloudprovider.CheapestCompatible(nc, p.types)
 	if err != nil {
 		return nil, err
@@ -85,35 +131,26 @@ func (p *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 			Annotations: map[string]string{NodeAnnotation: "fake"},
 		},
 		Spec: corev1.NodeSpec{ProviderID: ProviderIDPrefix + nc.Name, Taints: taints},
-		Status: corev1.NodeStatus{
-			Capacity:    it.Capacity.ToResourceList(),
-			Allocatable: it.Allocatable.ToResourceList(),
-			NodeInfo:    corev1.NodeSystemInfo{Architecture: labels[v1.LabelArch], OperatingSystem: labels[v1.LabelOS], KubeletVersion: "v1.33.13"},
-		},
 	}
-	status := node.Status
-	if err := p.client.Create(ctx, node); err != nil && !apierrors.IsAlreadyExists(err) {
-		return nil, fmt.Errorf("creating kwok node, %w", err)
+	if err := p.client.Create(ctx, node); err != nil {
+		if !apierrors.IsAlreadyExists(err) {
+			return nil, fmt.Errorf("creating kwok node, %w", err)
+		}
+		// Created by a launch this Get did not see yet: that one is the instance.
+		if err := p.client.Get(ctx, client.ObjectKey{Name: nc.Name}, node); err != nil {
+			return nil, fmt.Errorf("finding the kwok node of the claim, %w", err)
+		}
 	}
-	// The status subresource is ignored on create; patch it in. A patch, not an
-	// update: kwok starts writing the node's conditions the moment it appears.
-	base := node.DeepCopy()
-	node.Status.Capacity, node.Status.Allocatable, node.Status.NodeInfo = status.Capacity, status.Allocatable, status.NodeInfo
-	if err := p.client.Status().Patch(ctx, node, client.MergeFrom(base)); err != nil {
-		return nil, fmt.Errorf("writing kwok node capacity, %w", err)
+	return node, nil
+}
+
+func (p *CloudProvider) instanceType(name string) *scheduling.InstanceType {
+	for _, it := range p.types {
+		if it.Name == name {
+			return it
+		}
 	}
-	launched := nc.DeepCopy()
-	launched.Status.ProviderID = node.Spec.ProviderID
-	launched.Status.Capacity = it.Capacity.ToResourceList()
-	launched.Status.Allocatable = it.Allocatable.ToResourceList()
-	launched.Status.ImageID = "kwok"
-	if launched.Labels == nil {
-		launched.Labels = map[string]string{}
-	}
-	for _, k := range []string{v1.LabelInstanceType, v1.LabelTopologyZone, v1.LabelCapacityType, v1.LabelArch, v1.LabelOS} {
-		launched.Labels[k] = labels[k]
-	}
-	return launched, nil
+	return nil
 }
 
 func (p *CloudProvider) Delete(ctx context.Context, nc *v1.NodeClaim) error {
