@@ -62,12 +62,20 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 		if err := c.cordon(ctx, node); err != nil {
 			return reconcile.Result{}, err
 		}
-		remaining, err := c.drain(ctx, nc, node)
-		if err != nil {
-			return reconcile.Result{}, err
-		}
-		if remaining > 0 {
-			return reconcile.Result{RequeueAfter: time.Second}, nil
+		deadline := terminationDeadline(nc)
+		if deadline == nil || c.clock.Now().Before(*deadline) {
+			remaining, err := c.drain(ctx, node, deadline)
+			if err != nil {
+				return reconcile.Result{}, err
+			}
+			if remaining > 0 {
+				return reconcile.Result{RequeueAfter: time.Second}, nil
+			}
+		} else if remaining, err := c.drain(ctx, node, deadline); err == nil && remaining > 0 {
+			// The grace period is the bound on a drain: whatever still runs goes with
+			// the instance, and the pod garbage collector removes it with the node.
+			c.recorder.Eventf(nc, corev1.EventTypeWarning, "TerminationGracePeriodElapsed",
+				"%d pods still on node %s after the terminationGracePeriod (%s); terminating the instance", remaining, node.Name, nc.Spec.TerminationGracePeriod.Duration)
 		}
 	}
 	if nc.Status.ProviderID != "" {
@@ -88,6 +96,16 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 	metrics.NodeClaimsTerminated.WithLabelValues("deleted", nc.Labels[v1.LabelNodePool]).Inc()
 	log.FromContext(ctx).Info("terminated nodeclaim", "providerID", nc.Status.ProviderID)
 	return reconcile.Result{}, nil
+}
+
+// terminationDeadline is when the claim's terminationGracePeriod, counted from its
+// deletion, runs out; nil when it has none.
+func terminationDeadline(nc *v1.NodeClaim) *time.Time {
+	if nc.Spec.TerminationGracePeriod == nil || nc.DeletionTimestamp == nil {
+		return nil
+	}
+	t := nc.DeletionTimestamp.Add(nc.Spec.TerminationGracePeriod.Duration)
+	return &t
 }
 
 func (c *Controller) node(ctx context.Context, nc *v1.NodeClaim) (*corev1.Node, error) {
@@ -120,36 +138,46 @@ func (c *Controller) cordon(ctx context.Context, node *corev1.Node) error {
 	return nil
 }
 
-// drain evicts the node's pods and returns how many still have to leave. Past the
-// terminationGracePeriod, pods are deleted outright: the period exists so that a
-// blocking PDB or do-not-disrupt pod cannot hold a node forever.
-func (c *Controller) drain(ctx context.Context, nc *v1.NodeClaim, node *corev1.Node) (int, error) {
+// stuckTerminatingMargin is how long past its deletionTimestamp (the moment of its
+// deletion plus its grace period) a pod may still be listed before the drain stops
+// waiting for it, as Karpenter does: by then its containers were killed if the
+// kubelet lives, and if the kubelet is dead (or a finalizer holds the object) the
+// pod would never go while the node stays.
+const stuckTerminatingMargin = time.Minute
+
+// drain evicts the node's pods and returns how many still have to leave. With a
+// terminationGracePeriod, each pod is deleted once the time left before the
+// deadline is no more than its own grace period, with the time left as its grace
+// period, so that it still ends cleanly before the instance goes: the period
+// exists so that a blocking PDB or do-not-disrupt pod cannot hold a node forever.
+func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *time.Time) (int, error) {
 	var pods corev1.PodList
 	if err := c.kube.List(ctx, &pods, client.MatchingFields{"spec.nodeName": node.Name}); err != nil {
 		return 0, fmt.Errorf("listing pods to drain, %w", err)
 	}
-	forceful := false
-	if tgp := nc.Spec.TerminationGracePeriod; tgp != nil && nc.DeletionTimestamp != nil {
-		forceful = c.clock.Since(nc.DeletionTimestamp.Time) >= tgp.Duration
-	}
+	now := c.clock.Now()
 	remaining := 0
 	for i := range pods.Items {
 		pod := &pods.Items[i]
 		if !needsEviction(pod) {
 			continue
 		}
-		remaining++
 		if pod.DeletionTimestamp != nil {
-			continue
-		}
-		if !forceful && pod.Annotations[v1.DoNotDisruptAnnotationKey] == "true" {
-			// The pod asked not to be disrupted; only the grace period overrides it.
-			continue
-		}
-		if forceful {
-			if err := c.kube.Delete(ctx, pod); client.IgnoreNotFound(err) != nil {
-				return 0, fmt.Errorf("deleting pod past the termination grace period, %w", err)
+			if now.Sub(pod.DeletionTimestamp.Time) <= stuckTerminatingMargin {
+				remaining++
 			}
+			continue
+		}
+		remaining++
+		if deadline != nil && !now.Before(deadline.Add(-podGracePeriod(pod))) {
+			left := int64(max(deadline.Sub(now), 0) / time.Second)
+			if err := c.kube.Delete(ctx, pod, client.GracePeriodSeconds(left)); client.IgnoreNotFound(err) != nil {
+				return 0, fmt.Errorf("deleting pod before the termination grace period runs out, %w", err)
+			}
+			continue
+		}
+		if pod.Annotations[v1.DoNotDisruptAnnotationKey] == "true" {
+			// The pod asked not to be disrupted; only the grace period overrides it.
 			continue
 		}
 		eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
@@ -165,6 +193,14 @@ func (c *Controller) drain(ctx context.Context, nc *v1.NodeClaim, node *corev1.N
 		}
 	}
 	return remaining, nil
+}
+
+// podGracePeriod is the pod's terminationGracePeriodSeconds, or the API's default.
+func podGracePeriod(pod *corev1.Pod) time.Duration {
+	if s := pod.Spec.TerminationGracePeriodSeconds; s != nil {
+		return time.Duration(*s) * time.Second
+	}
+	return corev1.DefaultTerminationGracePeriodSeconds * time.Second
 }
 
 // needsEviction: daemonset pods, mirror pods and finished pods stay until the node goes.

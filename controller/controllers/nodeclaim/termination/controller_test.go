@@ -1,0 +1,354 @@
+package termination
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+	"k8s.io/client-go/tools/record"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider/fake"
+)
+
+const (
+	nodeName   = "ip-10-0-0-1"
+	providerID = fake.ProviderIDPrefix + "test-zone-a/i-00001"
+	// holdFinalizer keeps a deleted pod listed, as a dead kubelet or a stuck
+	// finalizer does.
+	holdFinalizer = "example.com/hold"
+)
+
+// start is when the claim is deleted.
+var start = time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+
+type env struct {
+	kube     client.Client
+	cloud    *fake.CloudProvider
+	clock    *clocktesting.FakeClock
+	recorder *record.FakeRecorder
+	c        *Controller
+
+	mu        sync.Mutex
+	evictions []string
+	deletes   map[string]*int64 // pod -> grace period seconds asked for
+}
+
+// newEnv starts with the claim deleting now; blockEvictions makes every eviction
+// answer 429, as a PodDisruptionBudget that allows no disruption does.
+func newEnv(t *testing.T, nc *v1.NodeClaim, blockEvictions bool, objs ...client.Object) *env {
+	t.Helper()
+	scheme := runtime.NewScheme()
+	if err := clientgoscheme.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	clk := clocktesting.NewFakeClock(start)
+	e := &env{clock: clk, recorder: record.NewFakeRecorder(100), deletes: map[string]*int64{}}
+	nc.DeletionTimestamp = &metav1.Time{Time: clk.Now()}
+	funcs := interceptor.Funcs{
+		SubResourceCreate: func(ctx context.Context, c client.Client, subResource string, obj, sub client.Object, opts ...client.SubResourceCreateOption) error {
+			if subResource == "eviction" {
+				e.mu.Lock()
+				e.evictions = append(e.evictions, obj.GetName())
+				e.mu.Unlock()
+				if blockEvictions {
+					return apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+				}
+			}
+			return c.SubResource(subResource).Create(ctx, obj, sub, opts...)
+		},
+		Delete: func(ctx context.Context, c client.WithWatch, obj client.Object, opts ...client.DeleteOption) error {
+			if _, ok := obj.(*corev1.Pod); ok {
+				do := &client.DeleteOptions{}
+				do.ApplyOptions(opts)
+				e.mu.Lock()
+				e.deletes[obj.GetName()] = do.GracePeriodSeconds
+				e.mu.Unlock()
+			}
+			return c.Delete(ctx, obj, opts...)
+		},
+	}
+	e.kube = fakeclient.NewClientBuilder().WithScheme(scheme).WithObjects(append(objs, nc)...).
+		WithStatusSubresource(&v1.NodeClaim{}, &corev1.Node{}).
+		WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
+		WithInterceptorFuncs(funcs).Build()
+	e.cloud = fake.New(clk)
+	e.cloud.AddInstance(&v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: nc.Name}, Status: v1.NodeClaimStatus{ProviderID: providerID}})
+	e.c = NewController(e.kube, e.cloud, clk, e.recorder)
+	return e
+}
+
+func deletingClaim(tgp *time.Duration) *v1.NodeClaim {
+	nc := &v1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "default-a", Finalizers: []string{v1.TerminationFinalizer}, Labels: map[string]string{v1.LabelNodePool: "default"}},
+		Status:     v1.NodeClaimStatus{ProviderID: providerID, NodeName: nodeName},
+	}
+	if tgp != nil {
+		nc.Spec.TerminationGracePeriod = &metav1.Duration{Duration: *tgp}
+	}
+	return nc
+}
+
+func node(ready corev1.ConditionStatus) *corev1.Node {
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: nodeName},
+		Spec:       corev1.NodeSpec{ProviderID: providerID},
+		Status:     corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}},
+	}
+}
+
+func pod(name string, mutate ...func(*corev1.Pod)) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec:       corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "c", Image: "pause"}}},
+		Status:     corev1.PodStatus{Phase: corev1.PodRunning},
+	}
+	for _, m := range mutate {
+		m(p)
+	}
+	return p
+}
+
+func grace(seconds int64) func(*corev1.Pod) {
+	return func(p *corev1.Pod) { p.Spec.TerminationGracePeriodSeconds = &seconds }
+}
+
+// held keeps the pod listed once deleted.
+func held(p *corev1.Pod) { p.Finalizers = []string{holdFinalizer} }
+
+// deleting makes the pod one that was deleted and is still listed, with the
+// deletionTimestamp the API server set (the deletion plus its grace period).
+func deleting(stamp time.Time) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		held(p)
+		p.DeletionTimestamp = &metav1.Time{Time: stamp}
+	}
+}
+
+func (e *env) reconcile(t *testing.T) reconcile.Result {
+	t.Helper()
+	nc := &v1.NodeClaim{}
+	if err := e.kube.Get(context.Background(), client.ObjectKey{Name: "default-a"}, nc); err != nil {
+		t.Fatalf("getting the claim: %v", err)
+	}
+	res, err := e.c.Reconcile(context.Background(), nc)
+	if err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	return res
+}
+
+// terminated: the instance is terminated, the node deleted and the claim gone.
+func (e *env) terminated(t *testing.T) bool {
+	t.Helper()
+	err := e.kube.Get(context.Background(), client.ObjectKey{Name: "default-a"}, &v1.NodeClaim{})
+	if err == nil {
+		return false
+	}
+	if !apierrors.IsNotFound(err) {
+		t.Fatal(err)
+	}
+	if deleted := e.cloud.Deleted(); len(deleted) != 1 || deleted[0] != providerID {
+		t.Errorf("claim gone but instance terminations %v, want [%s]", deleted, providerID)
+	}
+	if err := e.kube.Get(context.Background(), client.ObjectKey{Name: nodeName}, &corev1.Node{}); !apierrors.IsNotFound(err) {
+		t.Errorf("claim gone but its node remains (%v)", err)
+	}
+	return true
+}
+
+func (e *env) podExists(t *testing.T, name string) *corev1.Pod {
+	t.Helper()
+	p := &corev1.Pod{}
+	if err := e.kube.Get(context.Background(), client.ObjectKey{Namespace: "default", Name: name}, p); err != nil {
+		if apierrors.IsNotFound(err) {
+			return nil
+		}
+		t.Fatal(err)
+	}
+	return p
+}
+
+func TestDrainEvictsThenTerminates(t *testing.T) {
+	isDaemon := func(p *corev1.Pod) {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "ds", UID: "ds"}}
+	}
+	isMirror := func(p *corev1.Pod) { p.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "x"} }
+	done := func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }
+	e := newEnv(t, deletingClaim(nil), false, node(corev1.ConditionTrue), pod("web"), pod("agent", isDaemon), pod("static", isMirror), pod("job", done))
+	if res := e.reconcile(t); res.RequeueAfter <= 0 || e.terminated(t) {
+		t.Fatalf("terminated before the drain: %+v", res)
+	}
+	n := &corev1.Node{}
+	if err := e.kube.Get(context.Background(), client.ObjectKey{Name: nodeName}, n); err != nil {
+		t.Fatal(err)
+	}
+	cordoned := false
+	for _, taint := range n.Spec.Taints {
+		cordoned = cordoned || taint.MatchTaint(&v1.DisruptedNoScheduleTaint)
+	}
+	if !cordoned {
+		t.Errorf("node not tainted %s while draining: %v", v1.DisruptedNoScheduleTaint.Key, n.Spec.Taints)
+	}
+	if strings.Join(e.evictions, ",") != "web" {
+		t.Errorf("evicted %v, want only the workload pod", e.evictions)
+	}
+	e.reconcile(t)
+	if !e.terminated(t) {
+		t.Fatalf("not terminated once drained")
+	}
+}
+
+func TestUnregisteredClaimIsTerminatedWithoutDrain(t *testing.T) {
+	nc := deletingClaim(nil)
+	nc.Status.NodeName = ""
+	e := newEnv(t, nc, false)
+	e.reconcile(t)
+	if err := e.kube.Get(context.Background(), client.ObjectKey{Name: "default-a"}, &v1.NodeClaim{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("claim still there (%v)", err)
+	}
+	if deleted := e.cloud.Deleted(); len(deleted) != 1 {
+		t.Errorf("instance terminations %v, want one", deleted)
+	}
+}
+
+func TestVanishedInstanceDoesNotBlockTheFinalizer(t *testing.T) {
+	e := newEnv(t, deletingClaim(nil), false, node(corev1.ConditionTrue))
+	e.cloud.RemoveInstance(providerID)
+	e.reconcile(t)
+	if err := e.kube.Get(context.Background(), client.ObjectKey{Name: "default-a"}, &v1.NodeClaim{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("claim still there (%v)", err)
+	}
+}
+
+// A PodDisruptionBudget that allows no eviction holds the drain until the claim's
+// terminationGracePeriod: each pod is deleted when only its own grace period is
+// left, with that much grace, and at the deadline the instance goes whatever
+// still runs on it.
+func TestTerminationGracePeriodBoundsABlockedDrain(t *testing.T) {
+	tgp := 5 * time.Minute
+	e := newEnv(t, deletingClaim(&tgp), true, node(corev1.ConditionTrue), pod("guarded", grace(30), held), pod("quick", grace(0), held))
+	deadline := e.clock.Now().Add(tgp)
+	e.reconcile(t)
+	if e.podExists(t, "guarded").DeletionTimestamp != nil || len(e.evictions) != 2 {
+		t.Fatalf("want both pods asked to evict and none deleted; evictions %v", e.evictions)
+	}
+	e.clock.SetTime(deadline.Add(-40 * time.Second))
+	e.reconcile(t)
+	if e.podExists(t, "guarded").DeletionTimestamp != nil {
+		t.Fatalf("pod deleted %s before the deadline, earlier than its 30s grace period needs", deadline.Sub(e.clock.Now()))
+	}
+	e.clock.SetTime(deadline.Add(-30 * time.Second))
+	e.reconcile(t)
+	if e.podExists(t, "guarded").DeletionTimestamp == nil {
+		t.Fatalf("pod not deleted when only its grace period is left before the deadline")
+	}
+	if g := e.deletes["guarded"]; g == nil || *g != 30 {
+		t.Errorf("pod deleted with grace %v, want the 30s left", g)
+	}
+	if e.podExists(t, "quick").DeletionTimestamp != nil {
+		t.Errorf("a pod with no grace period was deleted before the deadline")
+	}
+	if e.terminated(t) {
+		t.Fatalf("terminated before the deadline")
+	}
+	e.clock.SetTime(deadline)
+	e.reconcile(t)
+	if !e.terminated(t) {
+		t.Fatalf("the instance outlives the terminationGracePeriod because pods are still terminating")
+	}
+	if g := e.deletes["quick"]; g == nil || *g != 0 {
+		t.Errorf("pod with no grace period deleted with %v at the deadline, want 0", g)
+	}
+}
+
+// A pod that asked not to be disrupted is not evicted; without a grace period it
+// holds the node, with one it goes when its time comes.
+func TestDoNotDisruptPodWaitsForTheGracePeriod(t *testing.T) {
+	dnd := func(p *corev1.Pod) { p.Annotations = map[string]string{v1.DoNotDisruptAnnotationKey: "true"} }
+	e := newEnv(t, deletingClaim(nil), false, node(corev1.ConditionTrue), pod("precious", dnd, grace(0)))
+	e.reconcile(t)
+	e.clock.Step(time.Hour)
+	e.reconcile(t)
+	if len(e.evictions) != 0 || e.podExists(t, "precious") == nil || e.terminated(t) {
+		t.Fatalf("do-not-disrupt pod disrupted without a grace period: evictions %v", e.evictions)
+	}
+
+	tgp := time.Minute
+	e = newEnv(t, deletingClaim(&tgp), false, node(corev1.ConditionTrue), pod("precious", dnd, grace(0)))
+	e.reconcile(t)
+	if len(e.evictions) != 0 || e.podExists(t, "precious") == nil {
+		t.Fatalf("do-not-disrupt pod disrupted before the grace period ran out")
+	}
+	e.clock.Step(tgp)
+	e.reconcile(t)
+	if !e.terminated(t) || e.podExists(t, "precious") != nil {
+		t.Errorf("do-not-disrupt pod still holds the node past the grace period")
+	}
+}
+
+// Without a terminationGracePeriod, a pod stuck terminating (its kubelet is dead,
+// or a finalizer holds it) past its own grace period and a margin no longer holds
+// the node; one still within its grace period does.
+func TestPodStuckTerminatingStopsBlockingTheDrain(t *testing.T) {
+	// Evicted at start with 30s of grace: the API server stamps start+30s.
+	stamp := start.Add(30 * time.Second)
+	e := newEnv(t, deletingClaim(nil), false, node(corev1.ConditionUnknown), pod("stuck", grace(30), deleting(stamp)))
+	e.reconcile(t)
+	e.clock.SetTime(stamp.Add(stuckTerminatingMargin))
+	e.reconcile(t)
+	if e.terminated(t) {
+		t.Fatalf("terminated while the pod may still be shutting down (%s after its grace period)", stuckTerminatingMargin)
+	}
+	e.clock.Step(time.Second)
+	e.reconcile(t)
+	if !e.terminated(t) {
+		t.Fatalf("a pod stuck terminating on a dead node holds the drain forever")
+	}
+}
+
+// The same on a node whose kubelet lives: a finalizer nobody removes keeps the pod
+// object, not its containers, which the kubelet stopped at the end of its grace.
+func TestPodHeldByAFinalizerStopsBlockingTheDrain(t *testing.T) {
+	e := newEnv(t, deletingClaim(nil), false, node(corev1.ConditionTrue), pod("finalized", deleting(start)))
+	e.reconcile(t)
+	if e.terminated(t) {
+		t.Fatalf("terminated while the pod is within its grace period")
+	}
+	e.clock.Step(stuckTerminatingMargin + time.Second)
+	e.reconcile(t)
+	if !e.terminated(t) {
+		t.Fatalf("a pod held by a finalizer holds the drain forever")
+	}
+}
+
+func TestNotDeletingIsLeftAlone(t *testing.T) {
+	nc := deletingClaim(nil)
+	e := newEnv(t, nc, false, node(corev1.ConditionTrue), pod("web"))
+	live := &v1.NodeClaim{}
+	if err := e.kube.Get(context.Background(), client.ObjectKey{Name: "default-a"}, live); err != nil {
+		t.Fatal(err)
+	}
+	live.DeletionTimestamp = nil
+	if _, err := e.c.Reconcile(context.Background(), live); err != nil {
+		t.Fatal(err)
+	}
+	if len(e.evictions) != 0 || len(e.cloud.Deleted()) != 0 {
+		t.Errorf("a claim not deleting was drained or terminated")
+	}
+}
