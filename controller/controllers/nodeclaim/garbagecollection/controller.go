@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,25 +23,30 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/controllers/periodic"
 )
 
-// Defaults: how often to look, and how old an instance or claim must be before it
-// counts as orphaned (a launch records its providerID within moments).
+// Defaults: how often to look, how old an instance or claim must be before it
+// counts as orphaned (a launch records its providerID within moments), and how
+// long an instance tagged with a claim that has not recorded it may wait for the
+// claim to adopt it (the lifecycle controller gives up on a launch after the
+// registration TTL, 15 minutes by default, and deletes the claim).
 const (
-	DefaultPeriod = 2 * time.Minute
-	DefaultGrace  = 30 * time.Second
+	DefaultPeriod      = 2 * time.Minute
+	DefaultGrace       = 30 * time.Second
+	DefaultLaunchGrace = 15 * time.Minute
 )
 
 // Controller is the garbage collector.
 type Controller struct {
-	kube   client.Client
-	cloud  cloudprovider.CloudProvider
-	clock  clock.Clock
-	Period time.Duration
-	Grace  time.Duration
+	kube        client.Client
+	cloud       cloudprovider.CloudProvider
+	clock       clock.Clock
+	Period      time.Duration
+	Grace       time.Duration
+	LaunchGrace time.Duration
 }
 
-// NewController wires the controller with the default period and grace.
+// NewController wires the controller with the default period and graces.
 func NewController(kube client.Client, cloud cloudprovider.CloudProvider, clk clock.Clock) *Controller {
-	return &Controller{kube: kube, cloud: cloud, clock: clk, Period: DefaultPeriod, Grace: DefaultGrace}
+	return &Controller{kube: kube, cloud: cloud, clock: clk, Period: DefaultPeriod, Grace: DefaultGrace, LaunchGrace: DefaultLaunchGrace}
 }
 
 func (c *Controller) Name() string { return "nodeclaim.garbagecollection" }
@@ -63,10 +69,12 @@ func (c *Controller) Collect(ctx context.Context) error {
 	known := sets.New[string]()
 	pendingLaunch := sets.New[string]()
 	for _, nc := range claims.Items {
-		if nc.Status.ProviderID != "" {
+		switch {
+		case nc.Status.ProviderID != "":
 			known.Insert(nc.Status.ProviderID)
-		} else {
-			// Launched but not yet recorded: the instance carries the claim's name.
+		case nc.DeletionTimestamp == nil:
+			// Launched but not yet recorded: the instance carries the claim's name,
+			// and the claim's next launch finds it. A deleting claim never will.
 			pendingLaunch.Insert(nc.Name)
 		}
 	}
@@ -75,7 +83,8 @@ func (c *Controller) Collect(ctx context.Context) error {
 	live := sets.New[string]()
 	for _, inst := range instances {
 		live.Insert(inst.Status.ProviderID)
-		if known.Has(inst.Status.ProviderID) || pendingLaunch.Has(inst.Name) || now.Sub(inst.CreationTimestamp.Time) < c.Grace {
+		age := now.Sub(inst.CreationTimestamp.Time)
+		if known.Has(inst.Status.ProviderID) || age < c.Grace || (pendingLaunch.Has(inst.Name) && age < c.LaunchGrace) {
 			continue
 		}
 		if err := c.cloud.Delete(ctx, inst); err != nil && !cloudprovider.IsNodeClaimNotFound(err) {
@@ -86,9 +95,11 @@ func (c *Controller) Collect(ctx context.Context) error {
 	}
 	for i := range claims.Items {
 		nc := &claims.Items[i]
-		launched := meta.FindStatusCondition(nc.Status.Conditions, v1.ConditionTypeLaunched)
-		if nc.Status.ProviderID == "" || live.Has(nc.Status.ProviderID) || nc.DeletionTimestamp != nil ||
-			launched == nil || now.Sub(launched.LastTransitionTime.Time) < c.Grace {
+		since := nc.CreationTimestamp.Time
+		if launched := meta.FindStatusCondition(nc.Status.Conditions, v1.ConditionTypeLaunched); launched != nil && launched.Status == metav1.ConditionTrue {
+			since = launched.LastTransitionTime.Time
+		}
+		if nc.Status.ProviderID == "" || live.Has(nc.Status.ProviderID) || nc.DeletionTimestamp != nil || now.Sub(since) < c.Grace {
 			continue
 		}
 		// List can lag a launch; ask for the one instance before believing it gone.
