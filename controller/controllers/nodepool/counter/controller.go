@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -110,14 +111,12 @@ func (c *Controller) Reconcile(ctx context.Context, np *v1.NodePool) (reconcile.
 	if err := c.kube.List(ctx, &claims, client.MatchingLabels{v1.LabelNodePool: np.Name}); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing nodeclaims of nodepool, %w", err)
 	}
-	var total scheduling.Resources
-	var nodes int64
-	for _, nc := range claims.Items {
-		total = total.Add(scheduling.FromResourceList(nc.Status.Capacity))
-		nodes++
+	resources := Usage(claims.Items)[np.Name]
+	if resources == nil {
+		resources = Resources(scheduling.Resources{}, 0)
 	}
-	resources := total.ToResourceList()
-	resources[v1.ResourceNodes] = *resource.NewQuantity(nodes, resource.DecimalSI)
+	nodes := resources[v1.ResourceNodes]
+	nodeCount := nodes.Value()
 	for name, q := range resources {
 		metrics.NodePoolUsage.WithLabelValues(np.Name, string(name)).Set(q.AsApproximateFloat64())
 	}
@@ -127,12 +126,48 @@ func (c *Controller) Reconcile(ctx context.Context, np *v1.NodePool) (reconcile.
 	patch := client.MergeFrom(np.DeepCopy())
 	before := np.Status.DeepCopy()
 	np.Status.Resources = resources
-	np.Status.Nodes = &nodes
+	np.Status.Nodes = &nodeCount
 	c.setConditions(ctx, np)
 	if equality.Semantic.DeepEqual(before, &np.Status) {
 		return reconcile.Result{}, nil
 	}
 	return reconcile.Result{}, client.IgnoreNotFound(c.kube.Status().Patch(ctx, np, patch))
+}
+
+// Usage is what each pool's NodeClaims hold against its limits, by pool name,
+// with the node count as the "nodes" resource. Every claim of the pool counts,
+// including claims that are deleting or whose nodes are cordoned or disrupted:
+// their instances run, and are paid for, until they are gone, as Karpenter counts
+// them. A claim not launched yet counts what it asked for (its instance will have
+// at least that), so that a launch in flight does not read as free room.
+func Usage(claims []v1.NodeClaim) map[string]corev1.ResourceList {
+	totals := map[string]scheduling.Resources{}
+	nodes := map[string]int64{}
+	for i := range claims {
+		nc := &claims[i]
+		pool := nc.Labels[v1.LabelNodePool]
+		if pool == "" {
+			continue
+		}
+		held := nc.Status.Capacity
+		if len(held) == 0 {
+			held = nc.Spec.Resources.Requests
+		}
+		totals[pool] = totals[pool].Add(scheduling.FromResourceList(held))
+		nodes[pool]++
+	}
+	out := make(map[string]corev1.ResourceList, len(totals))
+	for pool, total := range totals {
+		out[pool] = Resources(total, nodes[pool])
+	}
+	return out
+}
+
+// Resources is a pool's usage as its status shows it: resources plus "nodes".
+func Resources(total scheduling.Resources, nodes int64) corev1.ResourceList {
+	rl := total.ToResourceList()
+	rl[v1.ResourceNodes] = *resource.NewQuantity(nodes, resource.DecimalSI)
+	return rl
 }
 
 func (c *Controller) poolsForClass(ctx context.Context, o client.Object) []reconcile.Request {
