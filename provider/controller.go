@@ -92,7 +92,10 @@ func (r *controllerResource) Schema(_ context.Context, _ resource.SchemaRequest,
 	resp.Schema = schema.Schema{
 		Description: "Installs Dovetail in the cluster: the CRDs (upgraded before the Deployment), the namespace, a ServiceAccount (annotated for IRSA, or named by an EKS Pod Identity association), least-privilege RBAC, " +
 			"the controller Deployment (leader-elected replicas spread over zones and hosts, a PodDisruptionBudget, non-root with a read-only root filesystem, probes) and its metrics Service, then waits for the rollout. " +
-			"The manifests are the ones `dovetail render` prints.",
+			"The manifests are the ones `dovetail render` prints.\n\n" +
+			"Destroying it deletes the CRDs, and deleting a CRD deletes every object of its kind in the cluster. So the destroy deletes nothing, and fails naming them, while any NodePool or EC2NodeClass exists in the cluster, " +
+			"including ones this Terraform state does not manage: give every `dovetail_node_pool` and `dovetail_ec2_node_class` `depends_on = [dovetail_controller.this]` (modules/dovetail does; give modules/node-pools `depends_on = [module.dovetail]`), so Terraform destroys them, and their nodes, first; " +
+			"delete the others where they were made (another state, GitOps, `kubectl delete nodepool NAME`) before destroying the controller. Objects already being deleted are waited for while the controller finalizes them.",
 		Attributes: map[string]schema.Attribute{
 			"id":               schema.StringAttribute{Computed: true, Description: "namespace/name.", PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
 			"name":             schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(d.Name), PlanModifiers: replace, Validators: []validator.String{dnsSubdomain{}}, Description: "Name of the Deployment, Service, PDB and RBAC objects."},
@@ -558,15 +561,36 @@ func keyValueMap(s string, value func(string) attr.Value, elem attr.Type) types.
 	return types.MapValueMust(elem, out)
 }
 
-// Delete refuses while NodeClaims exist: without the controller their instances
-// would be left running. CRDs go first, while the controller still runs to finalize
-// node classes; then the controller and its objects.
+// Delete removes nothing while a NodePool or EC2NodeClass exists in the cluster.
+// Deleting the CRDs would delete every one of them, including those another state,
+// kubectl or GitOps made, and race the finalizers that terminate their nodes and
+// launch templates; so the destroy is refused, naming them, and the user decides.
+// The resources of this state go first when they depend on this one. Then it refuses
+// while NodeClaims exist: without the controller their instances would be left
+// running. CRDs go first, while the controller still runs to finalize what they
+// hold; then the controller and its objects.
 func (r *controllerResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	var state controllerModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	cl := kubeClient(r.clients, &resp.Diagnostics)
 	if resp.Diagnostics.HasError() {
 		return
+	}
+	live, deleting, err := nodeObjects(ctx, cl)
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot check for NodePools and EC2NodeClasses", err.Error())
+		return
+	}
+	if len(live) > 0 {
+		resp.Diagnostics.AddError("NodePools or EC2NodeClasses still exist", refuseDestroyMessage(live))
+		return
+	}
+	// Those already being deleted finish while the controller runs to finalize them.
+	if len(deleting) > 0 {
+		if err := nodeObjectsGone(ctx, cl, deleteTimeout); err != nil {
+			resp.Diagnostics.AddError("NodePools or EC2NodeClasses are still terminating", err.Error())
+			return
+		}
 	}
 	if live := liveNodeClaims(ctx, cl); len(live) > 0 {
 		resp.Diagnostics.AddError("NodeClaims still exist",
@@ -621,6 +645,67 @@ func (r *controllerResource) Delete(ctx context.Context, req resource.DeleteRequ
 		resp.Diagnostics.AddError("The controller's objects are still terminating",
 			fmt.Sprintf("After 2 minutes these remain: %s. Custom resources with finalizers can hold a CRD, and pods that do not stop hold the Deployment.", strings.Join(remaining, ", ")))
 	}
+}
+
+// nodeObjectKinds are the kinds the CRDs hold that users make: deleting a CRD deletes them all.
+var nodeObjectKinds = []k8sschema.GroupVersionKind{
+	{Group: "karpenter.sh", Version: "v1", Kind: "NodePoolList"},
+	{Group: "karpenter.k8s.aws", Version: "v1", Kind: "EC2NodeClassList"},
+}
+
+// nodeObjects names the cluster's NodePools and EC2NodeClasses ("NodePool general"):
+// those nobody is deleting, and those being deleted. Without the CRDs there are none.
+func nodeObjects(ctx context.Context, cl client.Client) (live, deleting []string, err error) {
+	for _, gvk := range nodeObjectKinds {
+		list := &unstructured.UnstructuredList{}
+		list.SetGroupVersionKind(gvk)
+		if err := cl.List(ctx, list); err != nil {
+			if meta.IsNoMatchError(err) || apierrors.IsNotFound(err) {
+				continue
+			}
+			return nil, nil, fmt.Errorf("listing %ss, %w", strings.TrimSuffix(gvk.Kind, "List"), err)
+		}
+		for _, o := range list.Items {
+			name := strings.TrimSuffix(gvk.Kind, "List") + " " + o.GetName()
+			if o.GetDeletionTimestamp() != nil {
+				deleting = append(deleting, name)
+			} else {
+				live = append(live, name)
+			}
+		}
+	}
+	return live, deleting, nil
+}
+
+// refuseDestroyMessage names what blocks the destroy and the ways on.
+func refuseDestroyMessage(live []string) string {
+	shown := live
+	more := ""
+	if len(shown) > 20 {
+		shown, more = shown[:20], fmt.Sprintf(" and %d more", len(live)-20)
+	}
+	return fmt.Sprintf("The cluster still has %s%s. Destroying dovetail_controller deletes Dovetail's CRDs, and deleting a CRD deletes every object of its kind in the cluster, "+
+		"including those this Terraform state does not manage; so nothing was deleted.\n\n"+
+		"Destroy the dovetail_node_pool and dovetail_ec2_node_class resources that manage them first: Terraform does that by itself when they depend on this resource (depends_on = [dovetail_controller.this]). "+
+		"Delete the others where they were made, or with kubectl delete nodepool NAME and kubectl delete ec2nodeclass NAME, and let the controller terminate their nodes. Then destroy again.",
+		strings.Join(shown, ", "), more)
+}
+
+// nodeObjectsGone waits until no NodePool or EC2NodeClass is left.
+func nodeObjectsGone(ctx context.Context, cl client.Client, timeout time.Duration) error {
+	var left []string
+	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+		live, deleting, err := nodeObjects(ctx, cl)
+		if err != nil {
+			return false, err
+		}
+		left = append(live, deleting...)
+		return len(left) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("after %s these remain: %s. Is the Dovetail controller running? Its finalizers terminate the nodes and launch templates they hold, %w", timeout, strings.Join(left, ", "), err)
+	}
+	return nil
 }
 
 // liveNodeClaims are claims nothing is deleting: neither they nor their NodePool.
