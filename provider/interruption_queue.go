@@ -129,7 +129,9 @@ func (r *interruptionQueue) attributes(m *interruptionQueueModel, arn string) ma
 	return attrs
 }
 
-// apply makes the queue and rules match the model; each call is idempotent.
+// apply makes the queue and rules match the model; each call is idempotent. The model
+// records each part once it exists (the queue's URL and ARN, then each working rule),
+// so a failure part way leaves it describing what is there.
 func (r *interruptionQueue) apply(ctx context.Context, m *interruptionQueueModel) error {
 	api := r.clients.AWS
 	created, err := api.SQS.CreateQueue(ctx, &sqs.CreateQueueInput{QueueName: aws.String(m.Name.ValueString()), Attributes: r.attributes(m, "")})
@@ -147,15 +149,18 @@ func (r *interruptionQueue) apply(ctx context.Context, m *interruptionQueueModel
 		}
 		url = aws.ToString(got.QueueUrl)
 	}
+	m.ID, m.URL = m.Name, types.StringValue(url)
 	attrs, err := api.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: aws.String(url), AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameQueueArn}})
 	if err != nil {
 		return fmt.Errorf("reading queue %s, %w", m.Name.ValueString(), err)
 	}
 	arn := attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
+	m.ARN = types.StringValue(arn)
 	if _, err := api.SQS.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(url), Attributes: r.attributes(m, arn)}); err != nil {
 		return fmt.Errorf("setting the attributes of queue %s, %w", m.Name.ValueString(), err)
 	}
-	var names []string
+	names := []string{}
+	m.RuleNames, _ = types.ListValueFrom(ctx, types.StringType, names)
 	for _, rule := range InterruptionRules {
 		name := m.Name.ValueString() + "-" + rule.Suffix
 		if _, err := api.EventBridge.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String(name), EventPattern: aws.String(rule.Pattern),
@@ -167,9 +172,8 @@ func (r *interruptionQueue) apply(ctx context.Context, m *interruptionQueueModel
 			return fmt.Errorf("pointing EventBridge rule %s at the queue, %w", name, err)
 		}
 		names = append(names, name)
+		m.RuleNames, _ = types.ListValueFrom(ctx, types.StringType, names)
 	}
-	m.ID, m.URL, m.ARN = m.Name, types.StringValue(url), types.StringValue(arn)
-	m.RuleNames, _ = types.ListValueFrom(ctx, types.StringType, names)
 	return nil
 }
 
@@ -196,8 +200,16 @@ func (r *interruptionQueue) Create(ctx context.Context, req resource.CreateReque
 	}
 	if err := r.apply(ctx, &plan); err != nil {
 		resp.Diagnostics.AddError("Cannot create the interruption queue", err.Error())
-		// Record what exists so a retry or destroy finds it.
-		if !plan.URL.IsUnknown() && !plan.URL.IsNull() {
+		// Once the queue exists it is recorded, with the rules that work, so Terraform
+		// tracks it: the next apply replaces it (the resource is tainted) and destroy
+		// deletes it and every rule of its name.
+		if !plan.URL.IsUnknown() {
+			if plan.ARN.IsUnknown() {
+				plan.ARN = types.StringNull()
+			}
+			if plan.RuleNames.IsUnknown() {
+				plan.RuleNames = types.ListValueMust(types.StringType, nil)
+			}
 			resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 		}
 		return

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -226,4 +227,71 @@ func TestAccInterruptionQueueRefusesToTakeOver(t *testing.T) {
 	if got := attrs.Attributes["MessageRetentionPeriod"]; got != "1200" {
 		t.Errorf("the existing queue's retention became %s; it must be left alone", got)
 	}
+}
+
+// A rule that fails after the queue exists leaves the queue in the state, not only in
+// the account: destroy then deletes it and every rule of its name, and an apply once
+// EventBridge works again replaces the tainted queue with a working one.
+func TestAccInterruptionQueuePartialCreate(t *testing.T) {
+	acceptance(t)
+	ctx := context.Background()
+	moto := testenv.StartMoto(t)
+	clients := testenv.AWSClients(t, moto, "us-west-2")
+	events := eventbridge.New(eventbridge.Options{Region: "us-west-2", BaseEndpoint: aws.String(moto.Endpoint), Credentials: credentials.NewStaticCredentialsProvider("testing", "testing", "")})
+	broken := "demo-interruption-" + provider.InterruptionRules[2].Suffix
+	var failing atomic.Bool
+	failing.Store(true)
+	eventBridgeDown := failCall(&failing, func(input any) bool {
+		in, ok := input.(*eventbridge.PutTargetsInput)
+		return ok && aws.ToString(in.Rule) == broken
+	}, apiError("InternalException", "injected: EventBridge is unavailable"))
+	leftovers := func() []string {
+		var left []string
+		if _, err := clients.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("demo-interruption")}); err == nil {
+			left = append(left, "queue demo-interruption")
+		}
+		for _, r := range provider.InterruptionRules {
+			if _, err := events.DescribeRule(ctx, &eventbridge.DescribeRuleInput{Name: aws.String("demo-interruption-" + r.Suffix)}); err == nil {
+				left = append(left, "rule demo-interruption-"+r.Suffix)
+			}
+		}
+		return left
+	}
+	failed := regexp.MustCompile(`pointing\s+EventBridge\s+rule\s+` + broken + `\s+at\s+the\s+queue(.|\n)*injected`)
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factoriesWith(eventBridgeDown),
+		CheckDestroy: func(*terraform.State) error {
+			if left := leftovers(); len(left) > 0 {
+				return fmt.Errorf("destroy left %v", left)
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{
+			{Config: queueConfig(moto.Endpoint, 300), ExpectError: failed},
+			{
+				// The queue is in the state, so destroy deletes it with its rules.
+				PreConfig: func() {
+					if left := leftovers(); len(left) == 0 {
+						t.Fatal("the failed create made nothing; the injected failure missed")
+					}
+				},
+				Config: queueConfig(moto.Endpoint, 300), Destroy: true,
+			},
+			{
+				PreConfig: func() {
+					if left := leftovers(); len(left) > 0 {
+						t.Fatalf("destroying the partly created queue left %v", left)
+					}
+				},
+				Config: queueConfig(moto.Endpoint, 300), ExpectError: failed,
+			},
+			{
+				// Tracked and tainted: once EventBridge answers, the next apply replaces it.
+				PreConfig:        func() { failing.Store(false) },
+				Config:           queueConfig(moto.Endpoint, 300),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("dovetail_interruption_queue.this", plancheck.ResourceActionDestroyBeforeCreate)}},
+				Check:            resource.TestCheckResourceAttr("dovetail_interruption_queue.this", "rule_names.#", fmt.Sprint(len(provider.InterruptionRules))),
+			},
+		},
+	})
 }

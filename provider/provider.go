@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/aws/smithy-go/middleware"
 	"github.com/hashicorp/terraform-plugin-framework/datasource"
 	"github.com/hashicorp/terraform-plugin-framework/provider"
 	"github.com/hashicorp/terraform-plugin-framework/provider/schema"
@@ -25,12 +26,18 @@ import (
 // TypeName prefixes every resource and data source.
 const TypeName = "dovetail"
 
-// New returns the provider factory for a version.
-func New(version string) func() provider.Provider {
-	return func() provider.Provider { return &dovetailProvider{version: version} }
+// New returns the provider factory for a version. apiOptions join the middleware stack
+// of every AWS client the provider makes: tests inject the failures an emulator never
+// produces (a lost response, a throttled call, an eventually consistent delete) and
+// record the calls made.
+func New(version string, apiOptions ...func(*middleware.Stack) error) func() provider.Provider {
+	return func() provider.Provider { return &dovetailProvider{version: version, apiOptions: apiOptions} }
 }
 
-type dovetailProvider struct{ version string }
+type dovetailProvider struct {
+	version    string
+	apiOptions []func(*middleware.Stack) error
+}
 
 // providerModel is the provider block.
 type providerModel struct {
@@ -111,7 +118,7 @@ func (p *dovetailProvider) Configure(ctx context.Context, req provider.Configure
 	}
 	clients := &Clients{}
 	if cfg.AWS != nil {
-		aws, err := newAWSClients(ctx, cfg.AWS)
+		aws, err := newAWSClients(ctx, cfg.AWS, p.apiOptions)
 		if err != nil {
 			resp.Diagnostics.AddAttributeError(pathAWS, "Cannot configure AWS", err.Error())
 			return
@@ -125,7 +132,7 @@ func (p *dovetailProvider) Configure(ctx context.Context, req provider.Configure
 	resp.DataSourceData = clients
 }
 
-func newAWSClients(ctx context.Context, m *awsModel) (*AWSClients, error) {
+func newAWSClients(ctx context.Context, m *awsModel, apiOptions []func(*middleware.Stack) error) (*AWSClients, error) {
 	var opts []func(*awsconfig.LoadOptions) error
 	region := m.Region.ValueString()
 	if region == "" {
@@ -148,6 +155,7 @@ func newAWSClients(ctx context.Context, m *awsModel) (*AWSClients, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading AWS configuration, %w", err)
 	}
+	cfg.APIOptions = append(cfg.APIOptions, apiOptions...)
 	endpoints := map[string]string{}
 	if !m.Endpoints.IsNull() {
 		for k, v := range m.Endpoints.Elements() {
