@@ -4,6 +4,7 @@ import (
 	"context"
 	"sync/atomic"
 
+	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
@@ -40,3 +41,27 @@ func failCall(on *atomic.Bool, match func(input any) bool, err error) func(*midd
 func apiError(code, message string) error {
 	return &smithy.GenericAPIError{Code: code, Message: message, Fault: smithy.FaultClient}
 }
+
+// lostResponse lets the next call of the operation reach the server while armed is
+// set, then drops its response as a reset connection would, once: the SDK retries a
+// request that already took effect.
+func lostResponse(operation string, armed *atomic.Bool) func(*middleware.Stack) error {
+	return func(stack *middleware.Stack) error {
+		return stack.Finalize.Insert(middleware.FinalizeMiddlewareFunc("LoseResponse", func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			out, md, err := next.HandleFinalize(ctx, in)
+			if err == nil && awsmiddleware.GetOperationName(ctx) == operation && armed.CompareAndSwap(true, false) {
+				return middleware.FinalizeOutput{}, md, connectionReset{}
+			}
+			return out, md, err
+		}), "Retry", middleware.After)
+	}
+}
+
+// connectionReset is what the SDK sees when a connection drops after the request was
+// sent; it retries it.
+type connectionReset struct{}
+
+func (connectionReset) Error() string {
+	return "read tcp: connection reset by peer (injected after the request reached the server)"
+}
+func (connectionReset) RetryableError() bool { return true }

@@ -51,7 +51,8 @@ func (r *controllerRole) Schema(_ context.Context, _ resource.SchemaRequest, res
 	arn := stringvalidator.RegexMatches(regexp.MustCompile(`^arn:aws[a-z-]*:`), "must be an ARN")
 	replace := []planmodifier.String{stringplanmodifier.RequiresReplace()}
 	resp.Schema = schema.Schema{
-		Description: "The controller's IAM role: trusted by the cluster's OIDC provider for one service account (IRSA) when oidc_provider_arn is set, else by EKS Pod Identity (pods.eks.amazonaws.com), with the policy dovetail_controller_policy renders as its inline policy. A policy edited outside Terraform shows in the next plan and is put back.",
+		Description: "The controller's IAM role: trusted by the cluster's OIDC provider for one service account (IRSA) when oidc_provider_arn is set, else by EKS Pod Identity (pods.eks.amazonaws.com), with the policy dovetail_controller_policy renders as its inline policy. A policy edited outside Terraform shows in the next plan and is put back. " +
+			"A role of the name that this resource did not create fails the create, with how to import it; the role is tagged " + CreationTokenTag + " (creating it needs iam:TagRole) so that a create the SDK retried after a lost response keeps the role its first attempt made.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
 			"name": schema.StringAttribute{Required: true, PlanModifiers: replace,
@@ -149,13 +150,13 @@ func (r *controllerRole) Create(ctx context.Context, req resource.CreateRequest,
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	out, err := r.clients.AWS.IAM.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(plan.Name.ValueString()),
-		AssumeRolePolicyDocument: aws.String(r.trustPolicy(&plan)), Description: aws.String("Dovetail controller")})
+	role, err := createRole(ctx, r.clients.AWS.IAM, iam.CreateRoleInput{RoleName: aws.String(plan.Name.ValueString()),
+		AssumeRolePolicyDocument: aws.String(r.trustPolicy(&plan)), Description: aws.String("Dovetail controller")}, "dovetail_controller_role")
 	if err != nil {
-		resp.Diagnostics.AddError("Cannot create the controller role", err.Error())
+		addCreateRoleError(&resp.Diagnostics, "Cannot create the controller role", err)
 		return
 	}
-	plan.ID, plan.ARN = plan.Name, types.StringValue(aws.ToString(out.Role.Arn))
+	plan.ID, plan.ARN = plan.Name, types.StringValue(aws.ToString(role.Arn))
 	if err := r.putPolicy(ctx, &plan); err != nil {
 		// The role exists: record it so it is not leaked.
 		plan.PolicyJSON = types.StringValue("")

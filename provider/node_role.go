@@ -66,7 +66,8 @@ func (r *nodeRole) Metadata(_ context.Context, req resource.MetadataRequest, res
 func (r *nodeRole) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	keep := []planmodifier.String{stringplanmodifier.UseStateForUnknown()}
 	resp.Schema = schema.Schema{
-		Description: "The IAM role nodes run with (EC2NodeClass spec.role): trusted by EC2, with AmazonEKSWorkerNodePolicy, AmazonEKS_CNI_Policy, AmazonEC2ContainerRegistryReadOnly and AmazonSSMManagedInstanceCore, and optionally an instance profile of the same name for classes that name one (spec.instanceProfile).",
+		Description: "The IAM role nodes run with (EC2NodeClass spec.role): trusted by EC2, with AmazonEKSWorkerNodePolicy, AmazonEKS_CNI_Policy, AmazonEC2ContainerRegistryReadOnly and AmazonSSMManagedInstanceCore, and optionally an instance profile of the same name for classes that name one (spec.instanceProfile). " +
+			"A role of the name that this resource did not create fails the create, with how to import it; the role is tagged " + CreationTokenTag + " so that a create the SDK retried after a lost response keeps the role its first attempt made.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, PlanModifiers: keep, Description: "The role name."},
 			"name": schema.StringAttribute{Required: true, Description: "Role name.",
@@ -100,14 +101,14 @@ func (r *nodeRole) Create(ctx context.Context, req resource.CreateRequest, resp 
 		return
 	}
 	api := r.clients.AWS.IAM
-	out, err := api.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(plan.Name.ValueString()), Path: aws.String(plan.Path.ValueString()),
+	role, err := createRole(ctx, api, iam.CreateRoleInput{RoleName: aws.String(plan.Name.ValueString()), Path: aws.String(plan.Path.ValueString()),
 		AssumeRolePolicyDocument: aws.String(ec2TrustPolicy), Description: aws.String("Dovetail node role"),
-		Tags: []iamtypes.Tag{{Key: aws.String("dovetail.sh/managed-by"), Value: aws.String("terraform")}}})
+		Tags: []iamtypes.Tag{{Key: aws.String("dovetail.sh/managed-by"), Value: aws.String("terraform")}}}, "dovetail_node_role")
 	if err != nil {
-		resp.Diagnostics.AddError("Cannot create the node role", err.Error())
+		addCreateRoleError(&resp.Diagnostics, "Cannot create the node role", err)
 		return
 	}
-	plan.ID, plan.ARN = plan.Name, types.StringValue(aws.ToString(out.Role.Arn))
+	plan.ID, plan.ARN = plan.Name, types.StringValue(aws.ToString(role.Arn))
 	plan.InstanceProfileName = types.StringValue("")
 	// The role exists from here on: record it, so a failure below is not a leak.
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
