@@ -2,9 +2,13 @@ package provider_test
 
 import (
 	"context"
+	"sync"
 	"sync/atomic"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddleware "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/hashicorp/terraform-plugin-framework/providerserver"
@@ -65,3 +69,77 @@ func (connectionReset) Error() string {
 	return "read tcp: connection reset by peer (injected after the request reached the server)"
 }
 func (connectionReset) RetryableError() bool { return true }
+
+// slowEndpointDeletion plays EC2's asynchronous deletion of VPC endpoints, which the
+// emulator does at once: a deleted endpoint is listed as deleting for the next two
+// DescribeVpcEndpoints calls (for as long as stuck is set), and DeleteSecurityGroup
+// answers DependencyViolation while any is, and once more after, as the endpoints'
+// network interfaces are released last.
+type slowEndpointDeletion struct {
+	stuck atomic.Bool
+
+	mu         sync.Mutex
+	deleting   map[string]int // endpoint → listings left that show it deleting
+	eniLag     int
+	violations int
+}
+
+func (s *slowEndpointDeletion) option(stack *middleware.Stack) error {
+	return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("SlowEndpointDeletion", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		switch params := in.Parameters.(type) {
+		case *ec2.DeleteVpcEndpointsInput:
+			out, md, err := next.HandleInitialize(ctx, in)
+			if err == nil {
+				if s.deleting == nil {
+					s.deleting = map[string]int{}
+				}
+				for _, id := range params.VpcEndpointIds {
+					s.deleting[id] = 2
+				}
+				s.eniLag = 1
+			}
+			return out, md, err
+		case *ec2.DescribeVpcEndpointsInput:
+			out, md, err := next.HandleInitialize(ctx, in)
+			res, ok := out.Result.(*ec2.DescribeVpcEndpointsOutput)
+			if err != nil || !ok {
+				return out, md, err
+			}
+			listed := map[string]bool{}
+			for i, ep := range res.VpcEndpoints {
+				id := aws.ToString(ep.VpcEndpointId)
+				if _, ok := s.deleting[id]; ok {
+					res.VpcEndpoints[i].State = "deleting"
+					listed[id] = true
+				}
+			}
+			for id := range s.deleting {
+				if !listed[id] {
+					res.VpcEndpoints = append(res.VpcEndpoints, ec2types.VpcEndpoint{VpcEndpointId: aws.String(id), State: "deleting"})
+				}
+			}
+			if !s.stuck.Load() {
+				for id, left := range s.deleting {
+					if left <= 1 {
+						delete(s.deleting, id)
+					} else {
+						s.deleting[id] = left - 1
+					}
+				}
+			}
+			return out, md, err
+		case *ec2.DeleteSecurityGroupInput:
+			if len(s.deleting) > 0 || s.eniLag > 0 {
+				if len(s.deleting) == 0 {
+					s.eniLag--
+				}
+				s.violations++
+				return middleware.InitializeOutput{}, middleware.Metadata{}, apiError("DependencyViolation",
+					"resource "+aws.ToString(params.GroupId)+" has a dependent object")
+			}
+		}
+		return next.HandleInitialize(ctx, in)
+	}), middleware.After)
+}

@@ -4,7 +4,9 @@ import (
 	"context"
 	"fmt"
 	"regexp"
+	"sort"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -17,10 +19,12 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/setdefault"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 )
 
 // PrivateClusterServices are the interface endpoints nodes and the controller need
@@ -40,7 +44,12 @@ type vpcEndpointsModel struct {
 	Services        types.Set    `tfsdk:"services"`
 	SecurityGroupID types.String `tfsdk:"security_group_id"`
 	EndpointIDs     types.Map    `tfsdk:"endpoint_ids"`
+	DeleteTimeout   types.String `tfsdk:"delete_timeout"`
 }
+
+// defaultEndpointsDeleteTimeout bounds a destroy: interface endpoints take a few
+// minutes to go, and their network interfaces hold the security group until they do.
+const defaultEndpointsDeleteTimeout = "10m"
 
 func (r *vpcEndpoints) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_vpc_endpoints"
@@ -53,7 +62,8 @@ func (r *vpcEndpoints) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 	}
 	keep := []planmodifier.String{stringplanmodifier.UseStateForUnknown()}
 	resp.Schema = schema.Schema{
-		Description: "VPC endpoints for a private cluster: interface endpoints with private DNS (sts, ssm, ec2, sqs, ecr.api, ecr.dkr, eks by default) behind a security group that admits HTTPS from the VPC, and the S3 gateway endpoint on the given route tables (image layers come from S3).",
+		Description: "VPC endpoints for a private cluster: interface endpoints with private DNS (sts, ssm, ec2, sqs, ecr.api, ecr.dkr, eks by default) behind a security group that admits HTTPS from the VPC, and the S3 gateway endpoint on the given route tables (image layers come from S3). " +
+			"Destroy deletes the endpoints, waits until EC2 reports them deleted, then deletes the security group, retrying while their network interfaces still hold it, all within delete_timeout.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, PlanModifiers: keep},
 			"vpc_id": schema.StringAttribute{Required: true, PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
@@ -67,6 +77,8 @@ func (r *vpcEndpoints) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 				Validators:  []validator.Set{setvalidator.ValueStringsAre(stringvalidator.RegexMatches(regexp.MustCompile(`^[a-z0-9][a-z0-9.-]*$`), "must be a service such as ec2 or ecr.api"))}},
 			"security_group_id": schema.StringAttribute{Computed: true, PlanModifiers: keep},
 			"endpoint_ids":      schema.MapAttribute{Computed: true, ElementType: types.StringType, Description: "Endpoint ID per service (s3 included when made)."},
+			"delete_timeout": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultEndpointsDeleteTimeout), Validators: []validator.String{goDuration{}},
+				Description: "How long destroy waits for the endpoints to be deleted, and then for their security group to lose its last dependents, before it fails naming what is left."},
 		},
 	}
 }
@@ -265,6 +277,9 @@ func (r *vpcEndpoints) Read(ctx context.Context, req resource.ReadRequest, resp 
 	}
 	state.Services, _ = types.SetValueFrom(ctx, types.StringType, sets.List(services))
 	state.EndpointIDs, _ = types.MapValueFrom(ctx, types.StringType, live)
+	if state.DeleteTimeout.IsNull() {
+		state.DeleteTimeout = types.StringValue(defaultEndpointsDeleteTimeout)
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
@@ -334,26 +349,118 @@ func (r *vpcEndpoints) Update(ctx context.Context, req resource.UpdateRequest, r
 	}
 }
 
+// Delete deletes the endpoints, waits until EC2 reports them deleted (their network
+// interfaces use the security group until then, and deleting it earlier answers
+// DependencyViolation), then deletes the group, retrying DependencyViolation while the
+// interfaces are released. All within delete_timeout.
 func (r *vpcEndpoints) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	var state vpcEndpointsModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	timeout, err := time.ParseDuration(state.DeleteTimeout.ValueString())
+	if err != nil || timeout <= 0 {
+		timeout, _ = time.ParseDuration(defaultEndpointsDeleteTimeout)
+	}
+	deadline, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
 	api := r.clients.AWS.EC2
 	ids := map[string]string{}
 	resp.Diagnostics.Append(state.EndpointIDs.ElementsAs(ctx, &ids, false)...)
+	sg := state.SecurityGroupID.ValueString()
 	if len(ids) > 0 {
-		if _, err := api.DeleteVpcEndpoints(ctx, &ec2.DeleteVpcEndpointsInput{VpcEndpointIds: mapValues(ids)}); err != nil && !isNotFound(err) {
+		out, err := api.DeleteVpcEndpoints(ctx, &ec2.DeleteVpcEndpointsInput{VpcEndpointIds: mapValues(ids)})
+		if err != nil && !isNotFound(err) {
 			resp.Diagnostics.AddError("Cannot delete the VPC endpoints", err.Error())
 			return
 		}
-	}
-	if sg := state.SecurityGroupID.ValueString(); sg != "" {
-		if _, err := api.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String(sg)}); err != nil && !isNotFound(err) {
-			resp.Diagnostics.AddError("Cannot delete the endpoints' security group", err.Error())
+		if out != nil {
+			for _, u := range out.Unsuccessful {
+				if u.Error != nil && !strings.Contains(aws.ToString(u.Error.Code), "NotFound") {
+					resp.Diagnostics.AddError("Cannot delete the VPC endpoints", fmt.Sprintf("%s: %s %s", aws.ToString(u.ResourceId), aws.ToString(u.Error.Code), aws.ToString(u.Error.Message)))
+					return
+				}
+			}
+		}
+		if err := r.waitDeleted(deadline, state.VPCID.ValueString(), ids); err != nil {
+			kept := ""
+			if sg != "" {
+				kept = fmt.Sprintf("; their security group %s is kept until they are gone", sg)
+			}
+			resp.Diagnostics.AddError("The VPC endpoints are still being deleted",
+				fmt.Sprintf("After %s %s%s. Run destroy again once EC2 has deleted them, or raise delete_timeout.", timeout, err, kept))
+			return
 		}
 	}
+	if sg != "" {
+		if err := deleteSecurityGroup(deadline, api, sg); err != nil {
+			resp.Diagnostics.AddError("Cannot delete the endpoints' security group",
+				fmt.Sprintf("After %s security group %s still cannot be deleted: %v. Network interfaces of the deleted endpoints can take minutes to be released; "+
+					"run destroy again, or raise delete_timeout. Anything else using the group (see the network interfaces with it in the EC2 console) must go first.", timeout, sg, err))
+		}
+	}
+}
+
+// endpointsPollInterval paces the waits of a destroy.
+const endpointsPollInterval = 2 * time.Second
+
+// waitDeleted waits until none of the endpoints is listed in the VPC other than
+// deleted; the error names those still there and their state.
+func (r *vpcEndpoints) waitDeleted(ctx context.Context, vpcID string, ids map[string]string) error {
+	service := map[string]string{}
+	for svc, id := range ids {
+		service[id] = svc
+	}
+	var left []string
+	err := wait.PollUntilContextCancel(ctx, endpointsPollInterval, true, func(ctx context.Context) (bool, error) {
+		var now []string
+		pages := ec2.NewDescribeVpcEndpointsPaginator(r.clients.AWS.EC2, &ec2.DescribeVpcEndpointsInput{Filters: []ec2types.Filter{{Name: aws.String("vpc-id"), Values: []string{vpcID}}}})
+		for pages.HasMorePages() {
+			page, err := pages.NextPage(ctx)
+			if ctx.Err() != nil {
+				// The timeout: report what the last complete listing found.
+				return false, nil
+			}
+			if err != nil {
+				return false, fmt.Errorf("listing the endpoints of %s, %w", vpcID, err)
+			}
+			for _, ep := range page.VpcEndpoints {
+				id := aws.ToString(ep.VpcEndpointId)
+				if svc, ours := service[id]; ours && !strings.EqualFold(string(ep.State), string(ec2types.StateDeleted)) {
+					now = append(now, fmt.Sprintf("%s (%s, %s)", id, svc, strings.ToLower(string(ep.State))))
+				}
+			}
+		}
+		left = now
+		return len(left) == 0, nil
+	})
+	if err != nil && len(left) > 0 {
+		sort.Strings(left)
+		return fmt.Errorf("these VPC endpoints are still there: %s", strings.Join(left, ", "))
+	}
+	return err
+}
+
+// deleteSecurityGroup deletes the group, retrying while something still uses it.
+func deleteSecurityGroup(ctx context.Context, api *ec2.Client, id string) error {
+	var last error
+	err := wait.PollUntilContextCancel(ctx, endpointsPollInterval, true, func(ctx context.Context) (bool, error) {
+		_, err := api.DeleteSecurityGroup(ctx, &ec2.DeleteSecurityGroupInput{GroupId: aws.String(id)})
+		switch {
+		case err == nil || isNotFound(err):
+			return true, nil
+		case isCode(err, "DependencyViolation"):
+			last = err
+			return false, nil
+		default:
+			return false, err
+		}
+	})
+	if err != nil && last != nil && ctx.Err() != nil {
+		return last
+	}
+	return err
 }
 
 // gone: EC2 reports endpoint states in lower case, the SDK's constants are capitalized.

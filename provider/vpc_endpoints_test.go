@@ -3,6 +3,7 @@ package provider_test
 import (
 	"context"
 	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -117,6 +118,78 @@ resource "dovetail_vpc_endpoints" "this" {
 				// Import by VPC ID finds the tagged endpoints and their group.
 				ResourceName: "dovetail_vpc_endpoints.this", ImportState: true, ImportStateVerify: true, ImportStateId: vpcID,
 			},
+		},
+	})
+}
+
+// Interface endpoints take minutes to delete, and their network interfaces hold the
+// security group until they are gone: destroy waits for EC2 to report them deleted
+// before it deletes the group, retries the group while it still has dependents, and
+// gives up after delete_timeout naming the endpoints still there.
+func TestAccVPCEndpointsDestroyWaitsForEndpoints(t *testing.T) {
+	acceptance(t)
+	ctx := context.Background()
+	moto := testenv.StartMoto(t)
+	api := testenv.AWSClients(t, moto, "us-west-2").EC2
+	vpc, err := api.CreateVpc(ctx, &ec2.CreateVpcInput{CidrBlock: aws.String("10.71.0.0/16")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vpcID := aws.ToString(vpc.Vpc.VpcId)
+	subnet, err := api.CreateSubnet(ctx, &ec2.CreateSubnetInput{VpcId: vpc.Vpc.VpcId, CidrBlock: aws.String("10.71.1.0/24"), AvailabilityZone: aws.String("us-west-2a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := func(timeout string) string {
+		return awsProvider(moto.Endpoint, "ec2") + fmt.Sprintf(`
+resource "dovetail_vpc_endpoints" "this" {
+  vpc_id         = %q
+  subnet_ids     = [%q]
+  services       = ["ec2", "sts"]
+  delete_timeout = %q
+}
+`, vpcID, aws.ToString(subnet.Subnet.SubnetId), timeout)
+	}
+	group := func() (bool, error) {
+		out, err := api.DescribeSecurityGroups(ctx, &ec2.DescribeSecurityGroupsInput{Filters: []ec2types.Filter{{Name: aws.String("group-name"), Values: []string{"dovetail-vpc-endpoints-" + vpcID}}}})
+		return err == nil && len(out.SecurityGroups) > 0, err
+	}
+	slow := &slowEndpointDeletion{}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factoriesWith(slow.option),
+		CheckDestroy: func(*terraform.State) error {
+			if left, err := group(); left || err != nil {
+				return fmt.Errorf("the endpoints' security group is left behind (%v)", err)
+			}
+			slow.mu.Lock()
+			defer slow.mu.Unlock()
+			if slow.violations == 0 {
+				return fmt.Errorf("the security group never answered DependencyViolation: the test tested nothing")
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{
+			{Config: config("3s")},
+			{
+				// EC2 never finishes deleting them: destroy gives up, naming them, and
+				// keeps the group.
+				PreConfig:   func() { slow.stuck.Store(true) },
+				Config:      config("3s"),
+				Destroy:     true,
+				ExpectError: regexp.MustCompile(`still\s+being\s+deleted(.|\n)*vpce-[0-9a-f]+\s+\((ec2|sts),\s+deleting\)(.|\n)*delete_timeout`),
+			},
+			{
+				// Still in the state, group included: the next apply makes the endpoints
+				// again...
+				PreConfig: func() {
+					if left, err := group(); !left {
+						t.Fatalf("the group was deleted while its endpoints were still deleting (%v)", err)
+					}
+					slow.stuck.Store(false)
+				},
+				Config: config("5m"),
+			},
+			// ...and the final destroy waits for EC2 and goes through.
 		},
 	})
 }
