@@ -44,6 +44,8 @@ type CloudProvider struct {
 
 	mu    sync.Mutex
 	cache map[string]classTypes
+	// listed answers drift checks from one listing of the cluster's instances.
+	listed instanceListing
 }
 
 // classTypes are the engine's instance types for one version of a class.

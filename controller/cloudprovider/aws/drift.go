@@ -2,8 +2,12 @@ package aws
 
 import (
 	"context"
+	"fmt"
+	"sync"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
@@ -35,11 +39,60 @@ func (c *CloudProvider) IsDrifted(ctx context.Context, nc *v1.NodeClaim) (cloudp
 	if err != nil {
 		return "", nil
 	}
-	inst, err := c.describe(ctx, id)
+	inst, err := c.listed.instance(ctx, c, id)
 	if err != nil {
 		return "", err
 	}
 	return drift(class, inst), nil
+}
+
+// DriftListingTTL is how long one listing of the cluster's instances answers drift
+// checks. A disruption pass checks every node; one paginated DescribeInstances per
+// pass instead of one call per node keeps a few hundred nodes clear of EC2's
+// throttling. What drift compares (image, subnet, groups) does not change on a
+// running instance, so a listing this old is as good as a fresh one.
+const DriftListingTTL = time.Minute
+
+// instanceListing is the cluster's instances as one listing saw them.
+type instanceListing struct {
+	mu   sync.Mutex
+	at   time.Time
+	byID map[string]*ec2types.Instance
+}
+
+// instance returns the instance from the listing, listing again once it is older
+// than DriftListingTTL. An instance the listing lacks (launched since, or gone) is
+// described on its own, and kept with the listing.
+func (l *instanceListing) instance(ctx context.Context, c *CloudProvider, id string) (*ec2types.Instance, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.byID == nil || c.clock.Since(l.at) >= DriftListingTTL {
+		byID := map[string]*ec2types.Instance{}
+		pages := ec2.NewDescribeInstancesPaginator(c.ec2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+			{Name: aws.String("tag:" + ClusterTag(c.settings.ClusterName)), Values: []string{"owned"}},
+			{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped", "shutting-down"}},
+		}})
+		for pages.HasMorePages() {
+			page, err := pages.NextPage(ctx)
+			if err != nil {
+				return nil, fmt.Errorf("listing instances for drift, %w", err)
+			}
+			for _, r := range page.Reservations {
+				for i := range r.Instances {
+					byID[aws.ToString(r.Instances[i].InstanceId)] = &r.Instances[i]
+				}
+			}
+		}
+		l.byID, l.at = byID, c.clock.Now()
+	}
+	if inst, ok := l.byID[id]; ok {
+		return inst, nil
+	}
+	inst, err := c.describe(ctx, id)
+	if err == nil {
+		l.byID[id] = inst
+	}
+	return inst, err
 }
 
 // drift compares an instance with the class's resolved images, subnets and groups.
