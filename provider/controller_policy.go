@@ -79,13 +79,17 @@ func ControllerPolicy(in ControllerPolicyInput) (string, error) {
 		{Sid: "AllowPricingReadActions", Effect: "Allow", Action: []string{"pricing:GetProducts"}, Resource: []string{"*"}},
 		{Sid: "AllowPassingInstanceRole", Effect: "Allow", Action: []string{"iam:PassRole"}, Resource: []string{in.NodeRoleARN},
 			Condition: map[string]map[string]any{"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}},
-		{Sid: "AllowScopedInstanceProfileCreationActions", Effect: "Allow", Action: []string{"iam:CreateInstanceProfile", "iam:TagInstanceProfile"},
+		{Sid: "AllowScopedInstanceProfileCreationActions", Effect: "Allow", Action: []string{"iam:CreateInstanceProfile"},
 			Resource: []string{fmt.Sprintf("arn:%s:iam::%s:instance-profile/*", p, account)},
 			Condition: map[string]map[string]any{
 				"StringEquals": {"aws:RequestTag/" + clusterTag: "owned", "aws:RequestTag/topology.kubernetes.io/region": in.Region},
 				"StringLike":   {"aws:RequestTag/karpenter.k8s.aws/ec2nodeclass": "*"},
 			}},
-		{Sid: "AllowScopedInstanceProfileActions", Effect: "Allow", Action: []string{"iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile"},
+		// Tagging is scoped by the profile's own tags, as Karpenter scopes it: on request
+		// tags alone the controller could tag any profile in the account as the
+		// cluster's, then remove its roles or delete it.
+		{Sid: "AllowScopedInstanceProfileActions", Effect: "Allow",
+			Action:   []string{"iam:AddRoleToInstanceProfile", "iam:RemoveRoleFromInstanceProfile", "iam:DeleteInstanceProfile", "iam:TagInstanceProfile"},
 			Resource: []string{fmt.Sprintf("arn:%s:iam::%s:instance-profile/*", p, account)},
 			Condition: map[string]map[string]any{
 				"StringEquals": {"aws:ResourceTag/" + clusterTag: "owned", "aws:ResourceTag/topology.kubernetes.io/region": in.Region},

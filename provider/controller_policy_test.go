@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
 	"github.com/dovetail-sh/dovetail/provider"
+	"github.com/dovetail-sh/dovetail/tests/iampolicy"
 	"github.com/dovetail-sh/dovetail/tests/testenv"
 )
 
@@ -110,4 +111,68 @@ data "dovetail_controller_policy" "this" {
 			),
 		}},
 	})
+}
+
+// TestControllerPolicyScopesInstanceProfileTagging evaluates the policy as IAM does:
+// the controller may create its class's profile with the cluster's tags, and tag a
+// profile that is already the cluster's, but not claim someone else's profile by
+// tagging it (it could then remove its roles or delete it).
+func TestControllerPolicyScopesInstanceProfileTagging(t *testing.T) {
+	doc, err := provider.ControllerPolicy(provider.ControllerPolicyInput{Region: "us-west-2", AccountID: "123456789012", ClusterName: "demo",
+		NodeRoleARN: "arn:aws:iam::123456789012:role/nodes"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := iampolicy.Parse(doc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	owned := map[string]string{"kubernetes.io/cluster/demo": "owned", "topology.kubernetes.io/region": "us-west-2",
+		"karpenter.k8s.aws/ec2nodeclass": "default", "eks:eks-cluster-name": "demo"}
+	ctx := func(request, resource map[string]string) iampolicy.Context {
+		c := iampolicy.Context{"aws:RequestedRegion": {"us-east-1"}}
+		for k, v := range request {
+			c["aws:RequestTag/"+k] = []string{v}
+			c["aws:TagKeys"] = append(c["aws:TagKeys"], k)
+		}
+		for k, v := range resource {
+			c["aws:ResourceTag/"+k] = []string{v}
+		}
+		return c
+	}
+	const profile = "arn:aws:iam::123456789012:instance-profile/"
+	for _, tc := range []struct {
+		name string
+		req  iampolicy.Request
+		want bool
+	}{
+		{"create the class's profile", iampolicy.Request{Action: "iam:CreateInstanceProfile", Resource: profile + "demo_1", Context: ctx(owned, nil)}, true},
+		{"tag it on create", iampolicy.Request{Action: "iam:TagInstanceProfile", Resource: profile + "demo_1", Context: ctx(owned, owned)}, true},
+		{"create one without the cluster's tags", iampolicy.Request{Action: "iam:CreateInstanceProfile", Resource: profile + "other", Context: ctx(nil, nil)}, false},
+		{"tag someone else's profile as the cluster's", iampolicy.Request{Action: "iam:TagInstanceProfile", Resource: profile + "other",
+			Context: ctx(owned, map[string]string{"team": "payments"})}, false},
+		{"delete someone else's profile", iampolicy.Request{Action: "iam:DeleteInstanceProfile", Resource: profile + "other",
+			Context: ctx(nil, map[string]string{"team": "payments"})}, false},
+		{"delete the class's profile", iampolicy.Request{Action: "iam:DeleteInstanceProfile", Resource: profile + "demo_1", Context: ctx(nil, owned)}, true},
+	} {
+		if d := p.Evaluate(tc.req); d.Allowed != tc.want {
+			t.Errorf("%s: allowed = %v, want %v (%+v)", tc.name, d.Allowed, tc.want, d)
+		}
+	}
+}
+
+// TestControllerPolicyFitsAManagedPolicy: the data source's JSON is meant for
+// aws_iam_policy, which IAM caps at 6,144 characters; the longest EKS cluster name
+// (100 characters) in the longest partition and region must still fit.
+func TestControllerPolicyFitsAManagedPolicy(t *testing.T) {
+	name := strings.Repeat("c", 100)
+	doc, err := provider.ControllerPolicy(provider.ControllerPolicyInput{Partition: "aws-us-gov", Region: "us-gov-west-1", AccountID: "123456789012",
+		ClusterName: name, NodeRoleARN: "arn:aws-us-gov:iam::123456789012:role/KarpenterNodeRole-" + name,
+		InterruptionQueueARN: "arn:aws-us-gov:sqs:us-gov-west-1:123456789012:" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(strings.Join(strings.Fields(doc), "")); n > 6144 {
+		t.Errorf("the policy is %d characters; IAM refuses managed policies over 6,144", n)
+	}
 }

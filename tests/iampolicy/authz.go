@@ -436,13 +436,16 @@ func instanceProfileAction(action string, resourceTags bool) builder {
 }
 
 // createInstanceProfile is iam:CreateInstanceProfile and, for the tags given with
-// it, iam:TagInstanceProfile: IAM authorizes tagging on create as its own action.
+// it, iam:TagInstanceProfile, on the profile as it will be: carrying those tags.
+// (Karpenter's policy scopes TagInstanceProfile by the profile's own tags and its
+// controller creates profiles with tags, which works only if tagging on create is
+// either not authorized separately or authorized on the tags being set.)
 func createInstanceProfile(c *call, in *iam.CreateInstanceProfileInput) ([]Request, error) {
 	arn := c.instanceProfileARN(aws.ToString(in.Path), aws.ToString(in.InstanceProfileName))
 	tags := iamTags(in.Tags)
 	out := []Request{withRequestTags(c.request("iam:CreateInstanceProfile", arn), tags)}
 	if len(tags) > 0 {
-		out = append(out, withRequestTags(c.request("iam:TagInstanceProfile", arn), tags))
+		out = append(out, withResourceTags(withRequestTags(c.request("iam:TagInstanceProfile", arn), tags), tags))
 	}
 	return out, nil
 }
