@@ -16,6 +16,7 @@ import (
 	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	ebtypes "github.com/aws/aws-sdk-go-v2/service/eventbridge/types"
+	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -27,12 +28,18 @@ import (
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/nodeclass"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
 	"github.com/dovetail-sh/dovetail/controller/operator"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
+	"github.com/dovetail-sh/dovetail/provider"
+	"github.com/dovetail-sh/dovetail/tests/iampolicy"
 	"github.com/dovetail-sh/dovetail/tests/localstack"
 	"github.com/dovetail-sh/dovetail/tests/testenv"
 )
+
+// motoAccount is the account the emulator puts everything in.
+const motoAccount = "123456789012"
 
 // TestAWSEndToEnd runs the controller with the AWS provider against the emulator:
 // instances it launches become Nodes through the kubelet stand-in, pods run on them,
@@ -254,6 +261,7 @@ func startAWSCluster(t *testing.T) *awsCluster {
 	must(t, err)
 	opts.InterruptionQueue = "e2e-interruption"
 	opts.IsolatedVPC = true
+	checkIAM(t, &opts, clients, seeded.Role, attrs.Attributes["QueueArn"])
 	stack.RunController(t, opts)
 	c := stack.Client
 	t.Cleanup(func() {
@@ -276,6 +284,29 @@ func startAWSCluster(t *testing.T) *awsCluster {
 		return nil
 	})
 	return &awsCluster{client: c, clients: clients, standIn: standIn, eksEndpoint: endpoint, events: events, queueURL: queue.QueueUrl, region: "us-west-2"}
+}
+
+// checkIAM records every AWS call the controller makes and, once the test is over
+// and the controller stopped, fails the test on each call the IAM policy Dovetail
+// ships (dovetail_controller_policy) would deny on AWS. Call it before RunController,
+// so its check runs after the controller's cleanup.
+func checkIAM(t *testing.T, opts *operator.Options, clients *dtaws.Clients, nodeRole, queueARN string) {
+	t.Helper()
+	role, err := clients.IAM.GetRole(context.Background(), &iam.GetRoleInput{RoleName: aws.String(nodeRole)})
+	must(t, err)
+	policy, err := provider.ControllerPolicy(provider.ControllerPolicyInput{Region: opts.AWSRegion, AccountID: motoAccount,
+		ClusterName: opts.ClusterName, NodeRoleARN: aws.ToString(role.Role.Arn), InterruptionQueueARN: queueARN})
+	must(t, err)
+	rec := iampolicy.NewRecorder(iampolicy.Options{AccountID: motoAccount,
+		Lookup:              iampolicy.AWSLookup{EC2: clients.EC2, IAM: clients.IAM},
+		SSMParameterAliases: map[string]string{testenv.SSMPrefix: nodeclass.DefaultSSMPrefix}})
+	opts.AWSAPIOptions = append(opts.AWSAPIOptions, rec.APIOption)
+	t.Cleanup(func() {
+		rep := iampolicy.Check(t, policy, rec)
+		if rep != nil && rep.Calls["EC2 CreateFleet"] == 0 {
+			t.Errorf("IAM: no CreateFleet call was recorded; the controller's AWS clients are not instrumented")
+		}
+	})
 }
 
 func dumpCluster(t *testing.T, c client.Client) {
