@@ -112,11 +112,13 @@ func (r *Report) Summary() string {
 		parts = append(parts, fmt.Sprintf("%s %d", a, r.Requests[a]))
 	}
 	calls := 0
-	for _, n := range r.Calls {
-		calls += n
+	var ops []string
+	for _, op := range sortedKeys(r.Calls) {
+		calls += r.Calls[op]
+		ops = append(ops, fmt.Sprintf("%s %d", op, r.Calls[op]))
 	}
-	return fmt.Sprintf("%d AWS calls, %d authorization requests checked against the policy (%d denied groups, %d unchecked calls): %s",
-		calls, total, len(r.Denied), len(r.Unchecked), strings.Join(parts, ", "))
+	return fmt.Sprintf("%d AWS calls (%s), %d authorization requests checked against the policy (%d denied groups, %d unchecked calls): %s",
+		calls, strings.Join(ops, ", "), total, len(r.Denied), len(r.Unchecked), strings.Join(parts, ", "))
 }
 
 // Check fails the test for every call the policy denies, naming the action, the
