@@ -1,20 +1,34 @@
 // Package status reconciles an EC2NodeClass: it resolves the subnets, security
 // groups and images its selectors match, ensures the instance profile for its role,
 // and reports each in status with a condition a person can act on. Its finalizer
-// removes the instance profile it created once no NodeClaim uses the class.
+// removes the instance profiles it created once no NodeClaim uses the class.
+//
+// A profile holds one role, and nodes keep the profile they were launched with. So a
+// new role gets a new profile, published in status only once it holds the role; the
+// old profile, untouched, is recorded as retiring and deleted when no instance uses
+// it any more. A role that cannot be added leaves the old profile and status as they
+// were, and says why in InstanceProfileReady.
 package status
 
 import (
 	"context"
+	"encoding/json"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
@@ -26,10 +40,28 @@ import (
 // Finalizer guards the resources the controller creates for a class.
 const Finalizer = awsv1.Group + "/termination"
 
+// AnnotationRetiringInstanceProfiles holds, as JSON name → RFC 3339 time, the
+// instance profiles the class used before its role or profile changed, and since
+// when; each is deleted once no instance uses it. It lives in the API so a restart
+// does not forget (and leak) them.
+const AnnotationRetiringInstanceProfiles = awsv1.Group + "/retiring-instance-profiles"
+
+// RetireAfter is the least time a retiring profile is kept: a launch that read the
+// old status just before the switch has its instance visible to DescribeInstances by
+// then, so the in-use check sees it.
+const RetireAfter = 5 * time.Minute
+
+// EC2API is the part of EC2 the controller uses: resolving the selectors, and
+// finding the instances that still use a profile it retires.
+type EC2API interface {
+	nodeclass.EC2API
+	DescribeInstances(context.Context, *ec2.DescribeInstancesInput, ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
+}
+
 // Controller is the EC2NodeClass status controller.
 type Controller struct {
 	kube        client.Client
-	ec2         nodeclass.EC2API
+	ec2         EC2API
 	amis        *nodeclass.AMIResolver
 	iam         nodeclass.IAMAPI
 	clusterName string
@@ -42,7 +74,7 @@ type Controller struct {
 }
 
 // NewController wires the controller.
-func NewController(kube client.Client, ec2 nodeclass.EC2API, amis *nodeclass.AMIResolver, iam nodeclass.IAMAPI, clusterName, region string, clk clock.Clock) *Controller {
+func NewController(kube client.Client, ec2 EC2API, amis *nodeclass.AMIResolver, iam nodeclass.IAMAPI, clusterName, region string, clk clock.Clock) *Controller {
 	return &Controller{kube: kube, ec2: ec2, amis: amis, iam: iam, clusterName: clusterName, region: region, clock: clk}
 }
 
@@ -65,6 +97,10 @@ func (c *Controller) Reconcile(ctx context.Context, nc *awsv1.EC2NodeClass) (rec
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
 	}
+	// The profile comes first: switching it records the old one (a metadata write)
+	// before the status patch below names the new one.
+	profile, profileErr := c.instanceProfile(ctx, nc)
+
 	patch := client.MergeFrom(nc.DeepCopy())
 	ready := true
 	record := func(condition string, err error) {
@@ -91,9 +127,8 @@ func (c *Controller) Reconcile(ctx context.Context, nc *awsv1.EC2NodeClass) (rec
 	nc.Status.AMIs = amis
 	record(awsv1.ConditionTypeAMIsReady, err)
 
-	profile, err := c.instanceProfile(ctx, nc)
 	nc.Status.InstanceProfile = profile
-	record(awsv1.ConditionTypeInstanceProfileReady, err)
+	record(awsv1.ConditionTypeInstanceProfileReady, profileErr)
 
 	readyErr := error(nil)
 	if !ready {
@@ -110,21 +145,181 @@ func (c *Controller) Reconcile(ctx context.Context, nc *awsv1.EC2NodeClass) (rec
 	return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
 }
 
+// instanceProfile returns the profile the class's nodes launch with. On an error it
+// returns the profile in status, which nodes already use, unchanged.
 func (c *Controller) instanceProfile(ctx context.Context, nc *awsv1.EC2NodeClass) (string, error) {
+	current := nc.Status.InstanceProfile
+	desired := ""
 	if nc.Spec.InstanceProfile != nil {
-		return *nc.Spec.InstanceProfile, nil
+		desired = *nc.Spec.InstanceProfile
+	} else {
+		name, err := c.roleProfile(ctx, nc)
+		if err != nil {
+			return current, err
+		}
+		desired = name
 	}
-	name := nodeclass.InstanceProfileName(c.clusterName, c.region, nc.Name)
-	tags := map[string]string{
-		"kubernetes.io/cluster/" + c.clusterName: "owned",
-		"eks:eks-cluster-name":                   c.clusterName,
-		v1.LabelEC2NodeClass:                     nc.Name,
-		v1.LabelTopologyRegion:                   c.region,
+	if current != "" && current != desired {
+		retiring := c.retiring(ctx, nc)
+		if _, ok := retiring[current]; !ok {
+			retiring[current] = c.clock.Now()
+			if err := c.writeRetiring(ctx, nc, retiring); err != nil {
+				return current, fmt.Errorf("recording instance profile %s as retiring, %w", current, err)
+			}
+		}
 	}
-	if err := nodeclass.EnsureInstanceProfile(ctx, c.iam, name, nc.Spec.Role, tags); err != nil {
+	if err := c.retireUnused(ctx, nc, desired); err != nil {
+		// The nodes have their profile; a profile left over for a while is no reason
+		// to stop launching.
+		log.FromContext(ctx).Error(err, "retiring instance profiles", "ec2nodeclass", nc.Name)
+	}
+	return desired, nil
+}
+
+// roleProfile ensures a profile holding the class's role and returns its name: the
+// one in status while it holds the role (a profile from before names carried the
+// role included), else the role's own.
+func (c *Controller) roleProfile(ctx context.Context, nc *awsv1.EC2NodeClass) (string, error) {
+	if current := nc.Status.InstanceProfile; current != "" {
+		p, err := nodeclass.GetInstanceProfile(ctx, c.iam, current)
+		if err != nil {
+			return "", err
+		}
+		if p != nil && p.HasRole(nc.Spec.Role) && p.OwnedBy(c.clusterName, c.region, nc.Name) {
+			return current, nil
+		}
+	}
+	name := nodeclass.InstanceProfileName(c.clusterName, c.region, nc.Name, nc.Spec.Role)
+	if err := nodeclass.EnsureInstanceProfile(ctx, c.iam, name, nc.Spec.Role, nodeclass.InstanceProfileTags(c.clusterName, c.region, nc.Name)); err != nil {
 		return "", err
 	}
 	return name, nil
+}
+
+// retireUnused deletes the retiring profiles no instance uses any more, and forgets
+// those that are gone or not the controller's to delete.
+func (c *Controller) retireUnused(ctx context.Context, nc *awsv1.EC2NodeClass, keep string) error {
+	retiring := c.retiring(ctx, nc)
+	if len(retiring) == 0 {
+		return nil
+	}
+	changed := false
+	var inUse []string
+	listed := false
+	var errs []error
+	for _, name := range sets.List(sets.KeySet(retiring)) {
+		if name == keep {
+			delete(retiring, name)
+			changed = true
+			continue
+		}
+		if name == nc.Status.InstanceProfile || c.clock.Since(retiring[name]) < RetireAfter {
+			// Status still names it when the patch that switched it failed.
+			continue
+		}
+		p, err := nodeclass.GetInstanceProfile(ctx, c.iam, name)
+		if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if p == nil || !p.OwnedBy(c.clusterName, c.region, nc.Name) {
+			delete(retiring, name)
+			changed = true
+			continue
+		}
+		if !listed {
+			if inUse, err = c.profilesInUse(ctx); err != nil {
+				errs = append(errs, err)
+				break
+			}
+			listed = true
+		}
+		if usesProfile(inUse, p) {
+			continue
+		}
+		if err := nodeclass.DeleteInstanceProfile(ctx, c.iam, name); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		log.FromContext(ctx).Info("deleted retired instance profile", "ec2nodeclass", nc.Name, "instanceProfile", name)
+		delete(retiring, name)
+		changed = true
+	}
+	if changed {
+		errs = append(errs, c.writeRetiring(ctx, nc, retiring))
+	}
+	return errors.Join(errs...)
+}
+
+// profilesInUse are the instance-profile ARNs of the cluster's instances that are
+// not terminated.
+func (c *Controller) profilesInUse(ctx context.Context) ([]string, error) {
+	var arns []string
+	pages := ec2.NewDescribeInstancesPaginator(c.ec2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		{Name: aws.String("tag:kubernetes.io/cluster/" + c.clusterName), Values: []string{"owned"}},
+		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped", "shutting-down"}},
+	}})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("listing the instances that use instance profiles, %w", err)
+		}
+		for _, r := range page.Reservations {
+			for _, inst := range r.Instances {
+				if inst.IamInstanceProfile != nil {
+					arns = append(arns, aws.ToString(inst.IamInstanceProfile.Arn))
+				}
+			}
+		}
+	}
+	return arns, nil
+}
+
+func usesProfile(arns []string, p *nodeclass.InstanceProfile) bool {
+	for _, arn := range arns {
+		// An ARN ends in instance-profile/<path><name>.
+		if arn == p.ARN || strings.HasSuffix(arn, "/"+p.Name) {
+			return true
+		}
+	}
+	return false
+}
+
+// retiring reads the class's retiring profiles. An annotation that does not parse
+// (edited by hand) reads as none: the profiles it named are left, never deleted
+// while in use.
+func (c *Controller) retiring(ctx context.Context, nc *awsv1.EC2NodeClass) map[string]time.Time {
+	out := map[string]time.Time{}
+	raw, ok := nc.Annotations[AnnotationRetiringInstanceProfiles]
+	if !ok {
+		return out
+	}
+	var stored map[string]time.Time
+	if err := json.Unmarshal([]byte(raw), &stored); err != nil {
+		log.FromContext(ctx).Error(err, "reading the retiring instance profiles; leaving them in IAM", "ec2nodeclass", nc.Name, "annotation", raw)
+		return out
+	}
+	for k, v := range stored {
+		out[k] = v
+	}
+	return out
+}
+
+func (c *Controller) writeRetiring(ctx context.Context, nc *awsv1.EC2NodeClass, retiring map[string]time.Time) error {
+	patch := client.MergeFrom(nc.DeepCopy())
+	if len(retiring) == 0 {
+		delete(nc.Annotations, AnnotationRetiringInstanceProfiles)
+	} else {
+		b, err := json.Marshal(retiring)
+		if err != nil {
+			return err
+		}
+		if nc.Annotations == nil {
+			nc.Annotations = map[string]string{}
+		}
+		nc.Annotations[AnnotationRetiringInstanceProfiles] = string(b)
+	}
+	return c.kube.Patch(ctx, nc, patch)
 }
 
 // finalize waits for the class's NodeClaims to go, then removes what it created.
@@ -146,8 +341,24 @@ func (c *Controller) finalize(ctx context.Context, nc *awsv1.EC2NodeClass) (reco
 			return reconcile.Result{}, err
 		}
 	}
-	if nc.Spec.InstanceProfile == nil {
-		if err := nodeclass.DeleteInstanceProfile(ctx, c.iam, nodeclass.InstanceProfileName(c.clusterName, c.region, nc.Name)); err != nil {
+	// Every profile the controller made for the class: in status, retiring, for its
+	// role, and under the name profiles had before it carried the role.
+	names := sets.KeySet(c.retiring(ctx, nc)).Insert(nodeclass.LegacyInstanceProfileName(c.clusterName, c.region, nc.Name))
+	if nc.Status.InstanceProfile != "" {
+		names.Insert(nc.Status.InstanceProfile)
+	}
+	if nc.Spec.Role != "" {
+		names.Insert(nodeclass.InstanceProfileName(c.clusterName, c.region, nc.Name, nc.Spec.Role))
+	}
+	for _, name := range sets.List(names) {
+		p, err := nodeclass.GetInstanceProfile(ctx, c.iam, name)
+		if err != nil {
+			return reconcile.Result{}, err
+		}
+		if p == nil || !p.OwnedBy(c.clusterName, c.region, nc.Name) {
+			continue
+		}
+		if err := nodeclass.DeleteInstanceProfile(ctx, c.iam, name); err != nil {
 			return reconcile.Result{}, err
 		}
 	}

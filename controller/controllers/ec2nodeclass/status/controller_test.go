@@ -76,7 +76,7 @@ func TestEC2NodeClassStatus(t *testing.T) {
 	if len(good.Status.Subnets) != 2 || len(good.Status.SecurityGroups) != 1 || len(good.Status.AMIs) != 2 {
 		t.Errorf("status = %d subnets, %d security groups, %d AMIs; want 2, 1, 2 (an image per architecture)", len(good.Status.Subnets), len(good.Status.SecurityGroups), len(good.Status.AMIs))
 	}
-	profileName := nodeclass.InstanceProfileName("demo", "us-west-2", "default")
+	profileName := nodeclass.InstanceProfileName("demo", "us-west-2", "default", "KarpenterNodeRole-demo")
 	if good.Status.InstanceProfile != profileName {
 		t.Errorf("status.instanceProfile = %q, want %q", good.Status.InstanceProfile, profileName)
 	}
