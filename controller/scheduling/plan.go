@@ -25,6 +25,10 @@ type Input struct {
 	// NodeCosts price what a node costs beyond its instance; nil means
 	// DefaultNodeCosts.
 	NodeCosts *NodeCosts
+	// PoolUsage, when set, is what each pool already holds toward its limits (see
+	// UsageOfClaims) instead of the sum of Nodes: capacity being deleted, cordoned
+	// or disrupted is no place for pods, but its instances still count.
+	PoolUsage map[string]PoolUsage
 }
 
 // ExistingNode is capacity that already exists or is already being launched.

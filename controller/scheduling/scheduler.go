@@ -150,6 +150,12 @@ func (s *solver) buildPools(in Input) {
 		}
 		s.pools = append(s.pools, ps)
 	}
+	if in.PoolUsage != nil {
+		for _, ps := range s.pools {
+			ps.usage, ps.nodes = in.PoolUsage[ps.np.Name].Resources, in.PoolUsage[ps.np.Name].Nodes
+		}
+		return
+	}
 	for _, n := range in.Nodes {
 		for _, ps := range s.pools {
 			if n.NodePool == ps.np.Name {

@@ -52,7 +52,8 @@ func New(clk clock.Clock, types ...*scheduling.InstanceType) *CloudProvider {
 		instances: map[string]*v1.NodeClaim{}, creates: map[string]int{}}
 }
 
-// InstanceType builds an amd64 linux on-demand type offered in the zones.
+// InstanceType builds an amd64 linux on-demand type offered in the zones, with a
+// root volume (the engine places no pod on a type without ephemeral storage).
 func InstanceType(name, cpu, memory string, zones ...string) *scheduling.InstanceType {
 	offerings := make([]scheduling.Offering, 0, len(zones))
 	for _, z := range zones {
@@ -60,6 +61,7 @@ func InstanceType(name, cpu, memory string, zones ...string) *scheduling.Instanc
 	}
 	return scheduling.NewInstanceType(name, map[string]string{v1.LabelArch: "amd64", v1.LabelOS: "linux"}, corev1.ResourceList{
 		corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory), corev1.ResourcePods: resource.MustParse("29"),
+		corev1.ResourceEphemeralStorage: resource.MustParse("20Gi"),
 	}, offerings, scheduling.DefaultAllocatableSettings())
 }
 

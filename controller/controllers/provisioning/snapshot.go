@@ -26,6 +26,9 @@ type snapshot struct {
 	poolByName    map[string]*v1.NodePool
 	instanceTypes map[string][]*scheduling.InstanceType
 	daemonSetPods []*corev1.Pod
+	// usage is what each pool holds toward its limits: every claim, including
+	// those of nodes that are no place for pods (deleting, cordoned, disrupted).
+	usage map[string]scheduling.PoolUsage
 }
 
 // snapshot reads the cluster: pending pods, nodes with their pods, in-flight
@@ -83,14 +86,21 @@ func (p *Provisioner) snapshotOf(ctx context.Context, view *state.View) (*snapsh
 	claimOfNode := map[string]string{}
 	launchedAllocatable := map[string]corev1.ResourceList{}
 	startupTaints := map[string][]corev1.Taint{}
+	draining := map[string]bool{} // nodes whose claim is being deleted
 	for i := range claims {
 		nc := &claims[i]
 		if nc.DeletionTimestamp != nil {
+			if n, ok := nodeByProviderID[nc.Status.ProviderID]; ok && nc.Status.ProviderID != "" {
+				draining[n.Name] = true
+			}
 			continue
 		}
 		live[nc.Name] = initializedAt(nc)
 		if n, ok := nodeByProviderID[nc.Status.ProviderID]; ok && nc.Status.ProviderID != "" {
 			claimOfNode[n.Name] = nc.Name
+			// Pods placed on a registered node are nominated to the node by its name,
+			// which on EC2 is not the claim's.
+			live[n.Name] = initializedAt(nc)
 			launchedAllocatable[n.Name] = nc.Status.Allocatable
 			if initializedAt(nc).IsZero() {
 				startupTaints[n.Name] = nc.Spec.StartupTaints
@@ -123,7 +133,7 @@ func (p *Provisioner) snapshotOf(ctx context.Context, view *state.View) (*snapsh
 
 	for i := range nodes {
 		n := &nodes[i]
-		if n.DeletionTimestamp != nil || n.Spec.Unschedulable || hasTaint(n, v1.DisruptedNoScheduleTaint.Key) {
+		if n.DeletionTimestamp != nil || n.Spec.Unschedulable || hasTaint(n, v1.DisruptedNoScheduleTaint.Key) || draining[n.Name] {
 			continue
 		}
 		allocatable := n.Status.Allocatable
@@ -169,6 +179,7 @@ func (p *Provisioner) snapshotOf(ctx context.Context, view *state.View) (*snapsh
 		s.nodes = append(s.nodes, inFlight(nc, nominated[nc.Name]))
 	}
 	s.daemonSetPods = daemonSetPods(view.DaemonSets)
+	s.usage = scheduling.UsageOfClaims(claims)
 	return s, nil
 }
 
@@ -293,6 +304,7 @@ type Snapshot struct {
 	InstanceTypes map[string][]*scheduling.InstanceType
 	DaemonSetPods []*corev1.Pod
 	NodeCosts     scheduling.NodeCosts
+	PoolUsage     map[string]scheduling.PoolUsage
 }
 
 // SnapshotOf is the view as the engine sees it. Objects in it come from the view:
@@ -302,7 +314,7 @@ func (p *Provisioner) SnapshotOf(ctx context.Context, view *state.View) (*Snapsh
 	if err != nil {
 		return nil, err
 	}
-	return &Snapshot{Pending: s.pending, Nodes: s.nodes, Pools: s.pools, InstanceTypes: s.instanceTypes, DaemonSetPods: s.daemonSetPods, NodeCosts: p.costs}, nil
+	return &Snapshot{Pending: s.pending, Nodes: s.nodes, Pools: s.pools, InstanceTypes: s.instanceTypes, DaemonSetPods: s.daemonSetPods, NodeCosts: p.costs, PoolUsage: s.usage}, nil
 }
 
 // PlanWithout plans pods onto the cluster as if the named nodes (or claims) were
@@ -314,7 +326,8 @@ func (s *Snapshot) PlanWithout(gone sets.Set[string], pods []*corev1.Pod) *sched
 			nodes = append(nodes, n)
 		}
 	}
-	return scheduling.Solve(scheduling.Input{Pods: pods, Nodes: nodes, NodePools: s.Pools, InstanceTypes: s.InstanceTypes, DaemonSetPods: s.DaemonSetPods, NodeCosts: &s.NodeCosts})
+	return scheduling.Solve(scheduling.Input{Pods: pods, Nodes: nodes, NodePools: s.Pools, InstanceTypes: s.InstanceTypes, DaemonSetPods: s.DaemonSetPods,
+		NodeCosts: &s.NodeCosts, PoolUsage: s.PoolUsage})
 }
 
 // Pool returns the ready pool of that name, or nil.

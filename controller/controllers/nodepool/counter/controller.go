@@ -141,24 +141,9 @@ func (c *Controller) Reconcile(ctx context.Context, np *v1.NodePool) (reconcile.
 // them. A claim not launched yet counts what it asked for (its instance will have
 // at least that), so that a launch in flight does not read as free room.
 func Usage(claims []v1.NodeClaim) map[string]corev1.ResourceList {
-	totals := map[string]scheduling.Resources{}
-	nodes := map[string]int64{}
-	for i := range claims {
-		nc := &claims[i]
-		pool := nc.Labels[v1.LabelNodePool]
-		if pool == "" {
-			continue
-		}
-		held := nc.Status.Capacity
-		if len(held) == 0 {
-			held = nc.Spec.Resources.Requests
-		}
-		totals[pool] = totals[pool].Add(scheduling.FromResourceList(held))
-		nodes[pool]++
-	}
-	out := make(map[string]corev1.ResourceList, len(totals))
-	for pool, total := range totals {
-		out[pool] = Resources(total, nodes[pool])
+	out := map[string]corev1.ResourceList{}
+	for pool, u := range scheduling.UsageOfClaims(claims) {
+		out[pool] = Resources(u.Resources, u.Nodes)
 	}
 	return out
 }

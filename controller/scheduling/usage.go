@@ -1,0 +1,34 @@
+package scheduling
+
+import (
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+)
+
+// PoolUsage is what a NodePool's NodeClaims hold, as its limits count it.
+type PoolUsage struct {
+	Resources Resources
+	Nodes     int64
+}
+
+// UsageOfClaims sums, per pool, every NodeClaim of the pool: launched or not, and
+// deleting, cordoned or disrupted ones too, since their instances still run (as
+// Karpenter counts them). A claim not launched yet holds what it requested.
+func UsageOfClaims(claims []v1.NodeClaim) map[string]PoolUsage {
+	out := map[string]PoolUsage{}
+	for i := range claims {
+		nc := &claims[i]
+		pool := nc.Labels[v1.LabelNodePool]
+		if pool == "" {
+			continue
+		}
+		held := nc.Status.Capacity
+		if len(held) == 0 {
+			held = nc.Spec.Resources.Requests
+		}
+		u := out[pool]
+		u.Resources = u.Resources.Add(FromResourceList(held))
+		u.Nodes++
+		out[pool] = u
+	}
+	return out
+}
