@@ -215,6 +215,7 @@ func (c *Controller) observe(ctx context.Context) (*pass, error) {
 	}
 	c.resume(ctx, view)
 	c.removeStaleTaints(ctx, view)
+	nominated := nominatedTo(snap)
 	claims, nodes, pdbs := view.Claims, view.Nodes, view.PDBs
 	s := &pass{snap: snap, claims: claims, poolByName: map[string]*v1.NodePool{}, total: map[string]int{}, disrupting: map[string]int{},
 		allowed: map[string]map[v1.DisruptionReason]int{}}
@@ -253,6 +254,11 @@ func (c *Controller) observe(ctx context.Context) (*pass, error) {
 		cand := &candidate{claim: nc, node: node, pool: np, instanceType: nc.Labels[v1.LabelInstanceType], capacityType: nc.Labels[v1.LabelCapacityType]}
 		cand.pods = reschedulable(view.PodsOn(node.Name))
 		cand.blockedBy = blocker(node, view.PodsOn(node.Name), pdbs)
+		if n := nominated[node.Name]; n > 0 && cand.blockedBy == "" {
+			// Pods the provisioner placed here are on their way: the node only looks
+			// empty (or underused) until kube-scheduler binds them.
+			cand.blockedBy = fmt.Sprintf("%d pending pod(s) are nominated to it", n)
+		}
 		cand.price = price(snap.InstanceTypes[pool], cand.instanceType, nc.Labels[v1.LabelTopologyZone], cand.capacityType)
 		cand.cost = disruptionCost(cand.pods, nc, now)
 		cand.consolidatableSince = consolidatableSince(nc, np)
@@ -294,6 +300,20 @@ func (c *Controller) observe(ctx context.Context) (*pass, error) {
 	}
 	sort.SliceStable(s.candidates, func(i, j int) bool { return s.candidates[i].cost < s.candidates[j].cost })
 	return s, nil
+}
+
+// nominatedTo counts, per node, the pods the provisioner nominated to it that are
+// not bound yet.
+func nominatedTo(snap *provisioning.Snapshot) map[string]int {
+	out := map[string]int{}
+	for _, n := range snap.Nodes {
+		for _, p := range n.Pods {
+			if p.Spec.NodeName == "" {
+				out[n.Name]++
+			}
+		}
+	}
+	return out
 }
 
 // writeAllowed shows the budgets' room in the pool's status when it changed.

@@ -240,3 +240,47 @@ func TestFailedCandidateDeletionIsRetried(t *testing.T) {
 		t.Error("the candidate lost its taint while it is being deleted")
 	}
 }
+
+// A node the provisioner just nominated pending pods to looks empty until
+// kube-scheduler binds them; it must not be removed as empty meanwhile (Karpenter
+// too leaves nominated nodes alone).
+func TestNodeWithNominatedPodsIsNotEmpty(t *testing.T) {
+	for _, nominate := range []bool{false, true} {
+		f := newRestartFixture(t, nil, false, nil, interceptor.Funcs{})
+		ctx := context.Background()
+		pool := &v1.NodePool{}
+		if err := f.kube.Get(ctx, client.ObjectKey{Name: "default"}, pool); err != nil {
+			t.Fatal(err)
+		}
+		pool.Spec.Disruption.ConsolidationPolicy = v1.ConsolidationPolicyWhenEmpty
+		pool.Spec.Disruption.ConsolidateAfter = v1.MustParseNillableDuration("0s")
+		pool.Spec.Disruption.Budgets = []v1.Budget{{Nodes: "100%"}}
+		if err := f.kube.Update(ctx, pool); err != nil {
+			t.Fatal(err)
+		}
+		if nominate {
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "p-uid"},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("128Mi")}}}}}}
+			if err := f.kube.Create(ctx, pod); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := f.ctrl.provisioner.Schedule(ctx); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for i := 0; i < 3; i++ {
+			if err := f.reconcile(t); err != nil {
+				t.Fatal(err)
+			}
+			f.clock.Step(DefaultOptions().ValidationDelay + time.Second)
+		}
+		removed := f.oldClaim(t) == nil || f.oldClaim(t).DeletionTimestamp != nil
+		if nominate && removed {
+			t.Error("the node a pending pod is nominated to was removed as empty")
+		}
+		if !nominate && !removed {
+			t.Error("an empty node was not removed: the test does not exercise emptiness")
+		}
+	}
+}
