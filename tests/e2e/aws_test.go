@@ -222,6 +222,25 @@ func (a *awsCluster) instanceTypes(t *testing.T, pool *v1.NodePool) []*schedulin
 
 func startAWSCluster(t *testing.T) *awsCluster {
 	t.Helper()
+	return prepareAWSCluster(t, func(env awsEnv) {
+		checkIAM(t, &env.opts, env.clients, env.nodeRole, env.queueARN)
+		env.stack.RunController(t, env.opts)
+	})
+}
+
+// awsEnv is what a controller for the AWS cluster is started with.
+type awsEnv struct {
+	stack              *testenv.Stack
+	moto               *localstack.Moto
+	clients            *dtaws.Clients
+	opts               operator.Options
+	nodeRole, queueARN string
+}
+
+// prepareAWSCluster starts the local stack and moto with everything a cluster on
+// AWS has, and calls run to start the controller.
+func prepareAWSCluster(t *testing.T, run func(awsEnv)) *awsCluster {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("starts the whole local stack and moto_server")
 	}
@@ -261,8 +280,7 @@ func startAWSCluster(t *testing.T) *awsCluster {
 	must(t, err)
 	opts.InterruptionQueue = "e2e-interruption"
 	opts.IsolatedVPC = true
-	checkIAM(t, &opts, clients, seeded.Role, attrs.Attributes["QueueArn"])
-	stack.RunController(t, opts)
+	run(awsEnv{stack: stack, moto: moto, clients: clients, opts: opts, nodeRole: seeded.Role, queueARN: attrs.Attributes["QueueArn"]})
 	c := stack.Client
 	t.Cleanup(func() {
 		if t.Failed() {

@@ -1,0 +1,95 @@
+package testenv
+
+import (
+	"bytes"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// EC2Call is one EC2 Query API request as it went over the wire.
+type EC2Call struct {
+	Action string
+	// Tags are the request's tags by resource type ("instance", "fleet", ...).
+	Tags        map[string]map[string]string
+	ClientToken string
+}
+
+// AWSRecorder is a reverse proxy in front of the AWS emulator that records every
+// EC2 request: for a controller running as its own process, whose SDK the test
+// cannot hook, what it asked EC2 to do.
+type AWSRecorder struct {
+	URL   string
+	mu    sync.Mutex
+	calls []EC2Call
+}
+
+// StartAWSRecorder proxies to target until the test ends.
+func StartAWSRecorder(t testing.TB, target string) *AWSRecorder {
+	t.Helper()
+	u, err := url.Parse(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &AWSRecorder{}
+	proxy := httputil.NewSingleHostReverseProxy(u)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, err := io.ReadAll(req.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		req.Body = io.NopCloser(bytes.NewReader(body))
+		if strings.HasPrefix(req.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
+			if form, err := url.ParseQuery(string(body)); err == nil && form.Get("Action") != "" {
+				r.record(form)
+			}
+		}
+		proxy.ServeHTTP(w, req)
+	}))
+	t.Cleanup(srv.Close)
+	r.URL = srv.URL
+	return r
+}
+
+func (r *AWSRecorder) record(form url.Values) {
+	call := EC2Call{Action: form.Get("Action"), ClientToken: form.Get("ClientToken"), Tags: map[string]map[string]string{}}
+	for i := 1; ; i++ {
+		prefix := "TagSpecification." + strconv.Itoa(i) + "."
+		kind := form.Get(prefix + "ResourceType")
+		if kind == "" {
+			break
+		}
+		tags := map[string]string{}
+		for j := 1; ; j++ {
+			key := form.Get(prefix + "Tag." + strconv.Itoa(j) + ".Key")
+			if key == "" {
+				break
+			}
+			tags[key] = form.Get(prefix + "Tag." + strconv.Itoa(j) + ".Value")
+		}
+		call.Tags[kind] = tags
+	}
+	r.mu.Lock()
+	r.calls = append(r.calls, call)
+	r.mu.Unlock()
+}
+
+// Calls are the EC2 requests so far with that action.
+func (r *AWSRecorder) Calls(action string) []EC2Call {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []EC2Call
+	for _, c := range r.calls {
+		if c.Action == action {
+			out = append(out, c)
+		}
+	}
+	return out
+}
