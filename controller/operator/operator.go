@@ -7,10 +7,10 @@ import (
 	"net/http"
 	"strconv"
 
+	"github.com/dovetail-sh/dovetail/controller/apis/scheme"
+
 	corev1 "k8s.io/api/core/v1"
-	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
@@ -22,8 +22,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
-	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
-	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/kwok"
@@ -48,15 +46,7 @@ type Controller interface {
 const PodNodeNameIndex = "spec.nodeName"
 
 // Scheme is the API machinery the controller speaks.
-func Scheme() *runtime.Scheme {
-	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1.AddToScheme, awsv1.AddToScheme} {
-		if err := add(s); err != nil {
-			panic(err)
-		}
-	}
-	return s
-}
+func Scheme() *runtime.Scheme { return scheme.New() }
 
 // CloudProviderFactory builds a cloud provider on the manager's client.
 type CloudProviderFactory func(kube client.Client) (cloudprovider.CloudProvider, error)

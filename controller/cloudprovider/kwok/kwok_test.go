@@ -4,10 +4,10 @@ import (
 	"context"
 	"testing"
 
+	"github.com/dovetail-sh/dovetail/controller/apis/scheme"
+
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
@@ -18,10 +18,7 @@ import (
 
 func newProvider(t *testing.T) (client.Client, *CloudProvider) {
 	t.Helper()
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
+	scheme := scheme.New()
 	kube := fakeclient.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&corev1.Node{}).Build()
 	cat, err := catalog.EmbeddedAWS()
 	if err != nil {

@@ -6,12 +6,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dovetail-sh/dovetail/controller/apis/scheme"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -62,13 +62,7 @@ func initializedClaim(name string, at time.Time) (*v1.NodeClaim, *corev1.Node) {
 func newRestartFixture(t *testing.T, recorded *state.Disruption, tainted bool, objs []client.Object, funcs interceptor.Funcs) *restartFixture {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := v1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
+	scheme := scheme.New()
 	old, oldNode := initializedClaim("old", clk.Now().Add(-time.Hour))
 	if tainted {
 		oldNode.Spec.Taints = []corev1.Taint{v1.DisruptedNoScheduleTaint}

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dovetail-sh/dovetail/controller/apis/scheme"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -41,13 +41,7 @@ func TestDuplicateMessagesActOnce(t *testing.T) {
 	nc := &v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-abc", UID: "uid-1", Finalizers: []string{v1.TerminationFinalizer},
 		Labels: map[string]string{v1.LabelNodePool: "default", v1.LabelCapacityType: v1.CapacityTypeSpot}},
 		Status: v1.NodeClaimStatus{ProviderID: "aws:///us-west-2a/i-0abc"}}
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := v1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
+	scheme := scheme.New()
 	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nc).Build()
 	cache := &laggingCache{Client: kube}
 	if err := kube.List(context.Background(), &cache.before); err != nil {

@@ -7,11 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dovetail-sh/dovetail/controller/apis/scheme"
+
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -50,13 +50,7 @@ type env struct {
 // answer 429, as a PodDisruptionBudget that allows no disruption does.
 func newEnv(t *testing.T, nc *v1.NodeClaim, blockEvictions bool, objs ...client.Object) *env {
 	t.Helper()
-	scheme := runtime.NewScheme()
-	if err := clientgoscheme.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := v1.AddToScheme(scheme); err != nil {
-		t.Fatal(err)
-	}
+	scheme := scheme.New()
 	clk := clocktesting.NewFakeClock(start)
 	e := &env{clock: clk, recorder: record.NewFakeRecorder(100), deletes: map[string]*int64{}}
 	nc.DeletionTimestamp = &metav1.Time{Time: clk.Now()}

@@ -1,0 +1,25 @@
+// Package scheme is the API machinery the controller speaks, in a package of its own
+// so that controllers' tests can build clients without importing the operator that
+// wires them.
+package scheme
+
+import (
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
+
+	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+)
+
+// New is a scheme with Kubernetes' built-in kinds, CRDs, and Dovetail's and the AWS
+// provider's kinds.
+func New() *runtime.Scheme {
+	s := runtime.NewScheme()
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1.AddToScheme, awsv1.AddToScheme} {
+		if err := add(s); err != nil {
+			panic(err)
+		}
+	}
+	return s
+}
