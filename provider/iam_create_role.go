@@ -96,3 +96,45 @@ func addCreateRoleError(diags *diag.Diagnostics, summary string, err error) {
 	}
 	diags.AddError(summary, err.Error())
 }
+
+// createInstanceProfile creates the profile with a fresh creation token tag and, on
+// EntityAlreadyExists, keeps it only if it is the one this call made (see createRole).
+func createInstanceProfile(ctx context.Context, api *iam.Client, name, path string) error {
+	token, err := creationToken()
+	if err != nil {
+		return err
+	}
+	_, err = api.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: aws.String(name), Path: aws.String(path),
+		Tags: []iamtypes.Tag{{Key: aws.String(CreationTokenTag), Value: aws.String(token)}}})
+	if err == nil || !isCode(err, "EntityAlreadyExists") {
+		return err
+	}
+	got, getErr := api.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(name)})
+	if getErr != nil {
+		return fmt.Errorf("reading the existing instance profile %s after %w, %w", name, err, getErr)
+	}
+	for _, t := range got.InstanceProfile.Tags {
+		if aws.ToString(t.Key) == CreationTokenTag && aws.ToString(t.Value) == token {
+			return nil
+		}
+	}
+	return fmt.Errorf("the account already has an instance profile named %q, made outside this configuration; delete it or choose another name, %w", name, err)
+}
+
+// addRoleToInstanceProfile adds the role; a profile holds one role, so a retry of an
+// add that took effect answers LimitExceeded, which is success when the role held is
+// this one.
+func addRoleToInstanceProfile(ctx context.Context, api *iam.Client, profile, role string) error {
+	_, err := api.AddRoleToInstanceProfile(ctx, &iam.AddRoleToInstanceProfileInput{InstanceProfileName: aws.String(profile), RoleName: aws.String(role)})
+	if err == nil || !isCode(err, "LimitExceeded") {
+		return err
+	}
+	got, getErr := api.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String(profile)})
+	if getErr != nil {
+		return fmt.Errorf("reading instance profile %s after %w, %w", profile, err, getErr)
+	}
+	if roles := got.InstanceProfile.Roles; len(roles) == 1 && aws.ToString(roles[0].RoleName) == role {
+		return nil
+	}
+	return err
+}

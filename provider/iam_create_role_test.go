@@ -87,3 +87,47 @@ func TestAccRoleCreateRefusesExisting(t *testing.T) {
 		})
 	}
 }
+
+// The node role's instance profile has the same problem: a lost CreateInstanceProfile
+// or AddRoleToInstanceProfile response makes the SDK's retry answer
+// EntityAlreadyExists or LimitExceeded for what this apply made.
+func TestAccInstanceProfileCreateRetried(t *testing.T) {
+	acceptance(t)
+	for _, op := range []string{"CreateInstanceProfile", "AddRoleToInstanceProfile"} {
+		t.Run(op, func(t *testing.T) {
+			ctx := context.Background()
+			moto := testenv.StartMoto(t)
+			api := testenv.AWSClients(t, moto, "us-west-2").IAM
+			var armed atomic.Bool
+			armed.Store(true)
+			resource.Test(t, resource.TestCase{
+				ProtoV6ProviderFactories: factoriesWith(lostResponse(op, &armed)),
+				CheckDestroy: func(*terraform.State) error {
+					if _, err := api.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String("KarpenterNodeRole-demo")}); err == nil {
+						return fmt.Errorf("the instance profile is left behind")
+					}
+					return nil
+				},
+				Steps: []resource.TestStep{{
+					Config: nodeRoleConfig(moto.Endpoint, true),
+					Check: resource.ComposeTestCheckFunc(
+						func(*terraform.State) error {
+							if armed.Load() {
+								return fmt.Errorf("no %s response was lost: the test tested nothing", op)
+							}
+							out, err := api.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String("KarpenterNodeRole-demo")})
+							if err != nil {
+								return err
+							}
+							if len(out.InstanceProfile.Roles) != 1 || aws.ToString(out.InstanceProfile.Roles[0].RoleName) != "KarpenterNodeRole-demo" {
+								return fmt.Errorf("the profile holds %v, want the node role", out.InstanceProfile.Roles)
+							}
+							return nil
+						},
+						resource.TestCheckResourceAttr("dovetail_node_role.this", "instance_profile_name", "KarpenterNodeRole-demo"),
+					),
+				}},
+			})
+		})
+	}
+}

@@ -76,7 +76,7 @@ func (r *nodeRole) Schema(_ context.Context, _ resource.SchemaRequest, resp *res
 			"path": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("/"), Description: "IAM path; / by default.",
 				Validators:    []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^/([\x21-\x7e]*/)?$`), "must begin and end with /")},
 				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace(), stringplanmodifier.UseStateForUnknown()}},
-			"create_instance_profile": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false), Description: "Also create an instance profile holding the role.",
+			"create_instance_profile": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false), Description: "Also create an instance profile holding the role. It is tagged " + CreationTokenTag + " (creating it needs iam:TagInstanceProfile) so that a create the SDK retried after a lost response keeps the profile its first attempt made.",
 				PlanModifiers: []planmodifier.Bool{boolplanmodifier.RequiresReplace(), boolplanmodifier.UseStateForUnknown()}},
 			"policy_arns": schema.SetAttribute{Optional: true, Computed: true, ElementType: types.StringType, Default: setdefault.StaticValue(defaultPolicyARNs()),
 				Description: "Managed policies attached to the role; the four EKS node policies by default. A policy detached outside Terraform shows in the next plan."},
@@ -117,13 +117,13 @@ func (r *nodeRole) Create(ctx context.Context, req resource.CreateRequest, resp 
 		return
 	}
 	if plan.CreateInstanceProfile.ValueBool() {
-		if _, err := api.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: aws.String(plan.Name.ValueString()), Path: aws.String(plan.Path.ValueString())}); err != nil {
+		if err := createInstanceProfile(ctx, api, plan.Name.ValueString(), plan.Path.ValueString()); err != nil {
 			resp.Diagnostics.AddError("Cannot create the instance profile", err.Error())
 			return
 		}
 		plan.InstanceProfileName = plan.Name
 		resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-		if _, err := api.AddRoleToInstanceProfile(ctx, &iam.AddRoleToInstanceProfileInput{InstanceProfileName: aws.String(plan.Name.ValueString()), RoleName: aws.String(plan.Name.ValueString())}); err != nil {
+		if err := addRoleToInstanceProfile(ctx, api, plan.Name.ValueString(), plan.Name.ValueString()); err != nil {
 			resp.Diagnostics.AddError("Cannot add the role to its instance profile", err.Error())
 			return
 		}
