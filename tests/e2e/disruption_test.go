@@ -295,3 +295,51 @@ func TestDoNotDisruptAndExpiration(t *testing.T) {
 	}
 	allRunning(t, c, "precious", 1, 60*time.Second)
 }
+
+// TestUnschedulablePodDoesNotStopConsolidation: a pod no node and no pool can take
+// (more cpu than any instance type has) stays pending for good; empty and
+// underutilized nodes still go around it.
+func TestUnschedulablePodDoesNotStopConsolidation(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	must(t, c.Create(ctx, consolidatingPool("default", "2s")))
+	must(t, c.Create(ctx, localstack.Deployment("inflate", 30, "1", "1Gi")))
+	allRunning(t, c, "inflate", 30, 120*time.Second)
+	nodesBefore, _, err := nodeCPU(c)
+	must(t, err)
+	must(t, c.Create(ctx, localstack.Deployment("impossible", 1, "1000", "1Gi")))
+	eventually(t, 30*time.Second, "the impossible pod is reported unschedulable", func() error {
+		pods, err := podsOf(c, "impossible")
+		if err != nil || len(pods) != 1 {
+			return fmt.Errorf("pods %d, %v", len(pods), err)
+		}
+		for _, e := range eventsFor(t, c, "default", pods[0].Name, "FailedScheduling") {
+			if e.Source.Component == "dovetail" {
+				return nil
+			}
+		}
+		return fmt.Errorf("no FailedScheduling event from dovetail yet")
+	})
+	scale(t, c, "inflate", 3)
+	allRunning(t, c, "inflate", 3, 60*time.Second)
+	eventually(t, 120*time.Second, "empty and underutilized nodes consolidated beside a pending pod", func() error {
+		nodes, cpu, err := nodeCPU(c)
+		if err != nil {
+			return err
+		}
+		busy, err := disrupting(c)
+		if err != nil {
+			return err
+		}
+		if nodes >= nodesBefore || cpu > 8 || busy > 0 {
+			return fmt.Errorf("%d nodes with %d cpus (%d disrupting); before: %d nodes", nodes, cpu, busy, nodesBefore)
+		}
+		return nil
+	})
+	allRunning(t, c, "inflate", 3, 30*time.Second)
+	pods, err := podsOf(c, "impossible")
+	must(t, err)
+	if len(pods) != 1 || pods[0].Spec.NodeName != "" {
+		t.Errorf("the impossible pod was placed: %+v", pods)
+	}
+}

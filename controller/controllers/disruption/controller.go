@@ -156,6 +156,8 @@ type pass struct {
 	// perPool counts a pool's claims and those already being disrupted.
 	total, disrupting map[string]int
 	allowed           map[string]map[v1.DisruptionReason]int
+	// placeablePending caches placeablePending's answer; -1 until computed.
+	placeablePending int
 }
 
 // Reconcile makes one pass: finish what is in flight, then decide at most one new
@@ -217,7 +219,7 @@ func (c *Controller) observe(ctx context.Context) (*pass, error) {
 	c.removeStaleTaints(ctx, view)
 	nominated := nominatedTo(snap)
 	claims, nodes, pdbs := view.Claims, view.Nodes, view.PDBs
-	s := &pass{snap: snap, claims: claims, poolByName: map[string]*v1.NodePool{}, total: map[string]int{}, disrupting: map[string]int{},
+	s := &pass{snap: snap, claims: claims, placeablePending: -1, poolByName: map[string]*v1.NodePool{}, total: map[string]int{}, disrupting: map[string]int{},
 		allowed: map[string]map[v1.DisruptionReason]int{}}
 	for _, np := range snap.Pools {
 		s.poolByName[np.Name] = np

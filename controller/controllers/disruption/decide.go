@@ -38,9 +38,11 @@ func (c *Controller) decide(ctx context.Context, s *pass) *command {
 	if cmd := c.driftCommand(s, drifted); cmd != nil {
 		return cmd
 	}
-	// Pending pods are the provisioner's to place first; capacity they may need is not
-	// taken away underneath them.
-	if len(s.snap.Pending) > 0 {
+	// Pending pods the provisioner can place are its to place first (they are
+	// nominated within a batch, and then count as capacity in use); capacity they may
+	// need is not taken away underneath them. Pods nothing can place never block.
+	if n := placeablePending(s); n > 0 {
+		log.FromContext(ctx).V(1).Info("waiting for pending pods to be placed before consolidating", "pods", n)
 		return nil
 	}
 	if picked := withinBudget(s, unblocked(empty), v1.DisruptionReasonEmpty); len(picked) > 0 {
@@ -210,6 +212,22 @@ func (c *Controller) cheaperReplacement(cands []*candidate, plan *scheduling.Nod
 	return true
 }
 
+// placeablePending counts the pending pods the cluster as it is, plus what its
+// pools may launch, can place: the provisioner's work in progress. A pod no pool and
+// no node can take (a request larger than any type, a selector nothing matches)
+// stays pending whatever consolidation does, and must not keep the cluster from
+// shrinking. The count is the pass's: it is computed once.
+func placeablePending(s *pass) int {
+	if s.placeablePending >= 0 {
+		return s.placeablePending
+	}
+	s.placeablePending = 0
+	if len(s.snap.Pending) > 0 {
+		s.placeablePending = len(s.snap.Pending) - len(s.snap.PlanWithout(nil, s.snap.Pending).Unschedulable)
+	}
+	return s.placeablePending
+}
+
 // simulate plans the candidates' pods onto the cluster without the candidates.
 func (c *Controller) simulate(s *pass, cands []*candidate) *scheduling.Results {
 	gone := sets.New[string]()
@@ -236,7 +254,7 @@ func (c *Controller) revalidate(s *pass, cmd *command) *command {
 		}
 		cands = append(cands, cand)
 	}
-	if len(withinBudget(s, cands, cmd.reason)) != len(cands) || len(s.snap.Pending) > 0 {
+	if len(withinBudget(s, cands, cmd.reason)) != len(cands) || placeablePending(s) > 0 {
 		return nil
 	}
 	if cmd.consolidationType == typeEmpty {

@@ -278,3 +278,43 @@ func TestNodeWithNominatedPodsIsNotEmpty(t *testing.T) {
 		}
 	}
 }
+
+// A pod nothing can place (more cpu than any type has) stays pending whatever
+// consolidation does: it must not keep an empty node alive. A pod the provisioner can
+// place still waits for it.
+func TestUnplaceablePendingPodDoesNotBlockConsolidation(t *testing.T) {
+	for _, tc := range []struct {
+		cpu         string
+		wantRemoved bool
+	}{{"100", true}, {"500m", false}} {
+		f := newRestartFixture(t, nil, false, nil, interceptor.Funcs{})
+		ctx := context.Background()
+		pool := &v1.NodePool{}
+		if err := f.kube.Get(ctx, client.ObjectKey{Name: "default"}, pool); err != nil {
+			t.Fatal(err)
+		}
+		pool.Spec.Disruption.ConsolidationPolicy = v1.ConsolidationPolicyWhenEmpty
+		pool.Spec.Disruption.ConsolidateAfter = v1.MustParseNillableDuration("0s")
+		pool.Spec.Disruption.Budgets = []v1.Budget{{Nodes: "100%"}}
+		if err := f.kube.Update(ctx, pool); err != nil {
+			t.Fatal(err)
+		}
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pending", Namespace: "default", UID: "pending-uid"},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(tc.cpu), corev1.ResourceMemory: resource.MustParse("128Mi")}}}}},
+			Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}}}
+		if err := f.kube.Create(ctx, pod); err != nil {
+			t.Fatal(err)
+		}
+		for i := 0; i < 3; i++ {
+			if err := f.reconcile(t); err != nil {
+				t.Fatal(err)
+			}
+			f.clock.Step(DefaultOptions().ValidationDelay + time.Second)
+		}
+		removed := f.oldClaim(t) == nil || f.oldClaim(t).DeletionTimestamp != nil
+		if removed != tc.wantRemoved {
+			t.Errorf("pending pod of %s cpu: empty node removed = %v, want %v", tc.cpu, removed, tc.wantRemoved)
+		}
+	}
+}
