@@ -242,16 +242,7 @@ func TestNodeWithNominatedPodsIsNotEmpty(t *testing.T) {
 	for _, nominate := range []bool{false, true} {
 		f := newRestartFixture(t, nil, false, nil, interceptor.Funcs{})
 		ctx := context.Background()
-		pool := &v1.NodePool{}
-		if err := f.kube.Get(ctx, client.ObjectKey{Name: "default"}, pool); err != nil {
-			t.Fatal(err)
-		}
-		pool.Spec.Disruption.ConsolidationPolicy = v1.ConsolidationPolicyWhenEmpty
-		pool.Spec.Disruption.ConsolidateAfter = v1.MustParseNillableDuration("0s")
-		pool.Spec.Disruption.Budgets = []v1.Budget{{Nodes: "100%"}}
-		if err := f.kube.Update(ctx, pool); err != nil {
-			t.Fatal(err)
-		}
+		f.removeEmptyNodesAtOnce(t)
 		if nominate {
 			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "p-uid"},
 				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
@@ -263,13 +254,7 @@ func TestNodeWithNominatedPodsIsNotEmpty(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		for i := 0; i < 3; i++ {
-			if err := f.reconcile(t); err != nil {
-				t.Fatal(err)
-			}
-			f.clock.Step(DefaultOptions().ValidationDelay + time.Second)
-		}
-		removed := f.oldClaim(t) == nil || f.oldClaim(t).DeletionTimestamp != nil
+		removed := f.decidedToRemoveOld(t)
 		if nominate && removed {
 			t.Error("the node a pending pod is nominated to was removed as empty")
 		}
@@ -289,16 +274,7 @@ func TestUnplaceablePendingPodDoesNotBlockConsolidation(t *testing.T) {
 	}{{"100", true}, {"500m", false}} {
 		f := newRestartFixture(t, nil, false, nil, interceptor.Funcs{})
 		ctx := context.Background()
-		pool := &v1.NodePool{}
-		if err := f.kube.Get(ctx, client.ObjectKey{Name: "default"}, pool); err != nil {
-			t.Fatal(err)
-		}
-		pool.Spec.Disruption.ConsolidationPolicy = v1.ConsolidationPolicyWhenEmpty
-		pool.Spec.Disruption.ConsolidateAfter = v1.MustParseNillableDuration("0s")
-		pool.Spec.Disruption.Budgets = []v1.Budget{{Nodes: "100%"}}
-		if err := f.kube.Update(ctx, pool); err != nil {
-			t.Fatal(err)
-		}
+		f.removeEmptyNodesAtOnce(t)
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "pending", Namespace: "default", UID: "pending-uid"},
 			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
 				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(tc.cpu), corev1.ResourceMemory: resource.MustParse("128Mi")}}}}},
@@ -306,15 +282,39 @@ func TestUnplaceablePendingPodDoesNotBlockConsolidation(t *testing.T) {
 		if err := f.kube.Create(ctx, pod); err != nil {
 			t.Fatal(err)
 		}
-		for i := 0; i < 3; i++ {
-			if err := f.reconcile(t); err != nil {
-				t.Fatal(err)
-			}
-			f.clock.Step(DefaultOptions().ValidationDelay + time.Second)
-		}
-		removed := f.oldClaim(t) == nil || f.oldClaim(t).DeletionTimestamp != nil
+		removed := f.decidedToRemoveOld(t)
 		if removed != tc.wantRemoved {
 			t.Errorf("pending pod of %s cpu: empty node removed = %v, want %v", tc.cpu, removed, tc.wantRemoved)
 		}
 	}
+}
+
+// removeEmptyNodesAtOnce makes the pool remove empty nodes as soon as they are, with
+// no budget in the way.
+func (f *restartFixture) removeEmptyNodesAtOnce(t *testing.T) {
+	t.Helper()
+	ctx := context.Background()
+	pool := &v1.NodePool{}
+	if err := f.kube.Get(ctx, client.ObjectKey{Name: "default"}, pool); err != nil {
+		t.Fatal(err)
+	}
+	pool.Spec.Disruption.ConsolidationPolicy = v1.ConsolidationPolicyWhenEmpty
+	pool.Spec.Disruption.ConsolidateAfter = v1.MustParseNillableDuration("0s")
+	pool.Spec.Disruption.Budgets = []v1.Budget{{Nodes: "100%"}}
+	if err := f.kube.Update(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// decidedToRemoveOld runs passes past the validation delay and reports whether the
+// candidate "old" was deleted.
+func (f *restartFixture) decidedToRemoveOld(t *testing.T) bool {
+	t.Helper()
+	for i := 0; i < 3; i++ {
+		if err := f.reconcile(t); err != nil {
+			t.Fatal(err)
+		}
+		f.clock.Step(DefaultOptions().ValidationDelay + time.Second)
+	}
+	return f.oldClaim(t) == nil || f.oldClaim(t).DeletionTimestamp != nil
 }
