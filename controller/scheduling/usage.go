@@ -16,19 +16,23 @@ type PoolUsage struct {
 func UsageOfClaims(claims []v1.NodeClaim) map[string]PoolUsage {
 	out := map[string]PoolUsage{}
 	for i := range claims {
-		nc := &claims[i]
-		pool := nc.Labels[v1.LabelNodePool]
+		pool, held := ClaimHolds(&claims[i])
 		if pool == "" {
 			continue
 		}
-		held := nc.Status.Capacity
-		if len(held) == 0 {
-			held = nc.Spec.Resources.Requests
-		}
 		u := out[pool]
-		u.Resources = u.Resources.Add(FromResourceList(held))
+		u.Resources = u.Resources.Add(held)
 		u.Nodes++
 		out[pool] = u
 	}
 	return out
+}
+
+// ClaimHolds is the claim's pool and what it holds toward the pool's limits.
+func ClaimHolds(nc *v1.NodeClaim) (string, Resources) {
+	held := nc.Status.Capacity
+	if len(held) == 0 {
+		held = nc.Spec.Resources.Requests
+	}
+	return nc.Labels[v1.LabelNodePool], FromResourceList(held)
 }

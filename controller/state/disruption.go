@@ -65,10 +65,8 @@ func RecordDisruption(ctx context.Context, kube client.Client, d *Disruption, ca
 
 // ClearDisruption removes the record from the claim, when the disruption is rolled
 // back and the node stays in service.
+// It reads the claim afresh: the caller's copy may predate the record.
 func ClearDisruption(ctx context.Context, kube client.Client, nc *v1.NodeClaim) error {
-	if _, ok := nc.Annotations[DisruptionAnnotationKey]; !ok {
-		return nil
-	}
 	if err := setAnnotation(ctx, kube, nc, ""); err != nil {
 		return fmt.Errorf("clearing the disruption record of nodeclaim %s, %w", nc.Name, err)
 	}
@@ -79,6 +77,9 @@ func setAnnotation(ctx context.Context, kube client.Client, nc *v1.NodeClaim, va
 	current := &v1.NodeClaim{}
 	if err := kube.Get(ctx, client.ObjectKeyFromObject(nc), current); err != nil {
 		return client.IgnoreNotFound(err)
+	}
+	if _, ok := current.Annotations[DisruptionAnnotationKey]; !ok && value == "" {
+		return nil
 	}
 	patch := client.MergeFrom(current.DeepCopy())
 	if value == "" {

@@ -1,13 +1,17 @@
 package state
 
 import (
+	"context"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	"github.com/dovetail-sh/dovetail/controller/apis/scheme"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 )
 
@@ -54,5 +58,27 @@ func TestStaleDisrupted(t *testing.T) {
 	ds := v.RecordedDisruptions()
 	if len(ds) != 1 || ds[0].ID != "a-1" || ds[0].Replacements[0] != "r" {
 		t.Errorf("recorded disruptions: %+v, want the one on \"recorded\"", ds)
+	}
+}
+
+// Rolling back in the process that recorded the disruption clears the record, though
+// its copy of the claim was read before the record was written.
+func TestClearDisruptionReadsTheClaimAfresh(t *testing.T) {
+	ctx := context.Background()
+	nc := &v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "a"}}
+	kube := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(nc.DeepCopy()).Build()
+	d := &Disruption{ID: "a-1", Reason: v1.DisruptionReasonUnderutilized, Candidates: []string{"a"}, Replacements: []string{"r"}}
+	if err := RecordDisruption(ctx, kube, d, nc); err != nil {
+		t.Fatal(err)
+	}
+	if err := ClearDisruption(ctx, kube, nc); err != nil {
+		t.Fatal(err)
+	}
+	got := &v1.NodeClaim{}
+	if err := kube.Get(ctx, client.ObjectKey{Name: "a"}, got); err != nil {
+		t.Fatal(err)
+	}
+	if Recorded(got) != nil {
+		t.Error("the record stays after a rollback with the caller's older copy of the claim")
 	}
 }

@@ -115,6 +115,13 @@ func (c *Controller) progress(ctx context.Context, s *pass) error {
 			}
 		}
 		switch {
+		case cmd.deletionStarted():
+			// Some candidates are draining already: going back would untaint nodes
+			// being drained; finish the deletions instead.
+			if err := c.deleteCandidates(ctx, cmd); err != nil {
+				errs = append(errs, err)
+				kept = append(kept, cmd)
+			}
 		case failed || c.clock.Since(cmd.startedAt) > c.opts.ReplacementTimeout:
 			log.FromContext(ctx).Info("replacements did not come up; leaving the nodes in service", "command", cmd.String())
 			c.rollBack(ctx, cmd)
@@ -148,9 +155,25 @@ func (c *Controller) deleteCandidates(ctx context.Context, cmd *command) error {
 	return errors.Join(errs...)
 }
 
-// rollBack puts the candidates back in service: taint and record removed.
+// deletionStarted reports whether any candidate was deleted by this command.
+func (cmd *command) deletionStarted() bool {
+	for _, cand := range cmd.candidates {
+		if cand.claim.DeletionTimestamp != nil {
+			return true
+		}
+	}
+	return false
+}
+
+// rollBack puts the candidates back in service: taint and record removed. A
+// candidate being deleted meanwhile (interruption, expiration) keeps its taint:
+// termination is draining it.
 func (c *Controller) rollBack(ctx context.Context, cmd *command) {
 	for _, cand := range cmd.candidates {
+		current := &v1.NodeClaim{}
+		if err := c.kube.Get(ctx, client.ObjectKeyFromObject(cand.claim), current); err != nil || current.DeletionTimestamp != nil {
+			continue
+		}
 		if err := c.setDisruptedTaint(ctx, cand.node, false); err != nil {
 			log.FromContext(ctx).Error(err, "removing the disrupted taint", "node", cand.node.Name)
 		}

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -69,5 +70,37 @@ func TestLimitsCountNodesThatTakeNoPods(t *testing.T) {
 				t.Errorf("the pod was nominated to %v, a node that takes no pods", p.nominations)
 			}
 		})
+	}
+}
+
+// A replacement planned for a node that goes takes its place toward the limit:
+// drift and consolidation of a pool at its limit are not refused.
+func TestReplacementTakesThePlaceOfWhatGoes(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
+	four := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")}
+	pool := &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default", UID: "pool-uid"},
+		Spec: v1.NodePoolSpec{Limits: v1.Limits{corev1.ResourceCPU: resource.MustParse("6")}}}
+	nc := &v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-a", Labels: map[string]string{v1.LabelNodePool: "default"}},
+		Status: v1.NodeClaimStatus{ProviderID: "fake://default-a", Capacity: four, Allocatable: four}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "default-a", Labels: map[string]string{v1.LabelNodePool: "default"}},
+		Spec: corev1.NodeSpec{ProviderID: "fake://default-a"}, Status: corev1.NodeStatus{Capacity: four, Allocatable: four}}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "p-uid"}, Spec: corev1.PodSpec{NodeName: "default-a",
+		Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}}}}
+	kube := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(pool, nc, node, pod).Build()
+	cloud := fakecloud.New(clk, fakecloud.InstanceType("m.xlarge", "4", "16Gi", "zone-a"))
+	cluster := state.NewCluster(kube, clk)
+	p := NewProvisioner(kube, cluster, cloud, clk, record.NewFakeRecorder(100), NewBatcher(clk, time.Second, 10*time.Second), scheduling.DefaultNodeCosts())
+	view, err := cluster.Read(context.Background(), state.ReadOnly)
+	if err != nil {
+		t.Fatal(err)
+	}
+	snap, err := p.SnapshotOf(context.Background(), view)
+	if err != nil {
+		t.Fatal(err)
+	}
+	results := snap.PlanWithout(sets.New("default-a"), []*corev1.Pod{pod})
+	if len(results.Unschedulable) != 0 || len(results.NodeClaims) != 1 {
+		t.Errorf("replacing the pool's only node under its limit: %d claims, unschedulable %v; want one replacement", len(results.NodeClaims), results.Unschedulable)
 	}
 }

@@ -29,6 +29,8 @@ type snapshot struct {
 	// usage is what each pool holds toward its limits: every claim, including
 	// those of nodes that are no place for pods (deleting, cordoned, disrupted).
 	usage map[string]scheduling.PoolUsage
+	// claims by name, for taking what a claim holds out of its pool's usage.
+	claims map[string]*v1.NodeClaim
 }
 
 // snapshot reads the cluster: pending pods, nodes with their pods, in-flight
@@ -180,6 +182,10 @@ func (p *Provisioner) snapshotOf(ctx context.Context, view *state.View) (*snapsh
 	}
 	s.daemonSetPods = daemonSetPods(view.DaemonSets)
 	s.usage = scheduling.UsageOfClaims(claims)
+	s.claims = make(map[string]*v1.NodeClaim, len(claims))
+	for i := range claims {
+		s.claims[claims[i].Name] = &claims[i]
+	}
 	return s, nil
 }
 
@@ -305,6 +311,7 @@ type Snapshot struct {
 	DaemonSetPods []*corev1.Pod
 	NodeCosts     scheduling.NodeCosts
 	PoolUsage     map[string]scheduling.PoolUsage
+	claims        map[string]*v1.NodeClaim
 }
 
 // SnapshotOf is the view as the engine sees it. Objects in it come from the view:
@@ -314,7 +321,7 @@ func (p *Provisioner) SnapshotOf(ctx context.Context, view *state.View) (*Snapsh
 	if err != nil {
 		return nil, err
 	}
-	return &Snapshot{Pending: s.pending, Nodes: s.nodes, Pools: s.pools, InstanceTypes: s.instanceTypes, DaemonSetPods: s.daemonSetPods, NodeCosts: p.costs, PoolUsage: s.usage}, nil
+	return &Snapshot{Pending: s.pending, Nodes: s.nodes, Pools: s.pools, InstanceTypes: s.instanceTypes, DaemonSetPods: s.daemonSetPods, NodeCosts: p.costs, PoolUsage: s.usage, claims: s.claims}, nil
 }
 
 // PlanWithout plans pods onto the cluster as if the named nodes (or claims) were
@@ -326,8 +333,28 @@ func (s *Snapshot) PlanWithout(gone sets.Set[string], pods []*corev1.Pod) *sched
 			nodes = append(nodes, n)
 		}
 	}
+	// The claims planned away are going: their replacements take their place
+	// toward the pools' limits, as in Karpenter.
+	usage := s.PoolUsage
+	if usage != nil && gone.Len() > 0 {
+		usage = make(map[string]scheduling.PoolUsage, len(s.PoolUsage))
+		for pool, u := range s.PoolUsage {
+			usage[pool] = u
+		}
+		for name := range gone {
+			nc, ok := s.claims[name]
+			if !ok {
+				continue
+			}
+			pool, held := scheduling.ClaimHolds(nc)
+			if u, ok := usage[pool]; ok {
+				u.Resources, u.Nodes = u.Resources.Sub(held), u.Nodes-1
+				usage[pool] = u
+			}
+		}
+	}
 	return scheduling.Solve(scheduling.Input{Pods: pods, Nodes: nodes, NodePools: s.Pools, InstanceTypes: s.InstanceTypes, DaemonSetPods: s.DaemonSetPods,
-		NodeCosts: &s.NodeCosts, PoolUsage: s.PoolUsage})
+		NodeCosts: &s.NodeCosts, PoolUsage: usage})
 }
 
 // Pool returns the ready pool of that name, or nil.
