@@ -46,6 +46,8 @@ type CloudProvider struct {
 	cache map[string]classTypes
 	// listed answers drift checks from one listing of the cluster's instances.
 	listed instanceListing
+	// launchFailures counts, per claim, launches EC2 answered with a failure.
+	launchFailures map[string]int
 }
 
 // classTypes are the engine's instance types for one version of a class.

@@ -48,6 +48,9 @@ type fakeEC2 struct {
 	// does right after a launch.
 	hide   bool
 	nextID int
+	// answerFailures answers that many fleets with an error inside a successful
+	// response, as EC2 does while a new instance profile propagates.
+	answerFailures int
 }
 
 func newFakeEC2(clk *clocktesting.FakeClock) *fakeEC2 {
@@ -201,6 +204,15 @@ func (f *fakeEC2) CreateFleet(_ context.Context, in *ec2.CreateFleetInput, _ ...
 		}
 	}
 	var out *ec2.CreateFleetOutput
+	if f.answerFailures > 0 {
+		f.answerFailures--
+		out = &ec2.CreateFleetOutput{Errors: []ec2types.CreateFleetError{{ErrorCode: aws.String("InvalidParameterValue"),
+			ErrorMessage: aws.String("Value (profile) for parameter iamInstanceProfile.name is invalid. Invalid IAM Instance Profile name")}}}
+		if token := aws.ToString(in.ClientToken); token != "" {
+			f.tokens[token] = out
+		}
+		return out, nil
+	}
 	for _, cfg := range in.LaunchTemplateConfigs {
 		name := aws.ToString(cfg.LaunchTemplateSpecification.LaunchTemplateName)
 		if _, ok := f.templates[name]; !ok {

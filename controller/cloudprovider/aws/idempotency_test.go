@@ -82,3 +82,24 @@ func TestCreateRetrySendsTheSameClientToken(t *testing.T) {
 		t.Errorf("a claim with another UID reused the token %q", c)
 	}
 }
+
+// A launch EC2 answered with a failure inside its response (an instance profile
+// still propagating) is over; the retry is a new request, not a replay of the
+// failure under the same token until the claim times out.
+func TestRetryAfterAnAnsweredFailureIsANewRequest(t *testing.T) {
+	f := newUnitFixture(t)
+	f.ec2.answerFailures = 1
+	nc := onDemandClaim("propagating", "uid-3")
+	if _, err := f.cp.Create(f.ctx, nc); err == nil {
+		t.Fatal("the injected failure was not reported")
+	}
+	if _, err := f.cp.Create(f.ctx, nc); err != nil {
+		t.Fatalf("the retry replayed the failure: %v", err)
+	}
+	if a, b := aws.ToString(f.ec2.fleets[0].ClientToken), aws.ToString(f.ec2.fleets[1].ClientToken); a == b {
+		t.Errorf("the retry after an answered failure reused the token %q", a)
+	}
+	if n := f.ec2.running(); n != 1 {
+		t.Errorf("%d instances, want 1", n)
+	}
+}

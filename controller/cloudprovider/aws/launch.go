@@ -133,12 +133,19 @@ func (c *CloudProvider) candidates(nc *v1.NodeClaim, reqs scheduling.Requirement
 // gone). It returns the launched claim, or the offerings EC2 refused for capacity
 // (now marked unavailable) when nothing launched.
 func (c *CloudProvider) launch(ctx context.Context, nc *v1.NodeClaim, class *awsv1.EC2NodeClass, capacityType string, candidates []candidate) (*v1.NodeClaim, []string, error) {
-	out, err := c.createFleet(ctx, nc, class, capacityType, candidates, "")
+	// A launch EC2 answered with a failure is over: the next one is a new request,
+	// which the first one's token would only replay (the same failure, until the
+	// claim times out). Only a request that got no answer keeps its token.
+	attempt := c.failedLaunches(nc, 0)
+	out, err := c.createFleet(ctx, nc, class, capacityType, candidates, attempt)
 	if launchTemplateNotFound(out, err) {
 		// The cache said the template exists, but someone (another replica's sweep,
 		// a person) deleted it: createFleet forgot it, so this makes it again. The
 		// first request launched nothing, so it is a new request with its own token.
-		out, err = c.createFleet(ctx, nc, class, capacityType, candidates, "template-recreated")
+		out, err = c.createFleet(ctx, nc, class, capacityType, candidates, attempt+"template-recreated")
+	}
+	if err == nil && len(out.Errors) > 0 && !launchedAny(out) {
+		c.failedLaunches(nc, 1)
 	}
 	if err != nil {
 		return nil, nil, err
@@ -167,6 +174,32 @@ func (c *CloudProvider) launch(ctx context.Context, nc *v1.NodeClaim, class *aws
 		return nil, nil, fmt.Errorf("creating fleet: %s", strings.Join(other, "; "))
 	}
 	return nil, refused, nil
+}
+
+// failedLaunches adds to the count of the claim's launches EC2 answered with a
+// failure, and returns it as the token's attempt component ("" before any).
+func (c *CloudProvider) failedLaunches(nc *v1.NodeClaim, add int) string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.launchFailures == nil {
+		c.launchFailures = map[string]int{}
+	}
+	key := string(nc.UID) + "/" + nc.Name
+	c.launchFailures[key] += add
+	if n := c.launchFailures[key]; n > 0 {
+		return fmt.Sprintf("after-%d-failed", n)
+	}
+	delete(c.launchFailures, key)
+	return ""
+}
+
+func launchedAny(out *ec2.CreateFleetOutput) bool {
+	for _, inst := range out.Instances {
+		if len(inst.InstanceIds) > 0 {
+			return true
+		}
+	}
+	return false
 }
 
 // createFleet asks EC2 for the claim's instance from the candidates' launch
