@@ -18,8 +18,7 @@ import (
 
 func newProvider(t *testing.T) (client.Client, *CloudProvider) {
 	t.Helper()
-	scheme := scheme.New()
-	kube := fakeclient.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&corev1.Node{}).Build()
+	kube := fakeclient.NewClientBuilder().WithScheme(scheme.New()).WithStatusSubresource(&corev1.Node{}).Build()
 	cat, err := catalog.EmbeddedAWS()
 	if err != nil {
 		t.Fatal(err)

@@ -62,13 +62,12 @@ func initializedClaim(name string, at time.Time) (*v1.NodeClaim, *corev1.Node) {
 func newRestartFixture(t *testing.T, recorded *state.Disruption, tainted bool, objs []client.Object, funcs interceptor.Funcs) *restartFixture {
 	t.Helper()
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
-	scheme := scheme.New()
 	old, oldNode := initializedClaim("old", clk.Now().Add(-time.Hour))
 	if tainted {
 		oldNode.Spec.Taints = []corev1.Taint{v1.DisruptedNoScheduleTaint}
 	}
 	pool := &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
-	kube := fake.NewClientBuilder().WithScheme(scheme).WithStatusSubresource(&v1.NodeClaim{}, &v1.NodePool{}).
+	kube := fake.NewClientBuilder().WithScheme(scheme.New()).WithStatusSubresource(&v1.NodeClaim{}, &v1.NodePool{}).
 		WithObjects(append([]client.Object{old, oldNode, pool}, objs...)...).WithInterceptorFuncs(funcs).Build()
 	if recorded != nil {
 		if err := state.RecordDisruption(context.Background(), kube, recorded, old); err != nil {

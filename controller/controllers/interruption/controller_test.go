@@ -41,8 +41,7 @@ func TestDuplicateMessagesActOnce(t *testing.T) {
 	nc := &v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-abc", UID: "uid-1", Finalizers: []string{v1.TerminationFinalizer},
 		Labels: map[string]string{v1.LabelNodePool: "default", v1.LabelCapacityType: v1.CapacityTypeSpot}},
 		Status: v1.NodeClaimStatus{ProviderID: "aws:///us-west-2a/i-0abc"}}
-	scheme := scheme.New()
-	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(nc).Build()
+	kube := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(nc).Build()
 	cache := &laggingCache{Client: kube}
 	if err := kube.List(context.Background(), &cache.before); err != nil {
 		t.Fatal(err)

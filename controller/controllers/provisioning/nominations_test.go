@@ -25,7 +25,6 @@ import (
 // and is not planned again in the meantime (which launched a node for it).
 func TestNominationToANodeNamedUnlikeItsClaimHolds(t *testing.T) {
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
-	scheme := scheme.New()
 	four := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")}
 	pool := &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default", UID: "pool-uid"}}
 	nc := &v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-a", Labels: map[string]string{v1.LabelNodePool: "default"}},
@@ -36,7 +35,7 @@ func TestNominationToANodeNamedUnlikeItsClaimHolds(t *testing.T) {
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "default", UID: "p-uid"},
 		Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
 			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1"), corev1.ResourceMemory: resource.MustParse("1Gi")}}}}}}
-	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(pool, nc, node, pod).Build()
+	kube := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(pool, nc, node, pod).Build()
 	cloud := fakecloud.New(clk, fakecloud.InstanceType("m.xlarge", "4", "16Gi", "zone-a"))
 	p := NewProvisioner(kube, state.NewCluster(kube, clk), cloud, clk, record.NewFakeRecorder(100), NewBatcher(clk, time.Second, 10*time.Second), scheduling.DefaultNodeCosts())
 	for i := 0; i < 2; i++ {

@@ -39,8 +39,7 @@ type env struct {
 
 func newEnv(t *testing.T, funcs *interceptor.Funcs, objs ...client.Object) *env {
 	t.Helper()
-	scheme := scheme.New()
-	b := fakeclient.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).
+	b := fakeclient.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).
 		WithStatusSubresource(&v1.NodeClaim{}, &corev1.Node{}).
 		WithIndex(&corev1.Node{}, ProviderIDIndex, func(o client.Object) []string { return []string{o.(*corev1.Node).Spec.ProviderID} })
 	if funcs != nil {

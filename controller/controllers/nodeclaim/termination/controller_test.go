@@ -50,7 +50,6 @@ type env struct {
 // answer 429, as a PodDisruptionBudget that allows no disruption does.
 func newEnv(t *testing.T, nc *v1.NodeClaim, blockEvictions bool, objs ...client.Object) *env {
 	t.Helper()
-	scheme := scheme.New()
 	clk := clocktesting.NewFakeClock(start)
 	e := &env{clock: clk, recorder: record.NewFakeRecorder(100), deletes: map[string]*int64{}}
 	nc.DeletionTimestamp = &metav1.Time{Time: clk.Now()}
@@ -77,7 +76,7 @@ func newEnv(t *testing.T, nc *v1.NodeClaim, blockEvictions bool, objs ...client.
 			return c.Delete(ctx, obj, opts...)
 		},
 	}
-	e.kube = fakeclient.NewClientBuilder().WithScheme(scheme).WithObjects(append(objs, nc)...).
+	e.kube = fakeclient.NewClientBuilder().WithScheme(scheme.New()).WithObjects(append(objs, nc)...).
 		WithStatusSubresource(&v1.NodeClaim{}, &corev1.Node{}).
 		WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
 		WithInterceptorFuncs(funcs).Build()
