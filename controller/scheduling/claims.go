@@ -367,9 +367,7 @@ func (s *solver) openClaim(ps *poolState, p *podInfo) (*claim, error) {
 	if err := checkMinValues(reqs, c.options); err != nil {
 		return nil, err
 	}
-	var share float64
-	c.target, share = chooseTarget(c.options, reqs, ps.daemonOverhead, s.shapeFor(ps, p), s.costs)
-	c.sizedForRest = share >= 1-1e-9
+	c.target, c.sizedByDemand = chooseTarget(c.options, reqs, ps.daemonOverhead, s.shapeFor(ps, p), s.costs)
 	c.requests = ps.daemonOverhead.Add(p.requests)
 	c.remaining = c.target.Allocatable.Sub(c.requests)
 	c.pods = []*podInfo{p}

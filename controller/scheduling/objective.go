@@ -60,14 +60,16 @@ type demandShape struct {
 // wins, so a burst gets few large nodes rather than many small ones at nearly the
 // same price; near the end of a solve the cheapest type that holds what is left wins.
 // used is what the node already carries (daemonset overhead, pods placed on it). It
-// also returns the share of the demand the chosen type holds.
-func chooseTarget(options []*InstanceType, reqs Requirements, used Resources, shape demandShape, costs NodeCosts) (*InstanceType, float64) {
+// also reports whether some option holds the whole outstanding demand: then the
+// choice was bounded by how many pods are left, and more of them could change it.
+func chooseTarget(options []*InstanceType, reqs Requirements, used Resources, shape demandShape, costs NodeCosts) (*InstanceType, bool) {
 	type scored struct {
 		it           *InstanceType
 		score, share float64
 	}
 	all := make([]scored, 0, len(options))
 	best := math.Inf(1)
+	holdsAll := false
 	for _, it := range options {
 		o, ok := it.cheapestOffering(reqs)
 		if !ok {
@@ -77,12 +79,13 @@ func chooseTarget(options []*InstanceType, reqs Requirements, used Resources, sh
 		if share <= 0 {
 			continue
 		}
+		holdsAll = holdsAll || share >= 1-1e-9
 		score := (o.Price + costs.PerNode(it)) / share
 		all = append(all, scored{it, score, share})
 		best = min(best, score)
 	}
 	if len(all) == 0 {
-		return options[0], 0
+		return options[0], false
 	}
 	var chosen *scored
 	for i := range all {
@@ -94,7 +97,7 @@ func chooseTarget(options []*InstanceType, reqs Requirements, used Resources, sh
 			chosen = s
 		}
 	}
-	return chosen.it, chosen.share
+	return chosen.it, holdsAll
 }
 
 // heldShare estimates the fraction of the demand a node with free capacity holds:

@@ -168,16 +168,39 @@ func optionNames(nc *NodeClaimPlan) []string {
 	return out
 }
 
-// TestTailIsSizedForRest: a solve's last claim, sized to hold everything left, says
-// so; the claims before it, sized for a share of a larger demand, do not.
-func TestTailIsSizedForRest(t *testing.T) {
+// TestTailIsSizedByDemand: the claims a solve opens while more pods are left than
+// any type holds are sized for a share of a larger demand; from the first claim
+// opened when one type could hold all that is left, the choice depended on how
+// few pods were left, and the plan says so on every claim after it.
+func TestTailIsSizedByDemand(t *testing.T) {
 	r := solve(t, pods(40, "web", "1", "2Gi"), []*v1.NodePool{nodePool("default")})
 	if len(r.NodeClaims) < 2 {
 		t.Fatalf("want several claims to tell the tail from the rest, got %v", typeNames(r))
 	}
+	if r.NodeClaims[0].SizedByDemand {
+		t.Errorf("the first claim (%s), opened with 40 pods left, is marked sized by demand", r.NodeClaims[0].InstanceType.Name)
+	}
+	if !r.NodeClaims[len(r.NodeClaims)-1].SizedByDemand {
+		t.Errorf("the last claim is not marked sized by demand: %v", typeNames(r))
+	}
+	for i := 1; i < len(r.NodeClaims); i++ {
+		if r.NodeClaims[i-1].SizedByDemand && !r.NodeClaims[i].SizedByDemand {
+			t.Errorf("claim %d is sized by demand but claim %d after it is not: %v", i, i+1, typeNames(r))
+		}
+	}
+}
+
+// TestSmallBatchIsSizedByDemand: a few pods that a larger type could hold together
+// get the cheaper smaller nodes, each full; every one of them is marked, because a
+// burst still arriving would fill the larger type instead.
+func TestSmallBatchIsSizedByDemand(t *testing.T) {
+	r := solve(t, pods(6, "web", "1", "2Gi"), []*v1.NodePool{nodePool("default")})
+	if len(r.NodeClaims) < 2 {
+		t.Fatalf("want the small batch split over smaller nodes for this to test anything, got %v", typeNames(r))
+	}
 	for i, nc := range r.NodeClaims {
-		if last := i == len(r.NodeClaims)-1; nc.SizedForRest != last {
-			t.Errorf("claim %d of %d (%s): SizedForRest = %v", i+1, len(r.NodeClaims), nc.InstanceType.Name, nc.SizedForRest)
+		if !nc.SizedByDemand {
+			t.Errorf("claim %d of %d (%s) is not marked sized by demand: %v", i+1, len(r.NodeClaims), nc.InstanceType.Name, typeNames(r))
 		}
 	}
 }

@@ -61,10 +61,12 @@ type NodeClaimPlan struct {
 	Pods         []*corev1.Pod
 	// Requests is the pods' requests plus daemonset overhead.
 	Requests Resources
-	// SizedForRest is set when the node was sized to hold every pod its pool had
-	// left to place: the tail of the plan. While pods are still arriving, more of
-	// them would size it differently.
-	SizedForRest bool
+	// SizedByDemand is set when the node's type was chosen while some type could
+	// hold every pod its pool had left to place: the tail of the plan, and every
+	// node of a plan smaller than the pool's largest type. While pods are still
+	// arriving, more of them would size it differently (a larger type than the
+	// full small node the gathered pods chose).
+	SizedByDemand bool
 }
 
 // ExistingPlacement lists pods placed on an existing node.
@@ -124,7 +126,7 @@ func (s *solver) results() *Results {
 			Labels: c.pool.np.Spec.Template.Labels, Annotations: c.pool.np.Spec.Template.Annotations,
 			Taints: c.pool.taints, StartupTaints: c.pool.np.Spec.Template.Spec.StartupTaints,
 			InstanceTypeOptions: options, InstanceType: options[0], Offering: prices[options[0]],
-			Requests: c.requests, SizedForRest: c.sizedForRest,
+			Requests: c.requests, SizedByDemand: c.sizedByDemand,
 		}
 		for _, p := range c.pods {
 			plan.Pods = append(plan.Pods, p.pod)

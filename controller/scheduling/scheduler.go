@@ -37,9 +37,9 @@ type claim struct {
 	remaining Resources
 	pods      []*podInfo
 	hostPorts []hostPort
-	// sizedForRest marks a claim whose type holds everything its pool had left to
-	// place when it opened: the tail of a solve.
-	sizedForRest bool
+	// sizedByDemand marks a claim opened when some type could hold everything its
+	// pool had left to place: the tail of a solve.
+	sizedByDemand bool
 }
 
 type nodeState struct {

@@ -256,10 +256,11 @@ func filledClaims(plans []*scheduling.NodeClaimPlan, pending []*corev1.Pod) []*s
 	smallest.Extended = nil
 	var out []*scheduling.NodeClaimPlan
 	for _, plan := range plans {
-		// A tail sized for the pods gathered so far is full only because the type
-		// was chosen to just hold them; the pods still arriving would size it
-		// differently, so it waits for the batch's close.
-		if plan.SizedForRest {
+		// A node whose type was chosen knowing how few pods were gathered is full
+		// only because of that: the pods still arriving would pick a larger type
+		// (a burst's first 30 pods fill two 16-vCPU nodes that one 64-vCPU node of
+		// the whole burst would replace), so it waits for the batch's close.
+		if plan.SizedByDemand {
 			continue
 		}
 		if !smallest.Add(plan.Requests).Fits(plan.InstanceType.Allocatable) {

@@ -53,7 +53,7 @@ func TestFilledClaims(t *testing.T) {
 	}
 	// The tail of a gathering batch is full only because it was sized for the pods
 	// gathered so far: it waits for the close.
-	tail := &scheduling.NodeClaimPlan{InstanceType: it, Requests: full.Requests, SizedForRest: true}
+	tail := &scheduling.NodeClaimPlan{InstanceType: it, Requests: full.Requests, SizedByDemand: true}
 	if got := filledClaims([]*scheduling.NodeClaimPlan{full, tail}, []*corev1.Pod{pod("500m")}); len(got) != 1 || got[0] != full {
 		t.Errorf("want the full claim only, not the tail, got %d claims", len(got))
 	}
