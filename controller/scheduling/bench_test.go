@@ -2,8 +2,6 @@ package scheduling_test
 
 import (
 	"fmt"
-	"math"
-	"math/rand/v2"
 	"runtime"
 	"testing"
 	"time"
@@ -15,84 +13,8 @@ import (
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
+	"github.com/dovetail-sh/dovetail/controller/scheduling/schedulingtest"
 )
-
-// benchPool is Karpenter's getting-started NodePool: c/m/r families newer than
-// generation 2, on-demand, either architecture.
-func benchPool() *v1.NodePool {
-	r := func(key string, op v1.RequirementOperator, vals ...string) v1.NodePoolRequirement {
-		return v1.NodePoolRequirement{Key: key, RequirementBody: v1.RequirementBody{Operator: op, Values: vals}}
-	}
-	return &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: v1.NodePoolSpec{Template: v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{
-		Requirements: []v1.NodePoolRequirement{
-			r(v1.LabelCapacityType, v1.OpIn, v1.CapacityTypeOnDemand),
-			r(v1.LabelArch, v1.OpIn, v1.ArchitectureAmd64, v1.ArchitectureArm64),
-			r(v1.LabelInstanceCategory, v1.OpIn, "c", "m", "r"),
-			r(v1.LabelInstanceGen, v1.OpGt, "2"),
-		},
-		NodeClassRef: &v1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"},
-	}}}}
-}
-
-var (
-	benchCPUs     = []string{"100m", "250m", "500m", "1", "2", "4"}
-	benchMemories = []string{"128Mi", "256Mi", "512Mi", "1Gi", "2Gi", "4Gi", "8Gi"}
-)
-
-// generateWorkload makes n pods in deployments of 20 replicas: about 15% with a zone
-// spread, 10% with hostname anti-affinity (50 groups), 5% with a hostname spread, 5%
-// with a zone node selector, 5% arm64-only, the rest unconstrained. Sizes are drawn
-// independently from 100m-4 cpu and 128Mi-8Gi memory.
-func generateWorkload(n int, zones []string, seed uint64) []*corev1.Pod {
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	var out []*corev1.Pod
-	for d := 0; len(out) < n; d++ {
-		app := fmt.Sprintf("app-%d", d)
-		spec := corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-			corev1.ResourceCPU:    resource.MustParse(benchCPUs[rng.IntN(len(benchCPUs))]),
-			corev1.ResourceMemory: resource.MustParse(benchMemories[rng.IntN(len(benchMemories))]),
-		}}}}}
-		podLabels := map[string]string{"app": app}
-		switch roll := rng.Float64(); {
-		case roll < 0.15:
-			spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: v1.LabelTopologyZone,
-				WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}}}
-		case roll < 0.25:
-			group := fmt.Sprintf("anti-%d", rng.IntN(50))
-			podLabels["anti"] = group
-			spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
-				TopologyKey: v1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"anti": group}}}}}}
-		case roll < 0.30:
-			spec.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: v1.LabelHostname,
-				WhenUnsatisfiable: corev1.DoNotSchedule, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}}}
-		case roll < 0.35:
-			spec.NodeSelector = map[string]string{v1.LabelTopologyZone: zones[rng.IntN(len(zones))]}
-		case roll < 0.40:
-			spec.NodeSelector = map[string]string{v1.LabelArch: v1.ArchitectureArm64}
-		}
-		for i := 0; i < 20 && len(out) < n; i++ {
-			out = append(out, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-%d", app, i), Namespace: "default", Labels: podLabels}, Spec: spec})
-		}
-	}
-	return out
-}
-
-// priceLowerBound is max(total cpu × cheapest $/vCPU, total memory × cheapest $/GiB)
-// over the types the pool may launch: no packing can cost less.
-func priceLowerBound(pods []*corev1.Pod, types []*scheduling.InstanceType) float64 {
-	var cpu, mem float64
-	for _, p := range pods {
-		r := scheduling.PodRequests(p)
-		cpu += float64(r.MilliCPU) / 1000
-		mem += float64(r.Memory) / (1 << 30)
-	}
-	perCPU, perGiB := math.Inf(1), math.Inf(1)
-	for _, it := range types {
-		perCPU = min(perCPU, it.CheapestPrice/(float64(it.Capacity.MilliCPU)/1000))
-		perGiB = min(perGiB, it.CheapestPrice/(float64(it.Capacity.Memory)/(1<<30)))
-	}
-	return max(cpu*perCPU, mem*perGiB)
-}
 
 func BenchmarkSolve(b *testing.B) {
 	cat, err := catalog.EmbeddedAWS()
@@ -100,12 +22,12 @@ func BenchmarkSolve(b *testing.B) {
 		b.Fatal(err)
 	}
 	types := cat.ForEngine(scheduling.DefaultAllocatableSettings())
-	pool := benchPool()
-	compatible := poolTypes(pool, types)
+	pool := schedulingtest.BenchPool()
+	compatible := schedulingtest.PoolTypes(pool, types)
 	for _, n := range []int{1000, 5000, 20000} {
 		b.Run(fmt.Sprintf("pods=%d", n), func(b *testing.B) {
-			pods := generateWorkload(n, []string{"us-east-1a", "us-east-1b", "us-east-1c"}, 42)
-			bound := priceLowerBound(pods, compatible)
+			pods := schedulingtest.GenerateWorkload(n, []string{"us-east-1a", "us-east-1b", "us-east-1c"}, 42)
+			bound := schedulingtest.PriceLowerBound(pods, compatible)
 			var results *scheduling.Results
 			var peak uint64
 			b.ReportAllocs()
@@ -152,7 +74,7 @@ func BenchmarkSolveAnyLinux(b *testing.B) {
 		Requirements: []v1.NodePoolRequirement{{Key: v1.LabelOS, RequirementBody: v1.RequirementBody{Operator: v1.OpIn, Values: []string{"linux"}}}},
 	}}}}
 	var sustained []*scheduling.InstanceType
-	for _, it := range poolTypes(pool, types) {
+	for _, it := range schedulingtest.PoolTypes(pool, types) {
 		if !scheduling.Compatible(it, scheduling.Requirements{v1.LabelInstanceCategory: scheduling.MustRequirement(v1.LabelInstanceCategory, v1.OpNotIn, "t")}) {
 			continue
 		}
@@ -175,7 +97,7 @@ func BenchmarkSolveAnyLinux(b *testing.B) {
 			}
 			b.ReportMetric(float64(len(results.NodeClaims)), "nodes")
 			b.ReportMetric(results.PricePerHour(), "$/h")
-			b.ReportMetric(results.PricePerHour()/priceLowerBound(pods, sustained), "ratio-to-bound")
+			b.ReportMetric(results.PricePerHour()/schedulingtest.PriceLowerBound(pods, sustained), "ratio-to-bound")
 		})
 	}
 }
@@ -200,16 +122,4 @@ func sampleHeap(peak *uint64) (stop func()) {
 		}
 	}()
 	return func() { close(done); <-finished }
-}
-
-// poolTypes are the types a pool's requirements allow, for the lower bound.
-func poolTypes(pool *v1.NodePool, types []*scheduling.InstanceType) []*scheduling.InstanceType {
-	reqs, _ := scheduling.FromNodePoolRequirements(pool.Spec.Template.Spec.Requirements)
-	var out []*scheduling.InstanceType
-	for _, it := range types {
-		if scheduling.Compatible(it, reqs) {
-			out = append(out, it)
-		}
-	}
-	return out
 }

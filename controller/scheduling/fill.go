@@ -38,8 +38,17 @@ func (b *bucket) head() *podInfo {
 	return b.pods[b.next]
 }
 
+// shape groups the buckets whose pods request the same resources: the fill
+// heuristic scores a request, so it weighs each shape once rather than each of
+// the thousands of buckets a large cluster has (a few dozen shapes).
+type shape struct {
+	requests Resources
+	buckets  []*bucket
+}
+
 func (s *solver) buildBuckets(pods []*podInfo) {
 	index := map[string]*bucket{}
+	shapes := map[string]*shape{}
 	for _, p := range pods {
 		raw, _ := json.Marshal(p.pod.Spec.TopologySpreadConstraints)
 		key := fmt.Sprintf("%d|%s|%s|%s", p.class, raw, labelSignature(p.pod.Namespace, p.pod.Labels), p.requests)
@@ -47,7 +56,14 @@ func (s *solver) buildBuckets(pods []*podInfo) {
 		if !ok {
 			b = &bucket{}
 			index[key] = b
-			s.buckets = append(s.buckets, b)
+			rk := p.requests.String()
+			sh, ok := shapes[rk]
+			if !ok {
+				sh = &shape{requests: p.requests}
+				shapes[rk] = sh
+				s.shapes = append(s.shapes, sh)
+			}
+			sh.buckets = append(sh.buckets, b)
 		}
 		b.pods = append(b.pods, p)
 		b.unplaced++
@@ -70,22 +86,33 @@ func (s *solver) fill(c *claim) {
 		}
 		remCPU := float64(c.remaining.MilliCPU) / float64(a.MilliCPU)
 		remMem := float64(c.remaining.Memory) / float64(a.Memory)
-		live := s.buckets[:0]
-		for _, b := range s.buckets {
-			p := b.head()
-			if p == nil {
+		liveShapes := s.shapes[:0]
+		for _, sh := range s.shapes {
+			live := sh.buckets[:0]
+			var first *bucket
+			for _, b := range sh.buckets {
+				if b.head() == nil {
+					continue
+				}
+				live = append(live, b)
+				if first == nil && !failed[b] {
+					first = b
+				}
+			}
+			sh.buckets = live
+			if len(live) == 0 {
 				continue
 			}
-			live = append(live, b)
-			if failed[b] || !p.requests.Fits(c.remaining) {
+			liveShapes = append(liveShapes, sh)
+			if first == nil || !sh.requests.Fits(c.remaining) {
 				continue
 			}
-			score := float64(p.requests.MilliCPU)/float64(a.MilliCPU)*remCPU + float64(p.requests.Memory)/float64(a.Memory)*remMem
+			score := float64(sh.requests.MilliCPU)/float64(a.MilliCPU)*remCPU + float64(sh.requests.Memory)/float64(a.Memory)*remMem
 			if score > bestScore {
-				best, bestScore = b, score
+				best, bestScore = first, score
 			}
 		}
-		s.buckets = live
+		s.shapes = liveShapes
 		if best == nil {
 			break
 		}

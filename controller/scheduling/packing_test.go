@@ -6,6 +6,7 @@ import (
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
+	"github.com/dovetail-sh/dovetail/controller/scheduling/schedulingtest"
 )
 
 // TestGeneratedWorkloadIsPackedTightAndCorrectly plans the benchmark's mixed workload
@@ -20,15 +21,15 @@ func TestGeneratedWorkloadIsPackedTightAndCorrectly(t *testing.T) {
 		t.Fatal(err)
 	}
 	types := cat.ForEngine(scheduling.DefaultAllocatableSettings())
-	pool := benchPool()
-	compatible := poolTypes(pool, types)
+	pool := schedulingtest.BenchPool()
+	compatible := schedulingtest.PoolTypes(pool, types)
 	zones := []string{"us-east-1a", "us-east-1b", "us-east-1c"}
-	pods := generateWorkload(5000, zones, 7)
+	pods := schedulingtest.GenerateWorkload(5000, zones, 7)
 	r := scheduling.Solve(scheduling.Input{Pods: pods, NodePools: []*v1.NodePool{pool}, InstanceTypes: map[string][]*scheduling.InstanceType{"default": types}})
 	if len(r.Unschedulable) != 0 {
 		t.Fatalf("%d pods unschedulable, first: %s", len(r.Unschedulable), r.Unschedulable[0].Reason)
 	}
-	bound := priceLowerBound(pods, compatible)
+	bound := schedulingtest.PriceLowerBound(pods, compatible)
 	if ratio := r.PricePerHour() / bound; ratio > 1.05 {
 		t.Errorf("plan costs %.3f× the lower bound ($%.2f vs $%.2f), want at most 1.05×", ratio, r.PricePerHour(), bound)
 	}

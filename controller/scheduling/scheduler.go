@@ -59,7 +59,7 @@ type solver struct {
 	minPod     Resources
 	errors     []PodError
 	admitCache map[admitKey]error
-	buckets    []*bucket
+	shapes     []*shape
 	// optionCache holds, per pod class and pool, the pool's types compatible with
 	// the pod's requirements, before resources: replicas reuse it.
 	optionCache map[admitKey][]*InstanceType

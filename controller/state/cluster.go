@@ -83,10 +83,15 @@ func (c *Cluster) Read(ctx context.Context, copies Copies) (*View, error) {
 			return nil, fmt.Errorf("listing %s, %w", l.what, err)
 		}
 	}
-	v := &View{Pods: pods.Items, Nodes: nodes.Items, Claims: c.created.merge(claims.Items, c.clock.Now()), Pools: pools.Items,
-		PDBs: pdbs.Items, DaemonSets: ds.Items}
+	return NewView(pods.Items, nodes.Items, c.created.merge(claims.Items, c.clock.Now()), pools.Items, pdbs.Items, ds.Items), nil
+}
+
+// NewView indexes objects read some other way than from the cache: a snapshot
+// from files, or a generated cluster.
+func NewView(pods []corev1.Pod, nodes []corev1.Node, claims []v1.NodeClaim, pools []v1.NodePool, pdbs []policyv1.PodDisruptionBudget, ds []appsv1.DaemonSet) *View {
+	v := &View{Pods: pods, Nodes: nodes, Claims: claims, Pools: pools, PDBs: pdbs, DaemonSets: ds}
 	v.index()
-	return v, nil
+	return v
 }
 
 // ClaimCreated records a claim this process just created, so that reads before the

@@ -9,7 +9,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
@@ -44,10 +45,13 @@ func (p *Provisioner) snapshot(ctx context.Context) (*snapshot, error) {
 	if err != nil {
 		return nil, err
 	}
-	return p.snapshotOf(ctx, view)
+	return p.snapshotOf(ctx, view, p.cloud.GetInstanceTypes)
 }
 
-func (p *Provisioner) snapshotOf(ctx context.Context, view *state.View) (*snapshot, error) {
+// instanceTypesOf lists the instance types a pool may launch.
+type instanceTypesOf func(context.Context, *v1.NodePool) ([]*scheduling.InstanceType, error)
+
+func (p *Provisioner) snapshotOf(ctx context.Context, view *state.View, typesOf instanceTypesOf) (*snapshot, error) {
 	pods, nodes, claims, pools := view.Pods, view.Nodes, view.Claims, view.Pools
 	s := &snapshot{poolByName: map[string]*v1.NodePool{}, instanceTypes: map[string][]*scheduling.InstanceType{}}
 	for i := range pools {
@@ -56,7 +60,7 @@ func (p *Provisioner) snapshotOf(ctx context.Context, view *state.View) (*snapsh
 		if np.DeletionTimestamp != nil || meta.IsStatusConditionFalse(np.Status.Conditions, v1.ConditionTypeReady) {
 			continue
 		}
-		types, err := p.cloud.GetInstanceTypes(ctx, np)
+		types, err := typesOf(ctx, np)
 		if err != nil {
 			// One pool's broken node class must not stop the others from launching.
 			log.FromContext(ctx).Error(err, "skipping nodepool: its instance types are unknown", "nodepool", np.Name)
@@ -300,69 +304,27 @@ func daemonSetPods(list []appsv1.DaemonSet) []*corev1.Pod {
 	return out
 }
 
-// Snapshot is the cluster as the engine sees it, for other controllers that plan
-// with it (disruption): pending pods, schedulable nodes and in-flight claims with
-// their pods, ready pools with their instance types, and daemonset pods.
-type Snapshot struct {
-	Pending       []*corev1.Pod
-	Nodes         []*scheduling.ExistingNode
-	Pools         []*v1.NodePool
-	InstanceTypes map[string][]*scheduling.InstanceType
-	DaemonSetPods []*corev1.Pod
-	NodeCosts     scheduling.NodeCosts
-	PoolUsage     map[string]scheduling.PoolUsage
-	claims        map[string]*v1.NodeClaim
-}
-
 // SnapshotOf is the view as the engine sees it. Objects in it come from the view:
 // read only.
-func (p *Provisioner) SnapshotOf(ctx context.Context, view *state.View) (*Snapshot, error) {
-	s, err := p.snapshotOf(ctx, view)
+func (p *Provisioner) SnapshotOf(ctx context.Context, view *state.View) (*scheduling.Snapshot, error) {
+	s, err := p.snapshotOf(ctx, view, p.cloud.GetInstanceTypes)
 	if err != nil {
 		return nil, err
 	}
-	return &Snapshot{Pending: s.pending, Nodes: s.nodes, Pools: s.pools, InstanceTypes: s.instanceTypes, DaemonSetPods: s.daemonSetPods, NodeCosts: p.costs, PoolUsage: s.usage, claims: s.claims}, nil
+	return s.public(p.costs), nil
 }
 
-// PlanWithout plans pods onto the cluster as if the named nodes (or claims) were
-// gone: how disruption and interruption find what replaces capacity.
-func (s *Snapshot) PlanWithout(gone sets.Set[string], pods []*corev1.Pod) *scheduling.Results {
-	nodes := make([]*scheduling.ExistingNode, 0, len(s.Nodes))
-	for _, n := range s.Nodes {
-		if !gone.Has(n.Name) {
-			nodes = append(nodes, n)
-		}
-	}
-	// The claims planned away are going: their replacements take their place
-	// toward the pools' limits, as in Karpenter.
-	usage := s.PoolUsage
-	if usage != nil && gone.Len() > 0 {
-		usage = make(map[string]scheduling.PoolUsage, len(s.PoolUsage))
-		for pool, u := range s.PoolUsage {
-			usage[pool] = u
-		}
-		for name := range gone {
-			nc, ok := s.claims[name]
-			if !ok {
-				continue
-			}
-			pool, held := scheduling.ClaimHolds(nc)
-			if u, ok := usage[pool]; ok {
-				u.Resources, u.Nodes = u.Resources.Sub(held), u.Nodes-1
-				usage[pool] = u
-			}
-		}
-	}
-	return scheduling.Solve(scheduling.Input{Pods: pods, Nodes: nodes, NodePools: s.Pools, InstanceTypes: s.InstanceTypes, DaemonSetPods: s.DaemonSetPods,
-		NodeCosts: &s.NodeCosts, PoolUsage: usage})
+// SnapshotFromView is the engine's view of a cluster that no provisioner runs in
+// (one read from files, or generated): no pod is nominated anywhere, and every pool
+// may launch the instance types typesOf gives it.
+func SnapshotFromView(view *state.View, typesOf func(*v1.NodePool) []*scheduling.InstanceType, costs scheduling.NodeCosts) *scheduling.Snapshot {
+	p := &Provisioner{clock: clock.RealClock{}, costs: costs, nominations: map[types.UID]nomination{}}
+	s, _ := p.snapshotOf(context.Background(), view, func(_ context.Context, np *v1.NodePool) ([]*scheduling.InstanceType, error) {
+		return typesOf(np), nil
+	})
+	return s.public(costs)
 }
 
-// Pool returns the ready pool of that name, or nil.
-func (s *Snapshot) Pool(name string) *v1.NodePool {
-	for _, np := range s.Pools {
-		if np.Name == name {
-			return np
-		}
-	}
-	return nil
+func (s *snapshot) public(costs scheduling.NodeCosts) *scheduling.Snapshot {
+	return &scheduling.Snapshot{Pending: s.pending, Nodes: s.nodes, Pools: s.pools, InstanceTypes: s.instanceTypes, DaemonSetPods: s.daemonSetPods, NodeCosts: costs, PoolUsage: s.usage, Claims: s.claims}
 }
