@@ -1,4 +1,4 @@
-package disruption
+package consolidation
 
 import (
 	"fmt"
@@ -25,42 +25,43 @@ func plan(types ...*scheduling.InstanceType) *scheduling.NodeClaimPlan {
 	for i, it := range types {
 		names[i] = it.Name
 	}
-	return &scheduling.NodeClaimPlan{
-		InstanceTypeOptions: types, InstanceType: types[0],
-		Requirements: scheduling.NewRequirements(scheduling.MustRequirement(v1.LabelInstanceType, v1.OpIn, names...)),
-	}
+	reqs := scheduling.NewRequirements(scheduling.MustRequirement(v1.LabelInstanceType, v1.OpIn, names...))
+	o, _ := scheduling.CheapestOffering(types[0], reqs)
+	return &scheduling.NodeClaimPlan{InstanceTypeOptions: types, InstanceType: types[0], Offering: o, Requirements: reqs}
 }
 
-func TestCheaperReplacement(t *testing.T) {
-	c := &Controller{}
-	onDemand := []*candidate{{price: 0.20, capacityType: v1.CapacityTypeOnDemand}}
+// TestNarrowToCheaper: a replacement keeps only the types that keep it cheaper than
+// what it replaces, and spot is replaced by spot only behind the gate, with choice.
+func TestNarrowToCheaper(t *testing.T) {
 	p := plan(instanceType("small", 0.10, v1.CapacityTypeOnDemand), instanceType("same", 0.20, v1.CapacityTypeOnDemand), instanceType("big", 0.40, v1.CapacityTypeOnDemand))
-	if !c.cheaperReplacement(onDemand, p) {
+	if !narrowToCheaper([]*scheduling.NodeClaimPlan{p}, 0.20, false, false) {
 		t.Fatal("a cheaper type was not accepted")
 	}
 	if len(p.InstanceTypeOptions) != 1 || p.InstanceTypeOptions[0].Name != "small" || !p.Requirements.Get(v1.LabelInstanceType).Has("small") || p.Requirements.Get(v1.LabelInstanceType).Has("same") {
 		t.Errorf("options narrowed to %v, requirement %v; want only the cheaper small", p.InstanceTypeOptions, p.Requirements.Get(v1.LabelInstanceType))
 	}
-	if c.cheaperReplacement(onDemand, plan(instanceType("same", 0.20, v1.CapacityTypeOnDemand))) {
+	if narrowToCheaper([]*scheduling.NodeClaimPlan{plan(instanceType("same", 0.20, v1.CapacityTypeOnDemand))}, 0.20, false, false) {
 		t.Error("a replacement at the same price was accepted")
 	}
+	two := []*scheduling.NodeClaimPlan{plan(instanceType("a", 0.10, v1.CapacityTypeOnDemand)), plan(instanceType("b", 0.15, v1.CapacityTypeOnDemand))}
+	if narrowToCheaper(two, 0.25, false, false) {
+		t.Error("two replacements costing together what they replace were accepted")
+	}
 
-	spot := []*candidate{{price: 1.0, capacityType: v1.CapacityTypeSpot}}
 	var many []*scheduling.InstanceType
 	for i := 0; i < MinSpotToSpotOptions; i++ {
 		many = append(many, instanceType(fmt.Sprintf("spot-%02d", i), 0.1+float64(i)*0.01, v1.CapacityTypeSpot))
 	}
-	if c.cheaperReplacement(spot, plan(many...)) {
+	if narrowToCheaper([]*scheduling.NodeClaimPlan{plan(many...)}, 1.0, true, false) {
 		t.Error("spot replaced by spot without the SpotToSpotConsolidation gate")
 	}
-	gated := &Controller{opts: Options{SpotToSpotConsolidation: true}}
-	if !gated.cheaperReplacement(spot, plan(many...)) {
+	if !narrowToCheaper([]*scheduling.NodeClaimPlan{plan(many...)}, 1.0, true, true) {
 		t.Errorf("spot-to-spot with %d cheaper options refused behind the gate", len(many))
 	}
-	if gated.cheaperReplacement(spot, plan(many[:MinSpotToSpotOptions-1]...)) {
+	if narrowToCheaper([]*scheduling.NodeClaimPlan{plan(many[:MinSpotToSpotOptions-1]...)}, 1.0, true, true) {
 		t.Errorf("spot-to-spot with only %d cheaper options accepted", MinSpotToSpotOptions-1)
 	}
-	if !c.cheaperReplacement(spot, plan(instanceType("od", 0.5, v1.CapacityTypeOnDemand))) {
+	if !narrowToCheaper([]*scheduling.NodeClaimPlan{plan(instanceType("od", 0.5, v1.CapacityTypeOnDemand))}, 1.0, true, false) {
 		t.Error("a spot node could not be replaced by a cheaper on-demand one")
 	}
 }

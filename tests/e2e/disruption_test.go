@@ -343,3 +343,56 @@ func TestUnschedulablePodDoesNotStopConsolidation(t *testing.T) {
 		t.Errorf("the impossible pod was placed: %+v", pods)
 	}
 }
+
+// TestScaleDownInBudgetSizedBatches: four nodes left empty by a scale-down, under a
+// budget of 50%, go two at a time in one plan each (Karpenter goes one node per
+// validation period), never more than the budget at once.
+func TestScaleDownInBudgetSizedBatches(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	np := consolidatingPool("default", "1s")
+	np.Spec.Disruption.Budgets = []v1.Budget{{Nodes: "50%"}}
+	must(t, c.Create(ctx, np))
+	spread := func(s *corev1.PodSpec) {
+		s.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			TopologyKey: v1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "spread"}}}}}}
+	}
+	must(t, c.Create(ctx, localstack.Deployment("spread", 4, "500m", "512Mi", spread)))
+	allRunning(t, c, "spread", 4, 60*time.Second)
+	if nodes, _, err := nodeCPU(c); err != nil || nodes != 4 {
+		t.Fatalf("%d nodes (%v) for four pods that each need their own; want 4", nodes, err)
+	}
+	busy := sample(func() (int, error) { return disrupting(c) })
+	must(t, c.Delete(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "spread", Namespace: "default"}}))
+	eventually(t, 90*time.Second, "every empty node removed", func() error {
+		if nodes, _, err := nodeCPU(c); err != nil || nodes > 0 {
+			return fmt.Errorf("%d nodes remain (%v)", nodes, err)
+		}
+		return nil
+	})
+	if _, most := busy.finish(); most > 2 {
+		t.Errorf("%d nodes were disrupted at once under a budget of 50%% of 4", most)
+	}
+	perPlan := map[string]int{}
+	for _, e := range eventsFor(t, c, "default", "", "DisruptionTerminating") {
+		if e.InvolvedObject.Kind != "Node" {
+			continue
+		}
+		_, rest, named := strings.Cut(e.Message, "plan ")
+		id, _, ok := strings.Cut(rest, ":")
+		if !named || !ok {
+			t.Fatalf("a DisruptionTerminating event does not name its plan: %q", e.Message)
+		}
+		perPlan[id]++
+	}
+	if len(perPlan) == 0 {
+		t.Fatal("no DisruptionTerminating events on the nodes")
+	}
+	largest := 0
+	for _, n := range perPlan {
+		largest = max(largest, n)
+	}
+	if largest != 2 {
+		t.Errorf("nodes per disruption: %v; want the first two together (50%% of 4)", perPlan)
+	}
+}

@@ -9,18 +9,16 @@ package disruption
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
@@ -30,6 +28,7 @@ import (
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
+	"github.com/dovetail-sh/dovetail/controller/consolidation"
 	"github.com/dovetail-sh/dovetail/controller/controllers/periodic"
 	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
@@ -56,21 +55,8 @@ func DefaultOptions() Options {
 	return Options{Period: 10 * time.Second, ValidationDelay: 15 * time.Second, ReplacementTimeout: 10 * time.Minute}
 }
 
-// MinSpotToSpotOptions is Karpenter's rule: a spot node is replaced by cheaper spot
-// only when at least this many cheaper types are offered, so the replacement is not
-// the one type most likely to be interrupted next.
-const MinSpotToSpotOptions = 15
-
-// maxMultiNodeCandidates bounds the candidates one multi-node consolidation weighs.
-const maxMultiNodeCandidates = 100
-
-// Consolidation types, as the metrics name them.
-const (
-	typeEmpty  = "empty"
-	typeSingle = "single"
-	typeMulti  = "multi"
-	typeDrift  = ""
-)
+// typeDrift is drift's consolidation type in metrics and records: none.
+const typeDrift = ""
 
 // Controller is the disruption controller.
 type Controller struct {
@@ -82,9 +68,16 @@ type Controller struct {
 	opts        Options
 
 	podSets  map[string]string // claim → fingerprint of its node's pods
-	proposed *command
+	proposed *proposal
 	inflight []*command
 	blocked  map[string]string // node → last blocking reason reported
+}
+
+// proposal is what the last decision would have started: candidates are acted on
+// only once the same decision has held for the validation delay.
+type proposal struct {
+	candidates sets.Set[string]
+	decidedAt  time.Time
 }
 
 // NewController wires the controller.
@@ -101,19 +94,7 @@ func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
 }
 
 // candidate is a node disruption may act on.
-type candidate struct {
-	claim               *v1.NodeClaim
-	node                *corev1.Node
-	pool                *v1.NodePool
-	pods                []*corev1.Pod // those that must be rescheduled
-	instanceType        string
-	capacityType        string
-	price               float64 // NaN when unknown: then it may be removed, never replaced
-	cost                float64 // disruption cost: what moving its pods costs
-	consolidatableSince time.Time
-	blockedBy           string
-	drift               string
-}
+type candidate = consolidation.Candidate
 
 // command is a decision: candidates to remove and the claims that replace them.
 type command struct {
@@ -123,17 +104,22 @@ type command struct {
 	consolidationType string
 	candidates        []*candidate
 	replacements      []*scheduling.NodeClaimPlan
-	launched          []string
-	decidedAt         time.Time
-	startedAt         time.Time
+	// launched names the claims the command waits for before draining: the
+	// replacements it launched, and claims still starting that its pods are
+	// planned onto (launched by an earlier batch of the same plan).
+	launched  []string
+	startedAt time.Time
+	// explanation says which plan the command belongs to and what it saves, for
+	// the events on its nodes.
+	explanation string
 }
 
 func (cmd *command) String() string {
 	names := make([]string, len(cmd.candidates))
 	for i, c := range cmd.candidates {
-		names[i] = c.claim.Name + "/" + c.instanceType
-		if c.drift != "" {
-			names[i] += " (" + c.drift + ")"
+		names[i] = c.Claim.Name + "/" + c.InstanceType
+		if c.Drift != "" {
+			names[i] += " (" + c.Drift + ")"
 		}
 	}
 	action := "delete"
@@ -149,19 +135,19 @@ func (cmd *command) String() string {
 
 // pass is one pass's view of the cluster.
 type pass struct {
-	snap       *provisioning.Snapshot
+	snap       *scheduling.Snapshot
 	claims     []v1.NodeClaim
 	poolByName map[string]*v1.NodePool
-	candidates []*candidate
-	// perPool counts a pool's claims and those already being disrupted.
-	total, disrupting map[string]int
-	allowed           map[string]map[v1.DisruptionReason]int
+	cluster    *consolidation.Cluster
+	allowed    map[string]map[v1.DisruptionReason]int
 	// placeablePending caches placeablePending's answer; -1 until computed.
 	placeablePending int
 }
 
-// Reconcile makes one pass: finish what is in flight, then decide at most one new
-// command.
+// Reconcile makes one pass: finish what is in flight, replace drifted nodes, and
+// move the cluster toward the cheapest fleet for its pods in budget-sized batches.
+// Batches run side by side: each one's nodes are tainted and counted against the
+// budgets, and its pods are planned before anything else on later passes.
 func (c *Controller) Reconcile(ctx context.Context) error {
 	s, err := c.observe(ctx)
 	if err != nil {
@@ -170,36 +156,89 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	if err := c.progress(ctx, s); err != nil {
 		return err
 	}
-	if len(c.inflight) > 0 {
-		return nil
-	}
-	if c.proposed != nil {
-		cmd := c.proposed
-		if c.clock.Since(cmd.decidedAt) < c.opts.ValidationDelay {
-			return nil
-		}
-		c.proposed = nil
-		// Decide again on today's cluster; act only when the same candidates still
-		// make the same kind of decision.
-		again := c.revalidate(s, cmd)
-		if again == nil {
-			metrics.VoluntaryDisruptionDecisions.WithLabelValues("abandoned", strings.ToLower(string(cmd.reason)), cmd.consolidationType).Inc()
-			log.FromContext(ctx).Info("abandoned a disruption that no longer holds", "command", cmd.String())
-			return nil
-		}
-		return c.execute(ctx, s, again)
-	}
-	cmd := c.decide(ctx, s)
-	if cmd == nil {
-		return nil
-	}
-	if cmd.reason == v1.DisruptionReasonDrifted {
+	if cmd := c.driftCommand(ctx, s); cmd != nil {
 		return c.execute(ctx, s, cmd)
 	}
-	cmd.decidedAt = c.clock.Now()
-	c.proposed = cmd
-	log.FromContext(ctx).Info("proposing disruption; validating before acting", "command", cmd.String(), "after", c.opts.ValidationDelay.String())
-	return nil
+	// Pending pods the provisioner can place are its to place first (they are
+	// nominated within a batch, and then count as capacity in use); capacity they may
+	// need is not taken away underneath them. Pods nothing can place never block.
+	if n := placeablePending(s); n > 0 {
+		c.proposed = nil
+		log.FromContext(ctx).V(1).Info("waiting for pending pods to be placed before consolidating", "pods", n)
+		return nil
+	}
+	now := c.clock.Now()
+	plan := consolidation.Decide(s.cluster, s.allowed, consolidation.Options{Now: now, SpotToSpot: c.opts.SpotToSpotConsolidation})
+	c.reportPlan(ctx, s, plan)
+	if len(plan.Batches) == 0 {
+		c.proposed = nil
+		return nil
+	}
+	if c.proposed == nil {
+		c.propose(ctx, plan, now)
+		return nil
+	}
+	if c.clock.Since(c.proposed.decidedAt) < c.opts.ValidationDelay {
+		return nil
+	}
+	// Act on the batches the decision of a validation delay ago already held;
+	// anything new in the plan is proposed afresh.
+	held := c.proposed.candidates
+	c.proposed = nil
+	var errs []error
+	acted := false
+	for _, b := range plan.Batches {
+		if !allProposed(b, held) {
+			continue
+		}
+		acted = true
+		if err := c.execute(ctx, s, c.commandOf(plan, b)); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if !acted {
+		metrics.VoluntaryDisruptionDecisions.WithLabelValues("abandoned", strings.ToLower(string(plan.Batches[0].Reason)), plan.Batches[0].Type).Inc()
+		log.FromContext(ctx).Info("abandoned a disruption that no longer holds; proposing the current plan")
+		c.propose(ctx, plan, now)
+	}
+	return errors.Join(errs...)
+}
+
+func (c *Controller) propose(ctx context.Context, plan *consolidation.Plan, now time.Time) {
+	p := &proposal{candidates: sets.New[string](), decidedAt: now}
+	for _, b := range plan.Batches {
+		for _, cand := range b.Candidates {
+			p.candidates.Insert(cand.Claim.Name)
+		}
+		log.FromContext(ctx).Info("proposing disruption; validating before acting", "batch", b.String(), "after", c.opts.ValidationDelay.String(),
+			"planRemoves", len(plan.Remove), "planLaunches", len(plan.Replacements), "planSavesPerHour", fmt.Sprintf("%.4f", plan.Savings()))
+	}
+	c.proposed = p
+}
+
+func allProposed(b *consolidation.Batch, proposed sets.Set[string]) bool {
+	for _, cand := range b.Candidates {
+		if !proposed.Has(cand.Claim.Name) {
+			return false
+		}
+	}
+	return true
+}
+
+// commandOf turns a batch into a command, with the plan it belongs to spelled out.
+func (c *Controller) commandOf(plan *consolidation.Plan, b *consolidation.Batch) *command {
+	cmd := &command{reason: b.Reason, consolidationType: b.Type, candidates: b.Candidates, replacements: b.Replacements, launched: append([]string(nil), b.Awaits...)}
+	cmd.explanation = fmt.Sprintf("the batch saves $%.4f/h (removes $%.4f/h, launches $%.4f/h); it is part of a plan that removes %d node(s) and launches %d, saving $%.4f/h",
+		b.Price()-priceOfPlans(b.Replacements), b.Price(), priceOfPlans(b.Replacements), len(plan.Remove), len(plan.Replacements), plan.Savings())
+	return cmd
+}
+
+func priceOfPlans(plans []*scheduling.NodeClaimPlan) float64 {
+	total := 0.0
+	for _, p := range plans {
+		total += p.Offering.Price
+	}
+	return total
 }
 
 // observe reads the cluster, records pod changes on claims, and finds candidates.
@@ -217,64 +256,35 @@ func (c *Controller) observe(ctx context.Context) (*pass, error) {
 	}
 	c.resume(ctx, view)
 	c.removeStaleTaints(ctx, view)
-	nominated := nominatedTo(snap)
-	claims, nodes, pdbs := view.Claims, view.Nodes, view.PDBs
-	s := &pass{snap: snap, claims: claims, placeablePending: -1, poolByName: map[string]*v1.NodePool{}, total: map[string]int{}, disrupting: map[string]int{},
-		allowed: map[string]map[v1.DisruptionReason]int{}}
-	for _, np := range snap.Pools {
-		s.poolByName[np.Name] = np
-	}
 	inflight := sets.New[string]()
 	for _, cmd := range c.inflight {
 		for _, cand := range cmd.candidates {
-			inflight.Insert(cand.claim.Name)
+			inflight.Insert(cand.Claim.Name)
 		}
 	}
 	now := c.clock.Now()
+	s := &pass{snap: snap, claims: view.Claims, placeablePending: -1, poolByName: map[string]*v1.NodePool{}}
+	for _, np := range snap.Pools {
+		s.poolByName[np.Name] = np
+	}
 	for i := range s.claims {
 		nc := &s.claims[i]
-		pool := nc.Labels[v1.LabelNodePool]
-		if nc.DeletionTimestamp != nil {
-			s.total[pool]++
-			s.disrupting[pool]++
-			continue
+		if node := view.NodeOf(nc); node != nil && nc.DeletionTimestamp == nil && !inflight.Has(nc.Name) && !state.HasTaint(node, v1.DisruptedNoScheduleTaint) {
+			c.recordPodEvents(ctx, nc, view.PodsOn(node.Name), now)
 		}
-		s.total[pool]++
-		node := view.NodeOf(nc)
-		if node == nil {
-			continue
-		}
-		if state.HasTaint(node, v1.DisruptedNoScheduleTaint) || inflight.Has(nc.Name) {
-			s.disrupting[pool]++
-			continue
-		}
-		c.recordPodEvents(ctx, nc, view.PodsOn(node.Name), now)
-		np, ok := s.poolByName[pool]
-		if !ok || !meta.IsStatusConditionTrue(nc.Status.Conditions, v1.ConditionTypeInitialized) {
-			continue
-		}
-		cand := &candidate{claim: nc, node: node, pool: np, instanceType: nc.Labels[v1.LabelInstanceType], capacityType: nc.Labels[v1.LabelCapacityType]}
-		cand.pods = reschedulable(view.PodsOn(node.Name))
-		cand.blockedBy = blocker(node, view.PodsOn(node.Name), pdbs)
-		if n := nominated[node.Name]; n > 0 && cand.blockedBy == "" {
-			// Pods the provisioner placed here are on their way: the node only looks
-			// empty (or underused) until kube-scheduler binds them.
-			cand.blockedBy = fmt.Sprintf("%d pending pod(s) are nominated to it", n)
-		}
-		cand.price = price(snap.InstanceTypes[pool], cand.instanceType, nc.Labels[v1.LabelTopologyZone], cand.capacityType)
-		cand.cost = disruptionCost(cand.pods, nc, now)
-		cand.consolidatableSince = consolidatableSince(nc, np)
-		cand.drift = c.driftReason(ctx, nc, node, np)
+	}
+	s.cluster = consolidation.Observe(view, snap, inflight, now)
+	for _, cand := range s.cluster.Candidates {
+		cand.Drift = c.driftReason(ctx, cand.Claim, cand.Node, cand.Pool)
 		c.writeConditions(ctx, cand, now)
-		s.candidates = append(s.candidates, cand)
 	}
 	// Forget claims and nodes that are gone, so the bookkeeping does not grow.
 	seenClaims, seenNodes := sets.New[string](), sets.New[string]()
 	for i := range s.claims {
 		seenClaims.Insert(s.claims[i].Name)
 	}
-	for i := range nodes {
-		seenNodes.Insert(nodes[i].Name)
+	for i := range view.Nodes {
+		seenNodes.Insert(view.Nodes[i].Name)
 	}
 	for name := range c.podSets {
 		if !seenClaims.Has(name) {
@@ -286,36 +296,21 @@ func (c *Controller) observe(ctx context.Context) (*pass, error) {
 			delete(c.blocked, name)
 		}
 	}
+	allowed, errs := s.cluster.Allowed(now)
+	for _, err := range errs {
+		log.FromContext(ctx).Error(err, "invalid disruption budget; no disruption for this pool")
+	}
+	s.allowed = allowed
 	for name, np := range s.poolByName {
-		s.allowed[name] = map[v1.DisruptionReason]int{}
 		var status []v1.AllowedDisruption
-		for _, r := range Reasons {
-			n, err := Allowed(np, r, s.total[name], s.disrupting[name], now)
-			if err != nil {
-				log.FromContext(ctx).Error(err, "invalid disruption budget; no disruption for this pool", "nodepool", name)
-			}
-			s.allowed[name][r] = n
+		for _, r := range consolidation.Reasons {
+			n := allowed[name][r]
 			status = append(status, v1.AllowedDisruption{Reason: r, Nodes: int32(n)})
 			metrics.NodePoolAllowedDisruptions.WithLabelValues(name, strings.ToLower(string(r))).Set(float64(n))
 		}
 		c.writeAllowed(ctx, np, status)
 	}
-	sort.SliceStable(s.candidates, func(i, j int) bool { return s.candidates[i].cost < s.candidates[j].cost })
 	return s, nil
-}
-
-// nominatedTo counts, per node, the pods the provisioner nominated to it that are
-// not bound yet.
-func nominatedTo(snap *provisioning.Snapshot) map[string]int {
-	out := map[string]int{}
-	for _, n := range snap.Nodes {
-		for _, p := range n.Pods {
-			if p.Spec.NodeName == "" {
-				out[n.Name]++
-			}
-		}
-	}
-	return out
 }
 
 // writeAllowed shows the budgets' room in the pool's status when it changed.
@@ -334,7 +329,7 @@ func (c *Controller) writeAllowed(ctx context.Context, np *v1.NodePool, allowed 
 // writeConditions shows on the claim what disruption sees: Drifted with the reason,
 // and Consolidatable once consolidateAfter has passed.
 func (c *Controller) writeConditions(ctx context.Context, cand *candidate, now time.Time) {
-	nc := cand.claim
+	nc := cand.Claim
 	before := nc.DeepCopy()
 	set := func(t string, on bool, reason, message string) {
 		if !on {
@@ -347,8 +342,8 @@ func (c *Controller) writeConditions(ctx context.Context, cand *candidate, now t
 		meta.SetStatusCondition(&nc.Status.Conditions, metav1.Condition{Type: t, Status: metav1.ConditionTrue, Reason: reason, Message: message,
 			ObservedGeneration: nc.Generation, LastTransitionTime: metav1.NewTime(now)})
 	}
-	set(v1.ConditionTypeDrifted, cand.drift != "", cand.drift, "the node no longer matches its NodePool or node class")
-	set(v1.ConditionTypeConsolidatable, cand.consolidatable(now), "Consolidatable", "consolidateAfter has passed since the last pod change")
+	set(v1.ConditionTypeDrifted, cand.Drift != "", cand.Drift, "the node no longer matches its NodePool or node class")
+	set(v1.ConditionTypeConsolidatable, cand.Consolidatable(now), "Consolidatable", "consolidateAfter has passed since the last pod change")
 	if equality.Semantic.DeepEqual(before.Status.Conditions, nc.Status.Conditions) {
 		return
 	}
@@ -380,24 +375,6 @@ func (c *Controller) recordPodEvents(ctx context.Context, nc *v1.NodeClaim, pods
 	}
 }
 
-// consolidatableSince is when the claim may first be consolidated: consolidateAfter
-// after its last pod event (or its initialization); zero for "Never".
-func consolidatableSince(nc *v1.NodeClaim, np *v1.NodePool) time.Time {
-	after := np.Spec.Disruption.ConsolidateAfter
-	if after.Duration == nil {
-		return time.Time{}
-	}
-	last := nc.Status.LastPodEventTime.Time
-	if init := meta.FindStatusCondition(nc.Status.Conditions, v1.ConditionTypeInitialized); init != nil && init.LastTransitionTime.After(last) {
-		last = init.LastTransitionTime.Time
-	}
-	return last.Add(*after.Duration)
-}
-
-func (cand *candidate) consolidatable(now time.Time) bool {
-	return !cand.consolidatableSince.IsZero() && !now.Before(cand.consolidatableSince)
-}
-
 // driftReason says why a node no longer matches its pool or class, or "".
 func (c *Controller) driftReason(ctx context.Context, nc *v1.NodeClaim, node *corev1.Node, np *v1.NodePool) string {
 	if nc.Annotations[v1.NodePoolHashVersionAnnotationKey] == v1.NodePoolHashVersion {
@@ -418,91 +395,4 @@ func (c *Controller) driftReason(ctx context.Context, nc *v1.NodeClaim, node *co
 		return ""
 	}
 	return string(reason)
-}
-
-// reschedulable keeps the pods a drain must move: not daemonset, mirror or finished.
-func reschedulable(pods []*corev1.Pod) []*corev1.Pod {
-	var out []*corev1.Pod
-	for _, p := range pods {
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.DeletionTimestamp != nil {
-			continue
-		}
-		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
-			continue
-		}
-		if owner := metav1.GetControllerOf(p); owner != nil && owner.Kind == "DaemonSet" {
-			continue
-		}
-		out = append(out, p)
-	}
-	return out
-}
-
-// blocker says what forbids a graceful disruption of the node, or "".
-func blocker(node *corev1.Node, pods []*corev1.Pod, pdbs []policyv1.PodDisruptionBudget) string {
-	if node.Annotations[v1.DoNotDisruptAnnotationKey] == "true" {
-		return fmt.Sprintf("node has the %s annotation", v1.DoNotDisruptAnnotationKey)
-	}
-	for _, p := range reschedulable(pods) {
-		if p.Annotations[v1.DoNotDisruptAnnotationKey] == "true" {
-			return fmt.Sprintf("pod %s/%s has the %s annotation", p.Namespace, p.Name, v1.DoNotDisruptAnnotationKey)
-		}
-		if metav1.GetControllerOf(p) == nil {
-			return fmt.Sprintf("pod %s/%s has no controller to recreate it", p.Namespace, p.Name)
-		}
-		for i := range pdbs {
-			pdb := &pdbs[i]
-			if pdb.Namespace != p.Namespace || pdb.Spec.Selector == nil {
-				continue
-			}
-			sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
-			if err != nil || !sel.Matches(labels.Set(p.Labels)) {
-				continue
-			}
-			if pdb.Status.DisruptionsAllowed < 1 {
-				return fmt.Sprintf("pdb %s/%s prevents evicting pod %s", pdb.Namespace, pdb.Name, p.Name)
-			}
-		}
-	}
-	return ""
-}
-
-// price is what the node costs per hour, NaN when its offering is unknown.
-func price(types []*scheduling.InstanceType, name, zone, capacityType string) float64 {
-	for _, it := range types {
-		if it.Name != name {
-			continue
-		}
-		for _, o := range it.Offerings {
-			if o.Zone == zone && o.CapacityType == capacityType {
-				return o.Price
-			}
-		}
-	}
-	return math.NaN()
-}
-
-// disruptionCost weighs moving a node's pods, as Karpenter does: each pod counts one,
-// more with a higher pod-deletion-cost or priority, and the sum is scaled by how much
-// of the node's life remains (an expiring node is cheap to disrupt).
-func disruptionCost(pods []*corev1.Pod, nc *v1.NodeClaim, now time.Time) float64 {
-	cost := 0.0
-	for _, p := range pods {
-		c := 1.0
-		if v, ok := p.Annotations["controller.kubernetes.io/pod-deletion-cost"]; ok {
-			var n float64
-			if _, err := fmt.Sscan(v, &n); err == nil {
-				c += n / math.Pow(2, 27)
-			}
-		}
-		if p.Spec.Priority != nil {
-			c += float64(*p.Spec.Priority) / math.Pow(2, 25)
-		}
-		cost += math.Max(c, 0)
-	}
-	if exp := nc.Spec.ExpireAfter; exp.Duration != nil && *exp.Duration > 0 {
-		remaining := 1 - float64(now.Sub(nc.CreationTimestamp.Time))/float64(*exp.Duration)
-		cost *= math.Max(remaining, 0)
-	}
-	return cost
 }

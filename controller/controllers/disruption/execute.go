@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
@@ -25,17 +26,20 @@ import (
 // tainted nodes no record explains: the next pass puts them back in service.
 func (c *Controller) execute(ctx context.Context, s *pass, cmd *command) error {
 	logger := log.FromContext(ctx).WithValues("command", cmd.String())
-	cmd.id = state.NewDisruptionID(c.clock.Now(), cmd.candidates[0].claim.Name)
+	cmd.id = state.NewDisruptionID(c.clock.Now(), cmd.candidates[0].Claim.Name)
 	for _, cand := range cmd.candidates {
-		if err := c.setDisruptedTaint(ctx, cand.node, true); err != nil {
+		if err := c.setDisruptedTaint(ctx, cand.Node, true); err != nil {
 			c.rollBack(ctx, cmd)
 			return err
 		}
-		message := fmt.Sprintf("Disrupting NodeClaim: %s", cmd.reason)
-		c.recorder.Event(cand.claim, corev1.EventTypeNormal, "DisruptionTerminating", message)
-		c.recorder.Event(cand.node, corev1.EventTypeNormal, "DisruptionTerminating", message)
-		for _, p := range cand.pods {
-			c.recorder.Eventf(p, corev1.EventTypeNormal, "Disrupted", "Node %s is being disrupted (%s); the pod will be evicted", cand.node.Name, cmd.reason)
+		message := fmt.Sprintf("Disrupting: %s, plan %s: %s; %s", cmd.reason, cmd.id, cmd.String(), cmd.explanation)
+		if !math.IsNaN(cand.Price) {
+			message += fmt.Sprintf("; this node costs $%.4f/h", cand.Price)
+		}
+		c.recorder.Event(cand.Claim, corev1.EventTypeNormal, "DisruptionTerminating", message)
+		c.recorder.Event(cand.Node, corev1.EventTypeNormal, "DisruptionTerminating", message)
+		for _, p := range cand.Pods {
+			c.recorder.Eventf(p, corev1.EventTypeNormal, "Disrupted", "Node %s is being disrupted (%s); the pod will be evicted", cand.Node.Name, cmd.reason)
 		}
 	}
 	for _, plan := range cmd.replacements {
@@ -51,7 +55,7 @@ func (c *Controller) execute(ctx context.Context, s *pass, cmd *command) error {
 		}
 		cmd.launched = append(cmd.launched, nc.Name)
 		for _, cand := range cmd.candidates {
-			c.recorder.Eventf(cand.claim, corev1.EventTypeNormal, "DisruptionLaunching", "Launching NodeClaim %s to replace it: %s", nc.Name, cmd.reason)
+			c.recorder.Eventf(cand.Claim, corev1.EventTypeNormal, "DisruptionLaunching", "Launching NodeClaim %s to replace it: %s", nc.Name, cmd.reason)
 		}
 	}
 	decision := "delete"
@@ -79,7 +83,7 @@ func (c *Controller) execute(ctx context.Context, s *pass, cmd *command) error {
 func (cmd *command) claims() []*v1.NodeClaim {
 	out := make([]*v1.NodeClaim, len(cmd.candidates))
 	for i, cand := range cmd.candidates {
-		out[i] = cand.claim
+		out[i] = cand.Claim
 	}
 	return out
 }
@@ -88,7 +92,7 @@ func (cmd *command) record() *state.Disruption {
 	d := &state.Disruption{ID: cmd.id, Reason: cmd.reason, ConsolidationType: cmd.consolidationType,
 		Replacements: cmd.launched, StartedAt: metav1.NewTime(cmd.startedAt)}
 	for _, cand := range cmd.candidates {
-		d.Candidates = append(d.Candidates, cand.claim.Name)
+		d.Candidates = append(d.Candidates, cand.Claim.Name)
 	}
 	return d
 }
@@ -141,16 +145,16 @@ func (c *Controller) progress(ctx context.Context, s *pass) error {
 func (c *Controller) deleteCandidates(ctx context.Context, cmd *command) error {
 	var errs []error
 	for _, cand := range cmd.candidates {
-		if cand.claim.DeletionTimestamp != nil {
+		if cand.Claim.DeletionTimestamp != nil {
 			continue
 		}
-		if err := c.kube.Delete(ctx, cand.claim); client.IgnoreNotFound(err) != nil {
-			errs = append(errs, fmt.Errorf("deleting nodeclaim %s, %w", cand.claim.Name, err))
+		if err := c.kube.Delete(ctx, cand.Claim); client.IgnoreNotFound(err) != nil {
+			errs = append(errs, fmt.Errorf("deleting nodeclaim %s, %w", cand.Claim.Name, err))
 			continue
 		}
 		now := metav1.NewTime(c.clock.Now())
-		cand.claim.DeletionTimestamp = &now
-		metrics.NodeClaimsDisrupted.WithLabelValues(strings.ToLower(string(cmd.reason)), cand.pool.Name, cand.capacityType).Inc()
+		cand.Claim.DeletionTimestamp = &now
+		metrics.NodeClaimsDisrupted.WithLabelValues(strings.ToLower(string(cmd.reason)), cand.Pool.Name, cand.CapacityType).Inc()
 	}
 	return errors.Join(errs...)
 }
@@ -158,7 +162,7 @@ func (c *Controller) deleteCandidates(ctx context.Context, cmd *command) error {
 // deletionStarted reports whether any candidate was deleted by this command.
 func (cmd *command) deletionStarted() bool {
 	for _, cand := range cmd.candidates {
-		if cand.claim.DeletionTimestamp != nil {
+		if cand.Claim.DeletionTimestamp != nil {
 			return true
 		}
 	}
@@ -171,14 +175,14 @@ func (cmd *command) deletionStarted() bool {
 func (c *Controller) rollBack(ctx context.Context, cmd *command) {
 	for _, cand := range cmd.candidates {
 		current := &v1.NodeClaim{}
-		if err := c.kube.Get(ctx, client.ObjectKeyFromObject(cand.claim), current); err != nil || current.DeletionTimestamp != nil {
+		if err := c.kube.Get(ctx, client.ObjectKeyFromObject(cand.Claim), current); err != nil || current.DeletionTimestamp != nil {
 			continue
 		}
-		if err := c.setDisruptedTaint(ctx, cand.node, false); err != nil {
-			log.FromContext(ctx).Error(err, "removing the disrupted taint", "node", cand.node.Name)
+		if err := c.setDisruptedTaint(ctx, cand.Node, false); err != nil {
+			log.FromContext(ctx).Error(err, "removing the disrupted taint", "node", cand.Node.Name)
 		}
-		if err := state.ClearDisruption(ctx, c.kube, cand.claim); err != nil {
-			log.FromContext(ctx).Error(err, "clearing the disruption record", "nodeclaim", cand.claim.Name)
+		if err := state.ClearDisruption(ctx, c.kube, cand.Claim); err != nil {
+			log.FromContext(ctx).Error(err, "clearing the disruption record", "nodeclaim", cand.Claim.Name)
 		}
 	}
 }
@@ -213,8 +217,8 @@ func (c *Controller) resume(ctx context.Context, view *state.View) {
 			if pool == nil {
 				pool = &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: nc.Labels[v1.LabelNodePool]}}
 			}
-			cmd.candidates = append(cmd.candidates, &candidate{claim: nc, node: node, pool: pool,
-				instanceType: nc.Labels[v1.LabelInstanceType], capacityType: nc.Labels[v1.LabelCapacityType]})
+			cmd.candidates = append(cmd.candidates, &candidate{Claim: nc, Node: node, Pool: pool, Price: math.NaN(),
+				InstanceType: nc.Labels[v1.LabelInstanceType], CapacityType: nc.Labels[v1.LabelCapacityType]})
 		}
 		if len(cmd.candidates) == 0 {
 			continue
@@ -222,8 +226,8 @@ func (c *Controller) resume(ctx context.Context, view *state.View) {
 		// The taint may have been taken off by hand; the replacements are coming, so
 		// nothing new should land on the candidates meanwhile.
 		for _, cand := range cmd.candidates {
-			if err := c.setDisruptedTaint(ctx, cand.node, true); err != nil {
-				log.FromContext(ctx).Error(err, "tainting a resumed disruption's node", "node", cand.node.Name)
+			if err := c.setDisruptedTaint(ctx, cand.Node, true); err != nil {
+				log.FromContext(ctx).Error(err, "tainting a resumed disruption's node", "node", cand.Node.Name)
 			}
 		}
 		log.FromContext(ctx).Info("resuming a disruption recorded in the cluster", "command", cmd.String(), "startedAt", cmd.startedAt)
@@ -237,7 +241,7 @@ func (c *Controller) removeStaleTaints(ctx context.Context, view *state.View) {
 	active := sets.New[string]()
 	for _, cmd := range c.inflight {
 		for _, cand := range cmd.candidates {
-			active.Insert(cand.claim.Name)
+			active.Insert(cand.Claim.Name)
 		}
 	}
 	for _, node := range view.StaleDisrupted(active) {

@@ -20,6 +20,7 @@ import (
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
+	"github.com/dovetail-sh/dovetail/controller/consolidation"
 	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/state"
@@ -30,7 +31,9 @@ import (
 type pricedCloud struct{ cloudprovider.CloudProvider }
 
 func (pricedCloud) GetInstanceTypes(context.Context, *v1.NodePool) ([]*scheduling.InstanceType, error) {
-	return []*scheduling.InstanceType{instanceType("m.large", 0.1, v1.CapacityTypeOnDemand)}, nil
+	return []*scheduling.InstanceType{scheduling.NewInstanceType("m.large", map[string]string{v1.LabelArch: "amd64"},
+		corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi"), corev1.ResourcePods: resource.MustParse("29")},
+		[]scheduling.Offering{{Zone: "a", CapacityType: v1.CapacityTypeOnDemand, Price: 0.1, Available: true}}, scheduling.DefaultAllocatableSettings())}, nil
 }
 func (pricedCloud) IsDrifted(context.Context, *v1.NodeClaim) (cloudprovider.DriftReason, error) {
 	return "", nil
@@ -120,7 +123,7 @@ func (f *restartFixture) oldClaim(t *testing.T) *v1.NodeClaim {
 }
 
 func oldRecord(startedAt time.Time, replacements ...string) *state.Disruption {
-	return &state.Disruption{ID: "old-1", Reason: v1.DisruptionReasonUnderutilized, ConsolidationType: typeSingle,
+	return &state.Disruption{ID: "old-1", Reason: v1.DisruptionReasonUnderutilized, ConsolidationType: consolidation.TypeSingle,
 		Candidates: []string{"old"}, Replacements: replacements, StartedAt: metav1.NewTime(startedAt)}
 }
 

@@ -1,0 +1,259 @@
+// Package consolidation decides how a cluster shrinks: which nodes its pods can do
+// without, what (if anything) replaces them, and which of those may go now under
+// the NodePools' budgets. It does no I/O: it reads a state.View and plans with the
+// scheduling engine, so the disruption controller, `dovetail simulate
+// --consolidate` and the benchmarks make the same decision from the same cluster.
+package consolidation
+
+import (
+	"fmt"
+	"math"
+	"sort"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
+	"github.com/dovetail-sh/dovetail/controller/state"
+)
+
+// Candidate is an initialized node of a NodePool that disruption may act on.
+type Candidate struct {
+	Claim        *v1.NodeClaim
+	Node         *corev1.Node
+	Pool         *v1.NodePool
+	InstanceType string
+	CapacityType string
+	// Pods are those a drain must move: not daemonset, mirror or finished.
+	Pods []*corev1.Pod
+	// Price is what the node costs per hour; NaN when its offering is unknown: then
+	// it may be removed, never replaced.
+	Price float64
+	// DisruptionCost weighs moving its pods (see disruptionCost).
+	DisruptionCost float64
+	// ConsolidatableSince is when consolidateAfter has passed; zero for "Never".
+	ConsolidatableSince time.Time
+	// BlockedBy says what forbids a graceful disruption, or "".
+	BlockedBy string
+	// Drift says why the node no longer matches its pool or class, or "". The
+	// caller sets it: finding drift asks the cloud provider.
+	Drift string
+}
+
+// Consolidatable reports whether consolidateAfter has passed at now.
+func (c *Candidate) Consolidatable(now time.Time) bool {
+	return !c.ConsolidatableSince.IsZero() && !now.Before(c.ConsolidatableSince)
+}
+
+// Empty reports whether no pod would have to move.
+func (c *Candidate) Empty() bool { return len(c.Pods) == 0 }
+
+// Cluster is what disruption sees in one pass: the engine's snapshot, the
+// candidates (cheapest to disrupt first), and per pool how many claims it has and
+// how many are being disrupted already.
+type Cluster struct {
+	Snapshot   *scheduling.Snapshot
+	Candidates []*Candidate
+	// Moving are the pods of nodes being disrupted already: they need a place
+	// before anything else may take it.
+	Moving []*corev1.Pod
+	// Launching maps the snapshot's nodes that are not initialized yet (claims in
+	// flight, nodes still starting) to their claims: pods planned onto them wait.
+	Launching         map[string]string
+	Total, Disrupting map[string]int
+}
+
+// Observe builds the pass's cluster from a view and the engine's snapshot of it.
+// disrupting names the claims commands in this process are disrupting; claims
+// tainted for disruption or being deleted count as disrupting too.
+func Observe(view *state.View, snap *scheduling.Snapshot, disrupting sets.Set[string], now time.Time) *Cluster {
+	cl := &Cluster{Snapshot: snap, Launching: map[string]string{}, Total: map[string]int{}, Disrupting: map[string]int{}}
+	nominated := nominatedTo(snap)
+	pools := map[string]*v1.NodePool{}
+	for _, np := range snap.Pools {
+		pools[np.Name] = np
+	}
+	for i := range view.Claims {
+		nc := &view.Claims[i]
+		pool := nc.Labels[v1.LabelNodePool]
+		cl.Total[pool]++
+		if nc.DeletionTimestamp != nil {
+			cl.Disrupting[pool]++
+			continue
+		}
+		node := view.NodeOf(nc)
+		initialized := meta.IsStatusConditionTrue(nc.Status.Conditions, v1.ConditionTypeInitialized)
+		if !initialized {
+			cl.Launching[nc.Name] = nc.Name
+			if node != nil {
+				cl.Launching[node.Name] = nc.Name
+			}
+		}
+		if node == nil {
+			continue
+		}
+		if state.HasTaint(node, v1.DisruptedNoScheduleTaint) || disrupting.Has(nc.Name) {
+			cl.Disrupting[pool]++
+			cl.Moving = append(cl.Moving, reschedulable(view.PodsOn(node.Name))...)
+			continue
+		}
+		np, ok := pools[pool]
+		if !ok || !initialized {
+			continue
+		}
+		onNode := view.PodsOn(node.Name)
+		cand := &Candidate{Claim: nc, Node: node, Pool: np, InstanceType: nc.Labels[v1.LabelInstanceType], CapacityType: nc.Labels[v1.LabelCapacityType]}
+		cand.Pods = reschedulable(onNode)
+		cand.BlockedBy = blocker(node, onNode, view.PDBs)
+		if n := nominated[node.Name]; n > 0 && cand.BlockedBy == "" {
+			// Pods the provisioner placed here are on their way: the node only looks
+			// empty (or underused) until kube-scheduler binds them.
+			cand.BlockedBy = fmt.Sprintf("%d pending pod(s) are nominated to it", n)
+		}
+		cand.Price = Price(snap.InstanceTypes[pool], cand.InstanceType, nc.Labels[v1.LabelTopologyZone], cand.CapacityType)
+		cand.DisruptionCost = disruptionCost(cand.Pods, nc, now)
+		cand.ConsolidatableSince = consolidatableSince(nc, np)
+		cl.Candidates = append(cl.Candidates, cand)
+	}
+	sort.SliceStable(cl.Candidates, func(i, j int) bool { return cl.Candidates[i].DisruptionCost < cl.Candidates[j].DisruptionCost })
+	return cl
+}
+
+// Allowed is how many more of each pool's nodes may be disrupted now, per reason.
+// A budget that does not parse allows nothing for its pool; its error is returned.
+func (cl *Cluster) Allowed(now time.Time) (map[string]map[v1.DisruptionReason]int, []error) {
+	out := map[string]map[v1.DisruptionReason]int{}
+	var errs []error
+	for _, np := range cl.Snapshot.Pools {
+		out[np.Name] = map[v1.DisruptionReason]int{}
+		for _, r := range Reasons {
+			n, err := Allowed(np, r, cl.Total[np.Name], cl.Disrupting[np.Name], now)
+			if err != nil {
+				errs = append(errs, err)
+			}
+			out[np.Name][r] = n
+		}
+	}
+	return out, errs
+}
+
+// nominatedTo counts, per node, the pods the provisioner nominated to it that are
+// not bound yet.
+func nominatedTo(snap *scheduling.Snapshot) map[string]int {
+	out := map[string]int{}
+	for _, n := range snap.Nodes {
+		for _, p := range n.Pods {
+			if p.Spec.NodeName == "" {
+				out[n.Name]++
+			}
+		}
+	}
+	return out
+}
+
+// consolidatableSince is when the claim may first be consolidated: consolidateAfter
+// after its last pod event (or its initialization); zero for "Never".
+func consolidatableSince(nc *v1.NodeClaim, np *v1.NodePool) time.Time {
+	after := np.Spec.Disruption.ConsolidateAfter
+	if after.Duration == nil {
+		return time.Time{}
+	}
+	last := nc.Status.LastPodEventTime.Time
+	if init := meta.FindStatusCondition(nc.Status.Conditions, v1.ConditionTypeInitialized); init != nil && init.LastTransitionTime.After(last) {
+		last = init.LastTransitionTime.Time
+	}
+	return last.Add(*after.Duration)
+}
+
+// reschedulable keeps the pods a drain must move: not daemonset, mirror or finished.
+func reschedulable(pods []*corev1.Pod) []*corev1.Pod {
+	var out []*corev1.Pod
+	for _, p := range pods {
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.DeletionTimestamp != nil {
+			continue
+		}
+		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+			continue
+		}
+		if owner := metav1.GetControllerOf(p); owner != nil && owner.Kind == "DaemonSet" {
+			continue
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// blocker says what forbids a graceful disruption of the node, or "".
+func blocker(node *corev1.Node, pods []*corev1.Pod, pdbs []policyv1.PodDisruptionBudget) string {
+	if node.Annotations[v1.DoNotDisruptAnnotationKey] == "true" {
+		return fmt.Sprintf("node has the %s annotation", v1.DoNotDisruptAnnotationKey)
+	}
+	for _, p := range reschedulable(pods) {
+		if p.Annotations[v1.DoNotDisruptAnnotationKey] == "true" {
+			return fmt.Sprintf("pod %s/%s has the %s annotation", p.Namespace, p.Name, v1.DoNotDisruptAnnotationKey)
+		}
+		if metav1.GetControllerOf(p) == nil {
+			return fmt.Sprintf("pod %s/%s has no controller to recreate it", p.Namespace, p.Name)
+		}
+		for i := range pdbs {
+			pdb := &pdbs[i]
+			if pdb.Namespace != p.Namespace || pdb.Spec.Selector == nil {
+				continue
+			}
+			sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+			if err != nil || !sel.Matches(labels.Set(p.Labels)) {
+				continue
+			}
+			if pdb.Status.DisruptionsAllowed < 1 {
+				return fmt.Sprintf("pdb %s/%s prevents evicting pod %s", pdb.Namespace, pdb.Name, p.Name)
+			}
+		}
+	}
+	return ""
+}
+
+// Price is what a node costs per hour, NaN when its offering is unknown.
+func Price(types []*scheduling.InstanceType, name, zone, capacityType string) float64 {
+	for _, it := range types {
+		if it.Name != name {
+			continue
+		}
+		for _, o := range it.Offerings {
+			if o.Zone == zone && o.CapacityType == capacityType {
+				return o.Price
+			}
+		}
+	}
+	return math.NaN()
+}
+
+// disruptionCost weighs moving a node's pods, as Karpenter does: each pod counts one,
+// more with a higher pod-deletion-cost or priority, and the sum is scaled by how much
+// of the node's life remains (an expiring node is cheap to disrupt).
+func disruptionCost(pods []*corev1.Pod, nc *v1.NodeClaim, now time.Time) float64 {
+	cost := 0.0
+	for _, p := range pods {
+		c := 1.0
+		if v, ok := p.Annotations["controller.kubernetes.io/pod-deletion-cost"]; ok {
+			var n float64
+			if _, err := fmt.Sscan(v, &n); err == nil {
+				c += n / math.Pow(2, 27)
+			}
+		}
+		if p.Spec.Priority != nil {
+			c += float64(*p.Spec.Priority) / math.Pow(2, 25)
+		}
+		cost += math.Max(c, 0)
+	}
+	if exp := nc.Spec.ExpireAfter; exp.Duration != nil && *exp.Duration > 0 {
+		remaining := 1 - float64(now.Sub(nc.CreationTimestamp.Time))/float64(*exp.Duration)
+		cost *= math.Max(remaining, 0)
+	}
+	return cost
+}

@@ -1,0 +1,259 @@
+package consolidation
+
+import (
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
+	"github.com/dovetail-sh/dovetail/controller/state"
+)
+
+var testNow = time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+
+// testTypes are three sizes of one family, priced by size.
+func testTypes() []*scheduling.InstanceType {
+	var out []*scheduling.InstanceType
+	for _, size := range []struct {
+		name   string
+		cpu    int64
+		price  float64
+		memory string
+	}{{"m.large", 2, 0.1, "8Gi"}, {"m.xlarge", 4, 0.2, "16Gi"}, {"m.2xlarge", 8, 0.4, "32Gi"}} {
+		out = append(out, scheduling.NewInstanceType(size.name, map[string]string{v1.LabelArch: "amd64", v1.LabelOS: "linux"},
+			corev1.ResourceList{corev1.ResourceCPU: *resource.NewQuantity(size.cpu, resource.DecimalSI), corev1.ResourceMemory: resource.MustParse(size.memory), corev1.ResourcePods: resource.MustParse("110"), corev1.ResourceEphemeralStorage: resource.MustParse("20Gi")},
+			[]scheduling.Offering{{Zone: "a", CapacityType: v1.CapacityTypeOnDemand, Price: size.price, Available: true}}, scheduling.DefaultAllocatableSettings()))
+	}
+	return out
+}
+
+// testCluster builds nodes of one type, each with the given number of pods of
+// podCPU, all of one Deployment, in a pool with the given budget.
+type testCluster struct {
+	pods   []corev1.Pod
+	nodes  []corev1.Node
+	claims []v1.NodeClaim
+	pdbs   []policyv1.PodDisruptionBudget
+	pool   *v1.NodePool
+}
+
+func newTestCluster(budget string) *testCluster {
+	pool := &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	pool.Spec.Disruption.ConsolidationPolicy = v1.ConsolidationPolicyWhenEmptyOrUnderutilized
+	pool.Spec.Disruption.ConsolidateAfter = v1.MustParseNillableDuration("0s")
+	pool.Spec.Disruption.Budgets = []v1.Budget{{Nodes: budget}}
+	return &testCluster{pool: pool}
+}
+
+func (tc *testCluster) addNode(instanceType string, pods int, podCPU string) *corev1.Node {
+	var it *scheduling.InstanceType
+	for _, t := range testTypes() {
+		if t.Name == instanceType {
+			it = t
+		}
+	}
+	name := fmt.Sprintf("node-%d", len(tc.nodes))
+	labels := map[string]string{v1.LabelNodePool: "default", v1.LabelInstanceType: it.Name, v1.LabelTopologyZone: "a", v1.LabelCapacityType: v1.CapacityTypeOnDemand,
+		v1.LabelHostname: name, v1.LabelArch: "amd64", v1.LabelOS: "linux"}
+	tc.claims = append(tc.claims, v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
+		Status: v1.NodeClaimStatus{ProviderID: "test://" + name, NodeName: name, Allocatable: it.Allocatable.ToResourceList(), Capacity: it.Capacity.ToResourceList(),
+			Conditions: []metav1.Condition{{Type: v1.ConditionTypeInitialized, Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(testNow.Add(-time.Hour))}}}})
+	tc.nodes = append(tc.nodes, corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: corev1.NodeSpec{ProviderID: "test://" + name},
+		Status: corev1.NodeStatus{Allocatable: it.Allocatable.ToResourceList(), Capacity: it.Capacity.ToResourceList()}})
+	controller := true
+	for i := 0; i < pods; i++ {
+		podName := fmt.Sprintf("%s-pod-%d", name, i)
+		tc.pods = append(tc.pods, corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: podName, Namespace: "default", UID: types.UID(podName), Labels: map[string]string{"app": "web"},
+				OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web", Controller: &controller}}},
+			Spec: corev1.PodSpec{NodeName: name, Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse(podCPU), corev1.ResourceMemory: resource.MustParse("256Mi")}}}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning},
+		})
+	}
+	return &tc.nodes[len(tc.nodes)-1]
+}
+
+func (tc *testCluster) decide(t *testing.T, disrupting ...string) (*Plan, *Cluster) {
+	t.Helper()
+	view := state.NewView(tc.pods, tc.nodes, tc.claims, []v1.NodePool{*tc.pool}, tc.pdbs, nil)
+	snap := provisioning.SnapshotFromView(view, func(*v1.NodePool) []*scheduling.InstanceType { return testTypes() }, scheduling.DefaultNodeCosts())
+	cl := Observe(view, snap, sets.New(disrupting...), testNow)
+	allowed, errs := cl.Allowed(testNow)
+	if len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	return Decide(cl, allowed, Options{Now: testNow}), cl
+}
+
+func names(cands []*Candidate) []string {
+	out := make([]string, len(cands))
+	for i, c := range cands {
+		out[i] = c.Node.Name
+	}
+	return out
+}
+
+// mustPlaceEveryPod checks that the target gives every pod of a removed node a place.
+func mustPlaceEveryPod(t *testing.T, plan *Plan) {
+	t.Helper()
+	want := 0
+	for _, c := range plan.Remove {
+		want += len(c.Pods)
+	}
+	if len(plan.Moves) != want {
+		t.Fatalf("%d moves for %d pods on removed nodes", len(plan.Moves), want)
+	}
+	removed := map[string]bool{}
+	for _, c := range plan.Remove {
+		removed[c.Node.Name] = true
+	}
+	for _, m := range plan.Moves {
+		if m.To == "" || removed[m.To] {
+			t.Errorf("pod %s from %s goes to %q", m.Pod.Name, m.From, m.To)
+		}
+	}
+}
+
+// Eight half-empty 4-cpu nodes hold what two would: the target keeps at most two
+// nodes' worth of capacity, places every pod, and costs less.
+func TestDecideRepacksHalfEmptyNodes(t *testing.T) {
+	tc := newTestCluster("100%")
+	for i := 0; i < 8; i++ {
+		tc.addNode("m.xlarge", 3, "500m")
+	}
+	plan, _ := tc.decide(t)
+	mustPlaceEveryPod(t, plan)
+	after := 8*0.2 - plan.Savings()
+	// 24 pods of 500m are 12 cpus: three 4-cpu nodes' worth at least, $0.60/h.
+	if after > 0.8+1e-9 || after < 0.6-1e-9 {
+		t.Errorf("the target costs $%.2f/h (removes %v, launches %d); want at most $0.80/h, the price of four 4-cpu nodes", after, names(plan.Remove), len(plan.Replacements))
+	}
+	if len(plan.Batches) == 0 {
+		t.Fatal("no batch may start though the budget is 100%")
+	}
+	inBatches := 0
+	for _, b := range plan.Batches {
+		inBatches += len(b.Candidates)
+	}
+	if inBatches != len(plan.Remove) {
+		t.Errorf("batches hold %d of the %d removals though the budget is 100%%", inBatches, len(plan.Remove))
+	}
+}
+
+// A budget of 50% of four nodes lets two go at a time; the rest of the target
+// says the budget holds it.
+func TestDecideBatchesWithinBudget(t *testing.T) {
+	tc := newTestCluster("50%")
+	for i := 0; i < 4; i++ {
+		tc.addNode("m.xlarge", 0, "500m")
+	}
+	plan, _ := tc.decide(t)
+	if len(plan.Remove) != 4 {
+		t.Fatalf("the target removes %v of four empty nodes", names(plan.Remove))
+	}
+	if len(plan.Batches) != 1 || len(plan.Batches[0].Candidates) != 2 || plan.Batches[0].Reason != v1.DisruptionReasonEmpty {
+		t.Fatalf("batches %v; want one emptiness batch of two nodes", plan.Batches)
+	}
+	budgetHeld := 0
+	for _, b := range plan.Blocked {
+		if strings.HasPrefix(b.Reason, "budget:") {
+			budgetHeld++
+		}
+	}
+	if budgetHeld != 2 {
+		t.Errorf("%d nodes reported held by the budget, want 2: %v", budgetHeld, plan.Blocked)
+	}
+	// With two of the four being disrupted already, the budget has no room left.
+	plan, _ = tc.decide(t, "node-0", "node-1")
+	if len(plan.Batches) != 0 {
+		t.Errorf("batches %v started while the budget's two nodes are being disrupted", plan.Batches[0])
+	}
+}
+
+// Nodes a graceful disruption may not touch stay, and the plan says why.
+func TestDecideReportsBlockedNodes(t *testing.T) {
+	tc := newTestCluster("100%")
+	tc.addNode("m.xlarge", 1, "500m")
+	tc.addNode("m.xlarge", 1, "500m")
+	tc.addNode("m.xlarge", 1, "500m")
+	tc.pods[0].Annotations = map[string]string{v1.DoNotDisruptAnnotationKey: "true"}
+	tc.pods[1].Labels = map[string]string{"app": "guarded"}
+	tc.pdbs = []policyv1.PodDisruptionBudget{{ObjectMeta: metav1.ObjectMeta{Name: "guarded", Namespace: "default"},
+		Spec: policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "guarded"}}}}}
+	plan, _ := tc.decide(t)
+	why := map[string]string{}
+	for _, b := range plan.Blocked {
+		why[b.Candidate.Node.Name] = b.Reason
+	}
+	if !strings.Contains(why["node-0"], "do-not-disrupt") {
+		t.Errorf("node-0 (a do-not-disrupt pod): %q", why["node-0"])
+	}
+	if !strings.Contains(why["node-1"], "pdb default/guarded") {
+		t.Errorf("node-1 (a PDB allowing nothing): %q", why["node-1"])
+	}
+	for _, c := range plan.Remove {
+		if c.Node.Name != "node-2" {
+			t.Errorf("blocked node %s is in the target", c.Node.Name)
+		}
+	}
+	if len(plan.Remove) != 1 {
+		t.Errorf("the free node-2, whose pod fits on the others, is not removed: %v", why["node-2"])
+	}
+}
+
+// Pods of a node being disrupted already need a place before anything else: the
+// room they need is not consolidated away underneath them.
+func TestDecidePlacesMovingPodsFirst(t *testing.T) {
+	tc := newTestCluster("100%")
+	leaving := tc.addNode("m.xlarge", 6, "500m") // 3 cpus moving out
+	leaving.Spec.Taints = []corev1.Taint{v1.DisruptedNoScheduleTaint}
+	tc.addNode("m.xlarge", 0, "500m") // the room they will take
+	plan, cl := tc.decide(t)
+	if len(cl.Moving) != 6 {
+		t.Fatalf("%d moving pods, want the 6 of the tainted node", len(cl.Moving))
+	}
+	if len(plan.Remove) != 0 {
+		t.Errorf("the empty node the moving pods need is removed: %v", names(plan.Remove))
+	}
+	// Without them, the empty node goes.
+	tc.nodes[0].Spec.Taints = nil
+	tc.pods = nil
+	plan, _ = tc.decide(t)
+	if len(plan.Remove) != 2 {
+		t.Errorf("two empty nodes: the target removes %v", names(plan.Remove))
+	}
+}
+
+// A small node's worth of pods on a large node: the target replaces it with a
+// smaller, cheaper node, whose types are narrowed to keep it cheaper.
+func TestDecideReplacesWithCheaperNode(t *testing.T) {
+	tc := newTestCluster("100%")
+	tc.addNode("m.2xlarge", 2, "500m")
+	plan, _ := tc.decide(t)
+	if len(plan.Remove) != 1 || len(plan.Replacements) != 1 {
+		t.Fatalf("removes %v, launches %d; want one node replaced", names(plan.Remove), len(plan.Replacements))
+	}
+	r := plan.Replacements[0]
+	for _, it := range r.InstanceTypeOptions {
+		if it.Name == "m.2xlarge" {
+			t.Errorf("the replacement may launch %s, the type it replaces", it.Name)
+		}
+	}
+	if plan.Savings() <= 0 {
+		t.Errorf("the replacement saves $%.2f/h", plan.Savings())
+	}
+	if len(plan.Batches) != 1 || len(plan.Batches[0].Replacements) != 1 || plan.Batches[0].Reason != v1.DisruptionReasonUnderutilized {
+		t.Errorf("batches %v; want one consolidation batch launching the replacement", plan.Batches)
+	}
+}

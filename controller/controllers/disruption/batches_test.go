@@ -1,0 +1,110 @@
+package disruption
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/client-go/tools/record"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+)
+
+// deletingClaims counts the claims being deleted, and removes their finalizers so
+// the next pass sees them gone (as termination would, once drained).
+func deletingClaims(t *testing.T, kube client.Client, finish bool) int {
+	t.Helper()
+	ctx := context.Background()
+	var list v1.NodeClaimList
+	if err := kube.List(ctx, &list); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	for i := range list.Items {
+		nc := &list.Items[i]
+		if nc.DeletionTimestamp == nil {
+			continue
+		}
+		n++
+		if finish {
+			nc.Finalizers = nil
+			if err := kube.Update(ctx, nc); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return n
+}
+
+// Four empty nodes under a 50% budget go two at a time: two are deleted together
+// once the decision has held for the validation delay, no more while they are
+// being deleted, and then the budget of what is left.
+func TestEmptyNodesGoInBudgetSizedBatches(t *testing.T) {
+	var objs []client.Object
+	for i := 0; i < 3; i++ {
+		nc, node := initializedClaim(fmt.Sprintf("spare-%d", i), time.Date(2026, 11, 23, 11, 0, 0, 0, time.UTC))
+		objs = append(objs, nc, node)
+	}
+	f := newRestartFixture(t, nil, false, objs, interceptor.Funcs{})
+	recorder := record.NewFakeRecorder(100)
+	f.ctrl.recorder = recorder
+	f.removeEmptyNodesAtOnce(t)
+	pool := &v1.NodePool{}
+	if err := f.kube.Get(context.Background(), client.ObjectKey{Name: "default"}, pool); err != nil {
+		t.Fatal(err)
+	}
+	pool.Spec.Disruption.Budgets = []v1.Budget{{Nodes: "50%"}}
+	if err := f.kube.Update(context.Background(), pool); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.reconcile(t); err != nil {
+		t.Fatal(err)
+	}
+	if n := deletingClaims(t, f.kube, false); n != 0 {
+		t.Fatalf("%d nodes deleted before the validation delay", n)
+	}
+	f.clock.Step(DefaultOptions().ValidationDelay + time.Second)
+	if err := f.reconcile(t); err != nil {
+		t.Fatal(err)
+	}
+	if n := deletingClaims(t, f.kube, false); n != 2 {
+		t.Fatalf("%d of four empty nodes deleted in the first batch, want 2 (50%%)", n)
+	}
+	events := drain(recorder)
+	if !strings.Contains(events, "DisruptionTerminating") || !strings.Contains(events, "plan ") || !strings.Contains(events, "saving $") {
+		t.Errorf("the disrupted nodes' events do not name the plan and its savings:\n%s", events)
+	}
+	f.clock.Step(DefaultOptions().ValidationDelay + time.Second)
+	if err := f.reconcile(t); err != nil {
+		t.Fatal(err)
+	}
+	if n := deletingClaims(t, f.kube, true); n != 2 {
+		t.Fatalf("%d nodes deleting while the first batch of two is; the budget allows no more", n)
+	}
+	for i := 0; i < 2; i++ {
+		if err := f.reconcile(t); err != nil {
+			t.Fatal(err)
+		}
+		f.clock.Step(DefaultOptions().ValidationDelay + time.Second)
+	}
+	// Two nodes left: 50% is one at a time.
+	if n := deletingClaims(t, f.kube, false); n != 1 {
+		t.Errorf("%d of the two nodes left deleted in the next batch, want 1 (50%%)", n)
+	}
+}
+
+func drain(r *record.FakeRecorder) string {
+	var b strings.Builder
+	for {
+		select {
+		case e := <-r.Events:
+			b.WriteString(e + "\n")
+		default:
+			return b.String()
+		}
+	}
+}
