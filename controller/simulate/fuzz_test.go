@@ -19,6 +19,9 @@ func FuzzInputsRead(f *testing.F) {
 		"---\n# only a comment\n---\n",
 		"kind: [",
 		"{\"apiVersion\": \"v1\", \"kind\": \"Pod\", \"metadata\": {\"name\": \"j\"}}",
+		"apiVersion: v1\nkind: List\nitems:\n- {apiVersion: v1, kind: Pod, metadata: {name: p}, spec: {nodeName: n, containers: [{name: c}]}}\n- {apiVersion: v1, kind: List, items: []}\n",
+		"apiVersion: karpenter.sh/v1\nkind: NodeClaim\nmetadata: {name: default-a}\nspec: {requirements: [], nodeClassRef: {group: g, kind: k, name: n}}\nstatus: {providerID: aws:///a/i-1, conditions: [{type: Initialized, status: \"True\"}]}\n",
+		"apiVersion: policy/v1\nkind: PodDisruptionBudget\nmetadata: {name: p}\nspec: {selector: {matchLabels: {app: a}}}\nstatus: {disruptionsAllowed: 0}\n",
 	} {
 		f.Add([]byte(seed))
 	}

@@ -6,6 +6,7 @@ package simulate
 import (
 	"bufio"
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -14,6 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -27,9 +29,16 @@ import (
 type Inputs struct {
 	Pods          []*corev1.Pod
 	DaemonSetPods []*corev1.Pod
-	NodePools     []*v1.NodePool
-	NodeClasses   []*awsv1.EC2NodeClass
-	Nodes         []*corev1.Node
+	// DaemonSets are the objects DaemonSetPods came from: consolidation reserves
+	// their pods on replacements the way the controller does, from the objects.
+	DaemonSets  []*appsv1.DaemonSet
+	NodePools   []*v1.NodePool
+	NodeClasses []*awsv1.EC2NodeClass
+	Nodes       []*corev1.Node
+	// NodeClaims and PDBs matter only to consolidation: plain simulate plans
+	// pending pods, which neither changes.
+	NodeClaims []*v1.NodeClaim
+	PDBs       []*policyv1.PodDisruptionBudget
 	// BoundPods are pods with spec.nodeName set: existing load on those nodes.
 	BoundPods []*corev1.Pod
 	// Warnings are notes for the user: objects ignored, unknown fields dropped.
@@ -39,7 +48,7 @@ type Inputs struct {
 // ignoredKinds carry no scheduling constraints; workload files commonly include them.
 var ignoredKinds = map[string]bool{
 	"Namespace": true, "Service": true, "ConfigMap": true, "Secret": true, "ServiceAccount": true,
-	"PodDisruptionBudget": true, "PersistentVolumeClaim": true, "Role": true, "RoleBinding": true,
+	"PersistentVolumeClaim": true, "Role": true, "RoleBinding": true,
 	"ClusterRole": true, "ClusterRoleBinding": true, "HorizontalPodAutoscaler": true, "Ingress": true,
 	"NetworkPolicy": true, "PriorityClass": true, "StorageClass": true,
 }
@@ -59,7 +68,7 @@ func (in *Inputs) Read(r io.Reader, source string) error {
 		if len(bytes.TrimSpace(stripComments(raw))) == 0 {
 			continue
 		}
-		if err := in.add(raw, fmt.Sprintf("%s (document %d)", source, doc)); err != nil {
+		if err := in.add(raw, fmt.Sprintf("%s (document %d)", source, doc), true); err != nil {
 			return err
 		}
 	}
@@ -77,13 +86,32 @@ func stripComments(raw []byte) []byte {
 	return out.Bytes()
 }
 
-func (in *Inputs) add(raw []byte, where string) error {
+// add decodes one object; a List (what `kubectl get -o yaml` prints) is read item
+// by item, where a List's items may not be Lists themselves.
+func (in *Inputs) add(raw []byte, where string, listAllowed bool) error {
 	var meta metav1.TypeMeta
 	if err := yaml.Unmarshal(raw, &meta); err != nil {
 		return fmt.Errorf("%s: malformed YAML, %w", where, err)
 	}
 	if meta.Kind == "" {
 		return fmt.Errorf("%s: no kind; every document needs apiVersion and kind", where)
+	}
+	if meta.Kind == "List" {
+		if !listAllowed {
+			return fmt.Errorf("%s: a List inside a List; put the inner List's items in the outer one", where)
+		}
+		var list struct {
+			Items []json.RawMessage `json:"items"`
+		}
+		if err := yaml.Unmarshal(raw, &list); err != nil {
+			return fmt.Errorf("%s: %s List: items must be a list of objects, %w", where, meta.APIVersion, err)
+		}
+		for i, item := range list.Items {
+			if err := in.add(item, fmt.Sprintf("%s items[%d]", where, i), false); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 	// Dovetail's own kinds are decoded strictly, as the CRDs validate them. Workloads
 	// are Kubernetes' business: an unknown field there cannot change scheduling, so it
@@ -153,7 +181,30 @@ func (in *Inputs) add(raw []byte, where string) error {
 		if err := decode(ds); err != nil {
 			return err
 		}
+		defaultNamespace(&ds.ObjectMeta)
+		in.DaemonSets = append(in.DaemonSets, ds)
 		in.DaemonSetPods = append(in.DaemonSetPods, expand(ds.ObjectMeta, ds.Spec.Template, 1)...)
+	case policyv1.SchemeGroupVersion.String() + "/PodDisruptionBudget":
+		pdb := &policyv1.PodDisruptionBudget{}
+		if err := decode(pdb); err != nil {
+			return err
+		}
+		defaultNamespace(&pdb.ObjectMeta)
+		if _, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector); err != nil {
+			return fmt.Errorf("%s: %s: spec.selector: %w", where, named(pdb.ObjectMeta), err)
+		}
+		in.PDBs = append(in.PDBs, pdb)
+	case v1.SchemeGroupVersion.String() + "/NodeClaim":
+		nc := &v1.NodeClaim{}
+		if err := decode(nc); err != nil {
+			return err
+		}
+		for _, existing := range in.NodeClaims {
+			if existing.Name == nc.Name {
+				return fmt.Errorf("%s: %s is defined twice; NodeClaim names must be unique", where, named(nc.ObjectMeta))
+			}
+		}
+		in.NodeClaims = append(in.NodeClaims, nc)
 	case "v1/Node":
 		n := &corev1.Node{}
 		if err := decode(n); err != nil {
@@ -184,11 +235,15 @@ func (in *Inputs) add(raw []byte, where string) error {
 		}
 		in.NodeClasses = append(in.NodeClasses, nc)
 	default:
+		if meta.Kind == "PodDisruptionBudget" {
+			in.Warnings = append(in.Warnings, fmt.Sprintf("%s: ignoring %s PodDisruptionBudget: only policy/v1 is read", where, meta.APIVersion))
+			return nil
+		}
 		if ignoredKinds[meta.Kind] {
 			in.Warnings = append(in.Warnings, fmt.Sprintf("%s: ignoring %s: it does not affect scheduling", where, meta.Kind))
 			return nil
 		}
-		return fmt.Errorf("%s: unsupported kind %s %s; simulate reads Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets, Nodes, NodePools and EC2NodeClasses", where, meta.APIVersion, meta.Kind)
+		return fmt.Errorf("%s: unsupported kind %s %s; simulate reads Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets, Nodes, NodePools, NodeClaims, EC2NodeClasses, PodDisruptionBudgets and Lists of them", where, meta.APIVersion, meta.Kind)
 	}
 	return nil
 }

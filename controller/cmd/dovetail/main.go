@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"time"
 
 	"k8s.io/utils/clock"
 
@@ -23,10 +24,13 @@ const usage = `dovetail: Karpenter-compatible node autoscaling, planned before i
 
 Usage:
   dovetail simulate -f FILE [-f FILE ...] [--catalog FILE] [--zones Z1,Z2] [-o table|json]
+  dovetail simulate --consolidate -f cluster.yaml [--now RFC3339] [--spot-to-spot] [--catalog FILE] [--zones Z1,Z2] [-o table|json]
   dovetail render --cluster-name NAME [--namespace NS] [--irsa-role-arn ARN] [...]
 
 Commands:
-  simulate   plan pending workloads against NodePools and an instance-type catalog
+  simulate   plan pending workloads against NodePools and an instance-type catalog;
+             with --consolidate, what consolidation would do now to a cluster snapshot
+             (kubectl get nodes,nodeclaims,nodepools,pods,pdb,daemonsets -A -o yaml)
   render     print the CRDs, RBAC and controller Deployment as YAML (run with -h for all settings)
 `
 
@@ -69,6 +73,9 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 	output := fs.String("o", "table", "output format: table or json")
 	zones := fs.String("zones", "", "comma-separated zones to offer every catalog type in (e.g. us-west-2a,us-west-2b); prices are kept")
 	vmOverhead := fs.Float64("vm-memory-overhead-percent", 0.075, "share of memory the hypervisor keeps")
+	consolidate := fs.Bool("consolidate", false, "dry-run consolidation on a cluster snapshot: nodes removed and replaced, pods moved, $/h before and after, and what blocks the rest")
+	spotToSpot := fs.Bool("spot-to-spot", false, "with --consolidate: allow replacing spot nodes with cheaper spot nodes (the SpotToSpotConsolidation feature gate)")
+	nowFlag := fs.String("now", "", "with --consolidate: the time to decide at, RFC3339 (default: the current time)")
 	var costs scheduling.NodeCosts
 	nodecosts.AddFlags(fs, &costs)
 	if err := fs.Parse(args); err != nil {
@@ -83,6 +90,20 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	if *output != "table" && *output != "json" {
 		fmt.Fprintf(stderr, "dovetail simulate: -o %q is not a format; use table or json\n", *output)
+		return 2
+	}
+	clk := clock.RealClock{}
+	now := clk.Now()
+	if *nowFlag != "" {
+		t, err := time.Parse(time.RFC3339, *nowFlag)
+		if err != nil {
+			fmt.Fprintf(stderr, "dovetail simulate: --now %q is not an RFC3339 time such as 2026-01-02T15:04:05Z\n", *nowFlag)
+			return 2
+		}
+		now = t
+	}
+	if !*consolidate && (*spotToSpot || *nowFlag != "") {
+		fmt.Fprintln(stderr, "dovetail simulate: --spot-to-spot and --now apply only with --consolidate")
 		return 2
 	}
 	in := &simulate.Inputs{}
@@ -115,7 +136,13 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 	for _, w := range in.Warnings {
 		fmt.Fprintf(stderr, "dovetail simulate: warning: %s\n", w)
 	}
-	plan := simulate.Run(in, cat.ForEngine(settings), costs, clock.RealClock{})
+	if *consolidate {
+		return consolidateCmd(in, cat.ForEngine(settings), costs, now, *spotToSpot, *output, stdout, stderr)
+	}
+	if n, m := len(in.NodeClaims), len(in.PDBs); n+m > 0 {
+		fmt.Fprintf(stderr, "dovetail simulate: warning: ignoring %d NodeClaim(s) and %d PodDisruptionBudget(s): only --consolidate reads them\n", n, m)
+	}
+	plan := simulate.Run(in, cat.ForEngine(settings), costs, clk)
 	if *output == "json" {
 		err = plan.WriteJSON(stdout)
 	} else {
@@ -123,6 +150,27 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	if err != nil {
 		fmt.Fprintf(stderr, "dovetail simulate: writing the plan, %v\n", err)
+		return 1
+	}
+	return 0
+}
+
+func consolidateCmd(in *simulate.Inputs, types []*scheduling.InstanceType, costs scheduling.NodeCosts, now time.Time, spotToSpot bool, output string, stdout, stderr io.Writer) int {
+	report, err := simulate.Consolidate(in, types, costs, now, spotToSpot)
+	if err != nil {
+		fmt.Fprintf(stderr, "dovetail simulate: %v\n", err)
+		return 1
+	}
+	for _, w := range report.Warnings {
+		fmt.Fprintf(stderr, "dovetail simulate: warning: %s\n", w)
+	}
+	if output == "json" {
+		err = report.WriteJSON(stdout)
+	} else {
+		err = report.WriteTable(stdout)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "dovetail simulate: writing the consolidation report, %v\n", err)
 		return 1
 	}
 	return 0

@@ -188,3 +188,78 @@ func TestRender(t *testing.T) {
 		t.Errorf("render without a cluster name: exit %d, %q", code, errOut.String())
 	}
 }
+
+// blockedSnapshot is `kubectl get nodes,nodeclaims,nodepools,pods,pdb,daemonsets -A
+// -o yaml` of a cluster in us-west-2a (see controller/simulate's tests).
+const blockedSnapshot = "../../simulate/testdata/consolidate/blocked.yaml"
+
+func TestSimulateConsolidate(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run([]string{"simulate", "--consolidate", "-f", blockedSnapshot, "--zones", "us-west-2a", "--now", "2026-11-22T00:00:00Z"}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	for _, want := range []string{
+		"Consolidation at 2026-11-22T00:00:00Z (drift is not evaluated offline; spot-to-spot off)",
+		"nodes         7 -> 5 (remove 2, launch 0); 1 not managed by a NodePool",
+		"$/hour        $1.1520 -> $0.7680, saves $0.3840",
+		"ip-10-0-4-24.us-west-2.compute.internal  default-30eaf  default   m6i.xlarge     0.1920  1     now: Underutilized/single",
+		"ip-10-0-5-25.us-west-2.compute.internal  frozen-c3e95   frozen    m6i.xlarge     0.1920  0     held by budget",
+		"ip-10-0-2-22.us-west-2.compute.internal: pdb payments/ledger prevents evicting pod ledger-0",
+		"ip-10-0-5-25.us-west-2.compute.internal: budget: nodepool frozen allows 0 more node(s) disrupted for Empty now",
+	} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	if !strings.Contains(errOut.String(), "warning: NodeClaim default-w9x8v: not launched yet") {
+		t.Errorf("the claim in flight is not reported:\n%s", errOut.String())
+	}
+	out.Reset()
+	errOut.Reset()
+	if code := run([]string{"simulate", "--consolidate", "-f", blockedSnapshot, "--zones", "us-west-2a", "--now", "2026-11-22T00:00:00Z", "--spot-to-spot", "-o", "json"}, &out, &errOut); code != 0 {
+		t.Fatalf("-o json: exit %d: %s", code, errOut.String())
+	}
+	var report struct {
+		SpotToSpot bool
+		Summary    struct{ NodesBefore, NodesAfter int }
+		Remove     []struct{ Node, Batch, HeldBy string }
+	}
+	if err := json.Unmarshal(out.Bytes(), &report); err != nil {
+		t.Fatalf("-o json is not JSON: %v\n%s", err, out.String())
+	}
+	if !report.SpotToSpot || report.Summary.NodesBefore != 7 || report.Summary.NodesAfter != 5 || len(report.Remove) != 2 {
+		t.Errorf("JSON report %+v", report)
+	}
+}
+
+func TestSimulateConsolidateBadInput(t *testing.T) {
+	emptyList := "apiVersion: v1\nkind: List\nitems: []\n"
+	cases := []struct {
+		name     string
+		body     string
+		flags    []string
+		wantCode int
+		wantText string
+	}{
+		{"a NodeClaim field the CRD does not have", "apiVersion: v1\nkind: List\nitems:\n- apiVersion: karpenter.sh/v1\n  kind: NodeClaim\n  metadata: {name: default-abcde}\n  spec: {nodeClassReff: {}}\n",
+			[]string{"--consolidate"}, 1, `snap.yaml (document 1) items[0]: karpenter.sh/v1 NodeClaim: error unmarshaling JSON: while decoding JSON: json: unknown field "nodeClassReff"`},
+		{"malformed YAML", "apiVersion: v1\nkind: List\nitems:\n- kind: [unclosed\n", []string{"--consolidate"}, 1, "snap.yaml (document 1): malformed YAML"},
+		{"no NodePools", emptyList, []string{"--consolidate"}, 1, "the snapshot has no NodePools"},
+		{"--now is not RFC3339", emptyList, []string{"--consolidate", "--now", "yesterday"}, 2, `--now "yesterday" is not an RFC3339 time`},
+		{"--now without --consolidate", pool, []string{"--now", "2026-11-22T00:00:00Z"}, 2, "apply only with --consolidate"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			args := append([]string{"simulate", "-f", write(t, "snap.yaml", tc.body)}, tc.flags...)
+			var out, errOut bytes.Buffer
+			code := run(args, &out, &errOut)
+			if code != tc.wantCode {
+				t.Fatalf("exit %d, want %d; stderr: %s", code, tc.wantCode, errOut.String())
+			}
+			if !strings.Contains(errOut.String(), tc.wantText) {
+				t.Errorf("stderr does not say %q:\n%s", tc.wantText, errOut.String())
+			}
+		})
+	}
+}
