@@ -67,13 +67,15 @@ type Cluster struct {
 	// flight, nodes still starting) to their claims: pods planned onto them wait.
 	Launching         map[string]string
 	Total, Disrupting map[string]int
+	// placeablePending caches PlaceablePending; -1 until computed.
+	placeablePending int
 }
 
 // Observe builds the pass's cluster from a view and the engine's snapshot of it.
 // disrupting names the claims commands in this process are disrupting; claims
 // tainted for disruption or being deleted count as disrupting too.
 func Observe(view *state.View, snap *scheduling.Snapshot, disrupting sets.Set[string], now time.Time) *Cluster {
-	cl := &Cluster{Snapshot: snap, Launching: map[string]string{}, Total: map[string]int{}, Disrupting: map[string]int{}}
+	cl := &Cluster{Snapshot: snap, Launching: map[string]string{}, Total: map[string]int{}, Disrupting: map[string]int{}, placeablePending: -1}
 	nominated := nominatedTo(snap)
 	pools := map[string]*v1.NodePool{}
 	for _, np := range snap.Pools {
@@ -98,7 +100,7 @@ func Observe(view *state.View, snap *scheduling.Snapshot, disrupting sets.Set[st
 		if node == nil {
 			continue
 		}
-		if state.HasTaint(node, v1.DisruptedNoScheduleTaint) || disrupting.Has(nc.Name) {
+		if state.HasTaint(node, v1.DisruptedNoScheduleTaint) || disrupting.Has(nc.Name) || node.DeletionTimestamp != nil {
 			cl.Disrupting[pool]++
 			cl.Moving = append(cl.Moving, reschedulable(view.PodsOn(node.Name))...)
 			continue
@@ -123,6 +125,23 @@ func Observe(view *state.View, snap *scheduling.Snapshot, disrupting sets.Set[st
 	}
 	sort.SliceStable(cl.Candidates, func(i, j int) bool { return cl.Candidates[i].DisruptionCost < cl.Candidates[j].DisruptionCost })
 	return cl
+}
+
+// PlaceablePending counts the pending pods the cluster as it is, plus what its
+// pools may launch, can place: the provisioner's work in progress, which
+// consolidation waits for (capacity those pods may need is not taken away
+// underneath them). A pod no pool and no node can take (a request larger than any
+// type, a selector nothing matches) stays pending whatever consolidation does, and
+// must not keep the cluster from shrinking.
+func (cl *Cluster) PlaceablePending() int {
+	if cl.placeablePending >= 0 {
+		return cl.placeablePending
+	}
+	cl.placeablePending = 0
+	if pending := cl.Snapshot.Pending; len(pending) > 0 {
+		cl.placeablePending = len(pending) - len(cl.Snapshot.PlanWithout(nil, pending).Unschedulable)
+	}
+	return cl.placeablePending
 }
 
 // Allowed is how many more of each pool's nodes may be disrupted now, per reason.

@@ -515,7 +515,11 @@ func batches(cl *Cluster, plan *Plan, r *scheduling.Results, allowed map[string]
 		}
 		pool := c.Pool.Name
 		if n := allowed[pool][b.Reason]; used[pool] >= n {
-			blocked = append(blocked, Blocked{c, fmt.Sprintf("budget: nodepool %s allows %d more node(s) disrupted for %s now", pool, n, b.Reason)})
+			reason := fmt.Sprintf("budget: nodepool %s allows %d more node(s) disrupted for %s now", pool, n, b.Reason)
+			if n > 0 {
+				reason += ", all taken by the batch starting now"
+			}
+			blocked = append(blocked, Blocked{c, reason})
 			continue
 		}
 		used[pool]++

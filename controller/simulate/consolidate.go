@@ -135,12 +135,9 @@ func Consolidate(in *Inputs, instanceTypes []*scheduling.InstanceType, costs sch
 		return nil, fmt.Errorf("reading the disruption budgets, %w", errors.Join(errs...))
 	}
 	plan := consolidation.Decide(cl, allowed, consolidation.Options{Now: now, SpotToSpot: spotToSpot})
-	// The disruption controller's own gate, outside the pure decision: pending pods
-	// the provisioner can place come first, and nothing is disrupted meanwhile.
-	placeable := 0
-	if len(snap.Pending) > 0 {
-		placeable = len(snap.Pending) - len(snap.PlanWithout(nil, snap.Pending).Unschedulable)
-	}
+	// The disruption controller's gate: pending pods the provisioner can place come
+	// first, and nothing is disrupted meanwhile.
+	placeable := cl.PlaceablePending()
 
 	r := &ConsolidationReport{Now: now, SpotToSpot: spotToSpot, Remove: []RemovedNode{}, Launch: []Replacement{}, PodsMoved: []PodMove{}, Kept: []KeptNode{}, Warnings: warnings}
 	for i := range view.Claims {

@@ -140,8 +140,6 @@ type pass struct {
 	poolByName map[string]*v1.NodePool
 	cluster    *consolidation.Cluster
 	allowed    map[string]map[v1.DisruptionReason]int
-	// placeablePending caches placeablePending's answer; -1 until computed.
-	placeablePending int
 }
 
 // Reconcile makes one pass: finish what is in flight, replace drifted nodes, and
@@ -162,7 +160,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	// Pending pods the provisioner can place are its to place first (they are
 	// nominated within a batch, and then count as capacity in use); capacity they may
 	// need is not taken away underneath them. Pods nothing can place never block.
-	if n := placeablePending(s); n > 0 {
+	if n := s.cluster.PlaceablePending(); n > 0 {
 		c.proposed = nil
 		log.FromContext(ctx).V(1).Info("waiting for pending pods to be placed before consolidating", "pods", n)
 		return nil
@@ -263,7 +261,7 @@ func (c *Controller) observe(ctx context.Context) (*pass, error) {
 		}
 	}
 	now := c.clock.Now()
-	s := &pass{snap: snap, claims: view.Claims, placeablePending: -1, poolByName: map[string]*v1.NodePool{}}
+	s := &pass{snap: snap, claims: view.Claims, poolByName: map[string]*v1.NodePool{}}
 	for _, np := range snap.Pools {
 		s.poolByName[np.Name] = np
 	}

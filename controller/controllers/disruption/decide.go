@@ -117,22 +117,6 @@ func typeNames(plans []*scheduling.NodeClaimPlan) string {
 	return strings.Join(names, ", ")
 }
 
-// placeablePending counts the pending pods the cluster as it is, plus what its
-// pools may launch, can place: the provisioner's work in progress. A pod no pool and
-// no node can take (a request larger than any type, a selector nothing matches)
-// stays pending whatever consolidation does, and must not keep the cluster from
-// shrinking. The count is the pass's: it is computed once.
-func placeablePending(s *pass) int {
-	if s.placeablePending >= 0 {
-		return s.placeablePending
-	}
-	s.placeablePending = 0
-	if len(s.snap.Pending) > 0 {
-		s.placeablePending = len(s.snap.Pending) - len(s.snap.PlanWithout(nil, s.snap.Pending).Unschedulable)
-	}
-	return s.placeablePending
-}
-
 // simulate plans the candidates' pods, and those of nodes already being disrupted,
 // onto the cluster without the candidates.
 func simulate(s *pass, cands []*candidate) *scheduling.Results {
