@@ -123,7 +123,13 @@ func Observe(view *state.View, snap *scheduling.Snapshot, disrupting sets.Set[st
 		cand.ConsolidatableSince = consolidatableSince(nc, np)
 		cl.Candidates = append(cl.Candidates, cand)
 	}
-	sort.SliceStable(cl.Candidates, func(i, j int) bool { return cl.Candidates[i].DisruptionCost < cl.Candidates[j].DisruptionCost })
+	sort.SliceStable(cl.Candidates, func(i, j int) bool {
+		a, b := cl.Candidates[i], cl.Candidates[j]
+		if a.DisruptionCost != b.DisruptionCost {
+			return a.DisruptionCost < b.DisruptionCost
+		}
+		return a.Claim.Name < b.Claim.Name
+	})
 	return cl
 }
 

@@ -160,7 +160,12 @@ func keepOrder(cands []*Candidate) []*Candidate {
 		if a.Price != b.Price {
 			return a.Price < b.Price
 		}
-		return a.DisruptionCost > b.DisruptionCost
+		if a.DisruptionCost != b.DisruptionCost {
+			return a.DisruptionCost > b.DisruptionCost
+		}
+		// Lists come from the informer cache in no fixed order; a plan that picked
+		// different equal nodes each pass would never hold for the validation delay.
+		return a.Claim.Name > b.Claim.Name
 	})
 	return out
 }

@@ -257,3 +257,27 @@ func TestDecideReplacesWithCheaperNode(t *testing.T) {
 		t.Errorf("batches %v; want one consolidation batch launching the replacement", plan.Batches)
 	}
 }
+
+// The informer cache lists objects in no fixed order; equal nodes must be chosen
+// the same way every pass, or a batch never holds for the validation delay.
+func TestDecideIsStableUnderListOrder(t *testing.T) {
+	tc := newTestCluster("50%")
+	for i := 0; i < 6; i++ {
+		tc.addNode("m.xlarge", 0, "500m")
+	}
+	first, _ := tc.decide(t)
+	want := names(first.Batches[0].Candidates)
+	// New slices: the first plan's candidates point into the old ones.
+	nodes, claims := tc.nodes, tc.claims
+	tc.nodes, tc.claims = nil, nil
+	for i := len(nodes) - 1; i >= 0; i-- {
+		tc.nodes, tc.claims = append(tc.nodes, nodes[i]), append(tc.claims, claims[i])
+	}
+	second, _ := tc.decide(t)
+	if len(second.Batches) != 1 {
+		t.Fatalf("batches %v; want one emptiness batch", second.Batches)
+	}
+	if a, b := strings.Join(want, ","), strings.Join(names(second.Batches[0].Candidates), ","); a != b {
+		t.Errorf("the same cluster listed in another order starts %s instead of %s", b, a)
+	}
+}

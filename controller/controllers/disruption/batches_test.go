@@ -7,11 +7,14 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/consolidation"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
 // deletingClaims counts the claims being deleted, and removes their finalizers so
@@ -106,5 +109,32 @@ func drain(r *record.FakeRecorder) string {
 		default:
 			return b.String()
 		}
+	}
+}
+
+// A batch that launches nothing may go in part (the nodes proposed a validation
+// delay ago); one whose replacements are sized for all its nodes goes whole or not.
+func TestHeldPart(t *testing.T) {
+	cand := func(name string) *candidate {
+		nc, node := initializedClaim(name, time.Now())
+		return &candidate{Claim: nc, Node: node}
+	}
+	a, b, c := cand("a"), cand("b"), cand("c")
+	proposed := sets.New("a", "b")
+	deletion := &consolidation.Batch{Reason: v1.DisruptionReasonUnderutilized, Type: consolidation.TypeMulti, Candidates: []*candidate{b, c}}
+	if part := heldPart(deletion, proposed); part == nil || len(part.Candidates) != 1 || part.Candidates[0] != b || part.Type != consolidation.TypeSingle {
+		t.Errorf("deletion batch {b, c} after proposing {a, b}: %v, want {b} alone", part)
+	}
+	replacing := &consolidation.Batch{Reason: v1.DisruptionReasonUnderutilized, Type: consolidation.TypeMulti, Candidates: []*candidate{b, c},
+		Replacements: []*scheduling.NodeClaimPlan{{}}}
+	if part := heldPart(replacing, proposed); part != nil {
+		t.Errorf("a replacing batch went in part: %v", part.Candidates)
+	}
+	whole := &consolidation.Batch{Reason: v1.DisruptionReasonEmpty, Type: consolidation.TypeEmpty, Candidates: []*candidate{a, b}}
+	if part := heldPart(whole, proposed); part != whole {
+		t.Errorf("a batch proposed whole did not go whole: %v", part)
+	}
+	if part := heldPart(&consolidation.Batch{Candidates: []*candidate{c}}, proposed); part != nil {
+		t.Errorf("a batch of nodes never proposed went: %v", part.Candidates)
 	}
 }

@@ -186,7 +186,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	var errs []error
 	acted := false
 	for _, b := range plan.Batches {
-		if !allProposed(b, held) {
+		if b = heldPart(b, held); b == nil {
 			continue
 		}
 		acted = true
@@ -214,13 +214,30 @@ func (c *Controller) propose(ctx context.Context, plan *consolidation.Plan, now 
 	c.proposed = p
 }
 
-func allProposed(b *consolidation.Batch, proposed sets.Set[string]) bool {
+// heldPart is the part of a batch the decision of a validation delay ago already
+// held, or nil. A batch that launches nothing is valid for any part of its
+// candidates (their pods fit on the nodes kept), so the part proposed before may
+// go; a batch that launches replacements sized for all its candidates goes whole
+// or waits for its own validation.
+func heldPart(b *consolidation.Batch, proposed sets.Set[string]) *consolidation.Batch {
+	var kept []*candidate
 	for _, cand := range b.Candidates {
-		if !proposed.Has(cand.Claim.Name) {
-			return false
+		if proposed.Has(cand.Claim.Name) {
+			kept = append(kept, cand)
 		}
 	}
-	return true
+	switch {
+	case len(kept) == len(b.Candidates):
+		return b
+	case len(kept) == 0 || len(b.Replacements) > 0:
+		return nil
+	}
+	part := *b
+	part.Candidates = kept
+	if part.Type == consolidation.TypeMulti && len(kept) == 1 {
+		part.Type = consolidation.TypeSingle
+	}
+	return &part
 }
 
 // commandOf turns a batch into a command, with the plan it belongs to spelled out.
