@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -54,48 +53,11 @@ func BenchmarkScaleUp(b *testing.B) {
 func scaleUp(b *testing.B, pool *v1.NodePool, n int32) {
 	b.Helper()
 	ctx := context.Background()
-	stack := testenv.StartStack(b)
-	controllerBin := filepath.Join(testenv.BinDir(b), "dovetail-controller")
-	if _, err := os.Stat(controllerBin); err != nil {
-		b.Fatalf("%s not found: run `make build`", controllerBin)
-	}
-	controller, err := stack.Run(controllerBin, "--kubeconfig="+stack.Kubeconfig, "--leader-elect=false", "--cloud-provider=kwok",
-		"--metrics-port=0", "--health-probe-port=0", "--cluster-name=bench", "--log-level="+logLevel())
-	if err != nil {
-		b.Fatal(err)
-	}
-	c := stack.Client
-	for _, obj := range []client.Object{localstack.NodeClass("default"), pool, localstack.Deployment("inflate", 0, "1", "1Gi")} {
-		if err := c.Create(ctx, obj); err != nil {
-			b.Fatal(err)
-		}
-	}
-	// Watch through an informer cache so polling costs the apiserver nothing.
-	informers, err := cache.New(stack.Config, cache.Options{Scheme: localstack.Scheme()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	cacheCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	for _, obj := range []client.Object{&corev1.Pod{}, &v1.NodeClaim{}} {
-		if _, err := informers.GetInformer(cacheCtx, obj); err != nil {
-			b.Fatal(err)
-		}
-	}
-	go func() { _ = informers.Start(cacheCtx) }()
-	informers.WaitForCacheSync(cacheCtx)
-
+	env := startBenchStack(b, pool, localstack.Deployment("inflate", 0, "1", "1Gi"))
+	c, informers, controller := env.client, env.informers, env.controller
 	b.ResetTimer()
 	start := time.Now()
-	d := &appsv1.Deployment{}
-	if err := c.Get(ctx, client.ObjectKey{Namespace: "default", Name: "inflate"}, d); err != nil {
-		b.Fatal(err)
-	}
-	patch := client.MergeFrom(d.DeepCopy())
-	d.Spec.Replicas = &n
-	if err := c.Patch(ctx, d, patch); err != nil {
-		b.Fatal(err)
-	}
+	scaleTo(b, c, n)
 	var firstClaim, allRunning time.Duration
 	lastLine := ""
 	deadline := start.Add(3 * time.Minute)
@@ -151,6 +113,53 @@ func scaleUp(b *testing.B, pool *v1.NodePool, n int32) {
 	b.ReportMetric(float64(len(claims.Items)), "nodes")
 	b.ReportMetric(launchedPrice(b, claims.Items), "$/h")
 	b.ReportMetric(peakRSSMiB(b, controller.Pid()), "controller-peak-RSS-MiB")
+}
+
+// benchStack is a local stack running the controller binary, with an informer
+// cache to poll through.
+type benchStack struct {
+	client     client.Client
+	informers  cache.Cache
+	controller *localstack.Process
+}
+
+// startBenchStack starts the stack and the controller (kwok provider, embedded
+// catalog), creates the node class, the pool and the objects, and syncs a cache of
+// pods, NodeClaims and Nodes.
+func startBenchStack(b *testing.B, pool *v1.NodePool, objs ...client.Object) *benchStack {
+	b.Helper()
+	ctx := context.Background()
+	stack := testenv.StartStack(b)
+	controllerBin := filepath.Join(testenv.BinDir(b), "dovetail-controller")
+	if _, err := os.Stat(controllerBin); err != nil {
+		b.Fatalf("%s not found: run `make build`", controllerBin)
+	}
+	controller, err := stack.Run(controllerBin, "--kubeconfig="+stack.Kubeconfig, "--leader-elect=false", "--cloud-provider=kwok",
+		"--metrics-port=0", "--health-probe-port=0", "--cluster-name=bench", "--log-level="+logLevel())
+	if err != nil {
+		b.Fatal(err)
+	}
+	c := stack.Client
+	for _, obj := range append([]client.Object{localstack.NodeClass("default"), pool}, objs...) {
+		if err := c.Create(ctx, obj); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// Watch through an informer cache so polling costs the apiserver nothing.
+	informers, err := cache.New(stack.Config, cache.Options{Scheme: localstack.Scheme()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	cacheCtx, stop := context.WithCancel(ctx)
+	b.Cleanup(stop)
+	for _, obj := range []client.Object{&corev1.Pod{}, &v1.NodeClaim{}, &corev1.Node{}} {
+		if _, err := informers.GetInformer(cacheCtx, obj); err != nil {
+			b.Fatal(err)
+		}
+	}
+	go func() { _ = informers.Start(cacheCtx) }()
+	informers.WaitForCacheSync(cacheCtx)
+	return &benchStack{client: c, informers: informers, controller: controller}
 }
 
 // peakRSSMiB reads the high-water mark of a process's resident memory.
