@@ -3,6 +3,7 @@ package consolidation_test
 import (
 	"fmt"
 	"math/rand/v2"
+	"sort"
 	"testing"
 	"time"
 
@@ -125,7 +126,13 @@ func scaledInCluster(b *testing.B, catalogTypes []*scheduling.InstanceType, n in
 		byApp[podList[i].Labels["app"]] = append(byApp[podList[i].Labels["app"]], i)
 	}
 	gone := map[int]bool{}
-	for _, idx := range byApp {
+	apps := make([]string, 0, len(byApp))
+	for app := range byApp {
+		apps = append(apps, app)
+	}
+	sort.Strings(apps)
+	for _, app := range apps {
+		idx := byApp[app]
 		rng.Shuffle(len(idx), func(i, j int) { idx[i], idx[j] = idx[j], idx[i] })
 		for _, i := range idx[:len(idx)/2] {
 			gone[i] = true
