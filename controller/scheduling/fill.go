@@ -88,23 +88,27 @@ func (s *solver) fill(c *claim) {
 		remMem := float64(c.remaining.Memory) / float64(a.Memory)
 		liveShapes := s.shapes[:0]
 		for _, sh := range s.shapes {
-			live := sh.buckets[:0]
-			var first *bucket
-			for _, b := range sh.buckets {
-				if b.head() == nil {
-					continue
-				}
-				live = append(live, b)
-				if first == nil && !failed[b] {
-					first = b
-				}
+			// Buckets empty out front to back mostly (the engine places pods in size
+			// order); one emptied further back is passed over until it reaches the
+			// front, so a fill step costs the shapes, not every bucket.
+			for len(sh.buckets) > 0 && sh.buckets[0].head() == nil {
+				sh.buckets = sh.buckets[1:]
 			}
-			sh.buckets = live
-			if len(live) == 0 {
+			if len(sh.buckets) == 0 {
 				continue
 			}
 			liveShapes = append(liveShapes, sh)
-			if first == nil || !sh.requests.Fits(c.remaining) {
+			if !sh.requests.Fits(c.remaining) {
+				continue
+			}
+			var first *bucket
+			for _, b := range sh.buckets {
+				if !failed[b] && b.head() != nil {
+					first = b
+					break
+				}
+			}
+			if first == nil {
 				continue
 			}
 			score := float64(sh.requests.MilliCPU)/float64(a.MilliCPU)*remCPU + float64(sh.requests.Memory)/float64(a.Memory)*remMem
