@@ -113,7 +113,7 @@ func Decide(cl *Cluster, allowed map[string]map[v1.DisruptionReason]int, opts Op
 		plan.Moves = moves(removed, results)
 	}
 	plan.PriceRemoved = priceOf(removed)
-	plan.PriceAdded = priceOfPlans(plan.Replacements)
+	plan.PriceAdded = scheduling.PriceOf(plan.Replacements)
 	gone := sets.New[*Candidate](removed...)
 	for _, c := range eligible {
 		if !gone.Has(c) {
@@ -404,7 +404,7 @@ func (t *trial) replace(removed []*Candidate, opts Options) candidateRun {
 		return run
 	}
 	run.results = r
-	run.savings = priceOf(removed) - priceOfPlans(r.NodeClaims)
+	run.savings = priceOf(removed) - scheduling.PriceOf(r.NodeClaims)
 	return run
 }
 
@@ -412,7 +412,7 @@ func (t *trial) replace(removed []*Candidate, opts Options) candidateRun {
 // the new nodes together cheaper than the nodes they replace (budget, $/h), and
 // applies the spot-to-spot rule. It reports false when no such choice exists.
 func narrowToCheaper(plans []*scheduling.NodeClaimPlan, budget float64, replacingSpot, spotToSpot bool) bool {
-	planned := priceOfPlans(plans)
+	planned := scheduling.PriceOf(plans)
 	if planned >= budget {
 		return false
 	}
@@ -471,14 +471,6 @@ func priceOf(cands []*Candidate) float64 {
 		if !math.IsNaN(c.Price) {
 			total += c.Price
 		}
-	}
-	return total
-}
-
-func priceOfPlans(plans []*scheduling.NodeClaimPlan) float64 {
-	total := 0.0
-	for _, p := range plans {
-		total += p.Offering.Price
 	}
 	return total
 }
@@ -573,18 +565,25 @@ func batches(cl *Cluster, plan *Plan, r *scheduling.Results, allowed map[string]
 }
 
 // String says what the batch does, for logs and events.
-func (b *Batch) String() string {
-	names := make([]string, len(b.Candidates))
-	for i, c := range b.Candidates {
+func (b *Batch) String() string { return Describe(b.Reason, b.Candidates, b.Replacements) }
+
+// Describe says what a disruption does to its candidates (with why each drifted,
+// if it did), for logs and events.
+func Describe(reason v1.DisruptionReason, cands []*Candidate, replacements []*scheduling.NodeClaimPlan) string {
+	names := make([]string, len(cands))
+	for i, c := range cands {
 		names[i] = c.Claim.Name + "/" + c.InstanceType
+		if c.Drift != "" {
+			names[i] += " (" + c.Drift + ")"
+		}
 	}
 	action := "delete"
-	if len(b.Replacements) > 0 {
-		var its []string
-		for _, r := range b.Replacements {
-			its = append(its, r.InstanceType.Name)
+	if len(replacements) > 0 {
+		its := make([]string, len(replacements))
+		for i, r := range replacements {
+			its[i] = r.InstanceType.Name
 		}
 		action = "replace with " + strings.Join(its, ", ")
 	}
-	return fmt.Sprintf("%s: %s %s", b.Reason, action, strings.Join(names, ", "))
+	return fmt.Sprintf("%s: %s %s", reason, action, strings.Join(names, ", "))
 }

@@ -89,9 +89,12 @@ type Results struct {
 }
 
 // PricePerHour is the total price of the new NodeClaims.
-func (r *Results) PricePerHour() float64 {
+func (r *Results) PricePerHour() float64 { return PriceOf(r.NodeClaims) }
+
+// PriceOf is what the planned claims' offerings cost per hour.
+func PriceOf(plans []*NodeClaimPlan) float64 {
 	total := 0.0
-	for _, nc := range r.NodeClaims {
+	for _, nc := range plans {
 		total += nc.Offering.Price
 	}
 	return total

@@ -1,7 +1,6 @@
 package simulate
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -85,14 +84,8 @@ type RemovedNode struct {
 // Replacement is a node the target launches.
 type Replacement struct {
 	// Name is how PodsMoved refers to it.
-	Name                string   `json:"name"`
-	NodePool            string   `json:"nodePool"`
-	InstanceType        string   `json:"instanceType"`
-	Zone                string   `json:"zone"`
-	CapacityType        string   `json:"capacityType"`
-	PricePerHour        float64  `json:"pricePerHour"`
-	InstanceTypeOptions int      `json:"instanceTypeOptions"`
-	Pods                []string `json:"pods"`
+	Name string `json:"name"`
+	PlannedNodeClaim
 	// Batch launches it now; "" when the nodes its pods come from are held back.
 	Batch string `json:"batch"`
 }
@@ -192,9 +185,7 @@ func Consolidate(in *Inputs, instanceTypes []*scheduling.InstanceType, costs sch
 		r.Remove = append(r.Remove, rn)
 	}
 	for _, nc := range plan.Replacements {
-		r.Launch = append(r.Launch, Replacement{Name: nc.Name, NodePool: nc.NodePool, InstanceType: nc.InstanceType.Name, Zone: nc.Offering.Zone,
-			CapacityType: nc.Offering.CapacityType, PricePerHour: round(nc.Offering.Price), InstanceTypeOptions: len(nc.InstanceTypeOptions),
-			Pods: podNames(nc.Pods), Batch: replacementBatch[nc]})
+		r.Launch = append(r.Launch, Replacement{Name: nc.Name, PlannedNodeClaim: plannedNodeClaim(nc), Batch: replacementBatch[nc]})
 	}
 	for _, m := range plan.Moves {
 		r.PodsMoved = append(r.PodsMoved, PodMove{Pod: m.Pod.Namespace + "/" + m.Pod.Name, From: m.From, To: m.To})
@@ -375,11 +366,7 @@ func batchLabel(b *consolidation.Batch) string {
 }
 
 // WriteJSON prints the report as JSON.
-func (r *ConsolidationReport) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
-}
+func (r *ConsolidationReport) WriteJSON(w io.Writer) error { return writeJSON(w, r) }
 
 // WriteTable prints the report for people: each section its own table, so that
 // long node names in one do not widen the others.

@@ -82,10 +82,7 @@ func Run(in *Inputs, instanceTypes []*scheduling.InstanceType, costs scheduling.
 	elapsed := clk.Since(start)
 	plan := &Plan{NodeClaims: []PlannedNodeClaim{}, ExistingNodes: []PlannedExisting{}, Unschedulable: []Unschedulable{}}
 	for _, nc := range results.NodeClaims {
-		plan.NodeClaims = append(plan.NodeClaims, PlannedNodeClaim{
-			NodePool: nc.NodePool, InstanceType: nc.InstanceType.Name, Zone: nc.Offering.Zone, CapacityType: nc.Offering.CapacityType,
-			PricePerHour: round(nc.Offering.Price), InstanceTypeOptions: len(nc.InstanceTypeOptions), Pods: podNames(nc.Pods),
-		})
+		plan.NodeClaims = append(plan.NodeClaims, plannedNodeClaim(nc))
 		plan.Summary.Scheduled += len(nc.Pods)
 	}
 	for _, e := range results.Existing {
@@ -102,6 +99,11 @@ func Run(in *Inputs, instanceTypes []*scheduling.InstanceType, costs scheduling.
 	return plan
 }
 
+func plannedNodeClaim(nc *scheduling.NodeClaimPlan) PlannedNodeClaim {
+	return PlannedNodeClaim{NodePool: nc.NodePool, InstanceType: nc.InstanceType.Name, Zone: nc.Offering.Zone, CapacityType: nc.Offering.CapacityType,
+		PricePerHour: round(nc.Offering.Price), InstanceTypeOptions: len(nc.InstanceTypeOptions), Pods: podNames(nc.Pods)}
+}
+
 func round(f float64) float64 { return math.Round(f*1e6) / 1e6 }
 
 func podNames(pods []*corev1.Pod) []string {
@@ -114,10 +116,12 @@ func podNames(pods []*corev1.Pod) []string {
 }
 
 // WriteJSON prints the plan as JSON.
-func (p *Plan) WriteJSON(w io.Writer) error {
+func (p *Plan) WriteJSON(w io.Writer) error { return writeJSON(w, p) }
+
+func writeJSON(w io.Writer, v any) error {
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")
-	return enc.Encode(p)
+	return enc.Encode(v)
 }
 
 // WriteTable prints the plan for people.

@@ -104,6 +104,25 @@ func nodeCPU(c client.Client) (nodes int, cpu int64, err error) {
 	return len(list.Items), cpu, nil
 }
 
+// onePerNode gives a Deployment's pods hostname anti-affinity: each needs a node.
+func onePerNode(app string) func(*corev1.PodSpec) {
+	return func(s *corev1.PodSpec) {
+		s.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			TopologyKey: v1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}}}}}
+	}
+}
+
+// noNodesLeft waits for every empty node to be removed.
+func noNodesLeft(t *testing.T, c client.Client) {
+	t.Helper()
+	eventually(t, 90*time.Second, "every empty node removed", func() error {
+		if nodes, _, err := nodeCPU(c); err != nil || nodes > 0 {
+			return fmt.Errorf("%d nodes remain (%v)", nodes, err)
+		}
+		return nil
+	})
+}
+
 func consolidatingPool(name string, after string) *v1.NodePool {
 	np := localstack.GeneralNodePool(name)
 	np.Spec.Disruption.ConsolidateAfter = v1.MustParseNillableDuration(after)
@@ -166,11 +185,7 @@ func TestBudgetsAndDrift(t *testing.T) {
 	np := consolidatingPool("default", "1s")
 	np.Spec.Disruption.Budgets = []v1.Budget{{Nodes: "1"}, {Nodes: "0", Schedule: &inWindow, Duration: &metav1.Duration{Duration: 2 * time.Hour}}}
 	must(t, c.Create(ctx, np))
-	spread := func(s *corev1.PodSpec) {
-		s.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
-			TopologyKey: v1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "spread"}}}}}}
-	}
-	must(t, c.Create(ctx, localstack.Deployment("spread", 4, "500m", "512Mi", spread)))
+	must(t, c.Create(ctx, localstack.Deployment("spread", 4, "500m", "512Mi", onePerNode("spread"))))
 	allRunning(t, c, "spread", 4, 60*time.Second)
 	must(t, c.Delete(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "spread", Namespace: "default"}}))
 
@@ -197,19 +212,14 @@ func TestBudgetsAndDrift(t *testing.T) {
 		np.Spec.Disruption.Budgets[1].Duration = &metav1.Duration{Duration: time.Hour}
 		must(t, c.Patch(ctx, np, patch))
 		busy := sample(func() (int, error) { return disrupting(c) })
-		eventually(t, 90*time.Second, "every empty node removed", func() error {
-			if nodes, _, err := nodeCPU(c); err != nil || nodes > 0 {
-				return fmt.Errorf("%d nodes remain (%v)", nodes, err)
-			}
-			return nil
-		})
+		noNodesLeft(t, c)
 		if _, most := busy.finish(); most > 1 {
 			t.Errorf("%d nodes were disrupted at once under a budget of 1", most)
 		}
 	})
 
 	t.Run("a template change drifts and replaces nodes one at a time", func(t *testing.T) {
-		must(t, c.Create(ctx, localstack.Deployment("spread", 3, "500m", "512Mi", spread)))
+		must(t, c.Create(ctx, localstack.Deployment("spread", 3, "500m", "512Mi", onePerNode("spread"))))
 		allRunning(t, c, "spread", 3, 60*time.Second)
 		must(t, c.Get(ctx, client.ObjectKeyFromObject(np), np))
 		patch := client.MergeFrom(np.DeepCopy())
@@ -353,23 +363,14 @@ func TestScaleDownInBudgetSizedBatches(t *testing.T) {
 	np := consolidatingPool("default", "1s")
 	np.Spec.Disruption.Budgets = []v1.Budget{{Nodes: "50%"}}
 	must(t, c.Create(ctx, np))
-	spread := func(s *corev1.PodSpec) {
-		s.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
-			TopologyKey: v1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "spread"}}}}}}
-	}
-	must(t, c.Create(ctx, localstack.Deployment("spread", 4, "500m", "512Mi", spread)))
+	must(t, c.Create(ctx, localstack.Deployment("spread", 4, "500m", "512Mi", onePerNode("spread"))))
 	allRunning(t, c, "spread", 4, 60*time.Second)
 	if nodes, _, err := nodeCPU(c); err != nil || nodes != 4 {
 		t.Fatalf("%d nodes (%v) for four pods that each need their own; want 4", nodes, err)
 	}
 	busy := sample(func() (int, error) { return disrupting(c) })
 	must(t, c.Delete(ctx, &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "spread", Namespace: "default"}}))
-	eventually(t, 90*time.Second, "every empty node removed", func() error {
-		if nodes, _, err := nodeCPU(c); err != nil || nodes > 0 {
-			return fmt.Errorf("%d nodes remain (%v)", nodes, err)
-		}
-		return nil
-	})
+	noNodesLeft(t, c)
 	if _, most := busy.finish(); most > 2 {
 		t.Errorf("%d nodes were disrupted at once under a budget of 50%% of 4", most)
 	}

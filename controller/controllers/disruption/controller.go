@@ -4,7 +4,8 @@
 // engine planning the candidates' pods onto the rest of the cluster, is limited by the
 // NodePools' budgets and by what the pods allow (PodDisruptionBudgets, do-not-disrupt,
 // pods no controller would recreate), and launches replacements before anything
-// drains.
+// drains. What to remove and replace is decided by controller/consolidation, which
+// is pure; this package reads the cluster for it and carries its batches out.
 package disruption
 
 import (
@@ -115,22 +116,7 @@ type command struct {
 }
 
 func (cmd *command) String() string {
-	names := make([]string, len(cmd.candidates))
-	for i, c := range cmd.candidates {
-		names[i] = c.Claim.Name + "/" + c.InstanceType
-		if c.Drift != "" {
-			names[i] += " (" + c.Drift + ")"
-		}
-	}
-	action := "delete"
-	if len(cmd.replacements) > 0 {
-		var types []string
-		for _, r := range cmd.replacements {
-			types = append(types, r.InstanceType.Name)
-		}
-		action = "replace with " + strings.Join(types, ", ")
-	}
-	return fmt.Sprintf("%s: %s %s", cmd.reason, action, strings.Join(names, ", "))
+	return consolidation.Describe(cmd.reason, cmd.candidates, cmd.replacements)
 }
 
 // pass is one pass's view of the cluster.
@@ -244,16 +230,8 @@ func heldPart(b *consolidation.Batch, proposed sets.Set[string]) *consolidation.
 func (c *Controller) commandOf(plan *consolidation.Plan, b *consolidation.Batch) *command {
 	cmd := &command{reason: b.Reason, consolidationType: b.Type, candidates: b.Candidates, replacements: b.Replacements, launched: append([]string(nil), b.Awaits...)}
 	cmd.explanation = fmt.Sprintf("the batch saves $%.4f/h (removes $%.4f/h, launches $%.4f/h); it is part of a plan that removes %d node(s) and launches %d, saving $%.4f/h",
-		b.Price()-priceOfPlans(b.Replacements), b.Price(), priceOfPlans(b.Replacements), len(plan.Remove), len(plan.Replacements), plan.Savings())
+		b.Price()-scheduling.PriceOf(b.Replacements), b.Price(), scheduling.PriceOf(b.Replacements), len(plan.Remove), len(plan.Replacements), plan.Savings())
 	return cmd
-}
-
-func priceOfPlans(plans []*scheduling.NodeClaimPlan) float64 {
-	total := 0.0
-	for _, p := range plans {
-		total += p.Offering.Price
-	}
-	return total
 }
 
 // observe reads the cluster, records pod changes on claims, and finds candidates.
