@@ -92,7 +92,7 @@ func (s *solver) addToClaim(c *claim, p *podInfo) error {
 	c.remaining = target.Allocatable.Sub(total)
 	c.pods = append(c.pods, p)
 	c.hostPorts = append(c.hostPorts, p.hostPorts...)
-	s.topology.record(p.pod.Namespace, p.pod.Labels, p.topology, claimDomain(c))
+	s.topology.record(s.topology.matchingPod(p), p.topology, claimDomain(c))
 	return nil
 }
 
@@ -155,8 +155,8 @@ func (s *solver) pinTopology(c *claim, p *podInfo, reqs Requirements) (Requireme
 	for _, g := range p.topology {
 		keys.Insert(g.key)
 	}
-	for _, g := range s.topology.antiOnly {
-		if g.matches(p.pod.Namespace, p.pod.Labels) {
+	for _, g := range s.topology.matchingPod(p) {
+		if g.kind == topologyAntiAffinity && !g.preference {
 			keys.Insert(g.key)
 		}
 	}
@@ -378,7 +378,7 @@ func (s *solver) openClaim(ps *poolState, p *podInfo) (*claim, error) {
 	if s.minPod.Fits(c.remaining) {
 		s.active = append(s.active, c)
 	}
-	s.topology.record(p.pod.Namespace, p.pod.Labels, p.topology, claimDomain(c))
+	s.topology.record(s.topology.matchingPod(p), p.topology, claimDomain(c))
 	return c, nil
 }
 

@@ -2,7 +2,6 @@ package scheduling
 
 import (
 	"encoding/json"
-	"fmt"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -46,21 +45,44 @@ type shape struct {
 	buckets  []*bucket
 }
 
+// bucketKey tells workloads apart: pods with equal keys are interchangeable.
+type bucketKey struct {
+	class          int
+	spread, labels string
+	requests       requestsKey
+}
+
+// requestsKey is Resources as a map key, built without formatting numbers.
+type requestsKey struct {
+	milliCPU, memory, pods, storage int64
+	extended                        string
+}
+
+func (r Resources) key() requestsKey {
+	k := requestsKey{milliCPU: r.MilliCPU, memory: r.Memory, pods: r.Pods, storage: r.EphemeralStorage}
+	if len(r.Extended) > 0 {
+		k.extended = r.String()
+	}
+	return k
+}
+
 func (s *solver) buildBuckets(pods []*podInfo) {
-	index := map[string]*bucket{}
-	shapes := map[string]*shape{}
+	index := map[bucketKey]*bucket{}
+	shapes := map[requestsKey]*shape{}
 	for _, p := range pods {
-		raw, _ := json.Marshal(p.pod.Spec.TopologySpreadConstraints)
-		key := fmt.Sprintf("%d|%s|%s|%s", p.class, raw, labelSignature(p.pod.Namespace, p.pod.Labels), p.requests)
+		key := bucketKey{class: p.class, labels: labelSignature(p.pod.Namespace, p.pod.Labels), requests: p.requests.key()}
+		if len(p.pod.Spec.TopologySpreadConstraints) > 0 {
+			raw, _ := json.Marshal(p.pod.Spec.TopologySpreadConstraints)
+			key.spread = string(raw)
+		}
 		b, ok := index[key]
 		if !ok {
 			b = &bucket{}
 			index[key] = b
-			rk := p.requests.String()
-			sh, ok := shapes[rk]
+			sh, ok := shapes[key.requests]
 			if !ok {
 				sh = &shape{requests: p.requests}
-				shapes[rk] = sh
+				shapes[key.requests] = sh
 				s.shapes = append(s.shapes, sh)
 			}
 			sh.buckets = append(sh.buckets, b)

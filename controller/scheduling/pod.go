@@ -38,6 +38,10 @@ type podInfo struct {
 	pools []int
 	// bucket holds the pod's fellow replicas.
 	bucket *bucket
+	// matched caches the topology groups that select the pod, valid while
+	// matchedGeneration is one past the topology's generation (zero: never set).
+	matched           []*topologyGroup
+	matchedGeneration int
 }
 
 type hostPort struct {

@@ -51,8 +51,11 @@ type nodeState struct {
 }
 
 type solver struct {
-	pools      []*poolState
-	nodes      []*nodeState
+	pools []*poolState
+	nodes []*nodeState
+	// roomy are the nodes, in order, that still have room for the smallest pending
+	// pod: on a large cluster most nodes are full, and each pod would try them all.
+	roomy      []*nodeState
 	active     []*claim
 	claims     []*claim
 	topology   *topology
@@ -81,6 +84,11 @@ func Solve(in Input) *Results {
 	for _, p := range pods {
 		s.minPod.MilliCPU = min(s.minPod.MilliCPU, p.requests.MilliCPU)
 		s.minPod.Memory = min(s.minPod.Memory, p.requests.Memory)
+	}
+	for _, ns := range s.nodes {
+		if s.minPod.Fits(ns.remaining) {
+			s.roomy = append(s.roomy, ns)
+		}
 	}
 	sortPods(pods)
 	s.buildBuckets(pods)
@@ -215,7 +223,7 @@ func (s *solver) buildNodes(nodes []*ExistingNode, pending []*podInfo) {
 					owned = info.topology
 				}
 			}
-			s.topology.record(pod.Namespace, pod.Labels, owned, s.nodeDomain(ns))
+			s.topology.record(s.topology.matching(pod.Namespace, pod.Labels), owned, s.nodeDomain(ns))
 		}
 		s.nodes = append(s.nodes, ns)
 	}
@@ -348,7 +356,7 @@ func (s *solver) markPlaced(p *podInfo) {
 }
 
 func (s *solver) tryExisting(p *podInfo) bool {
-	for _, ns := range s.nodes {
+	for i, ns := range s.roomy {
 		if !p.requests.Fits(ns.remaining) {
 			continue
 		}
@@ -368,7 +376,10 @@ func (s *solver) tryExisting(p *podInfo) bool {
 		ns.remaining = ns.remaining.Sub(p.requests)
 		ns.hostPorts = append(ns.hostPorts, p.hostPorts...)
 		ns.placed = append(ns.placed, p)
-		s.topology.record(p.pod.Namespace, p.pod.Labels, p.topology, domainOf)
+		s.topology.record(s.topology.matchingPod(p), p.topology, domainOf)
+		if !s.minPod.Fits(ns.remaining) {
+			s.roomy = append(s.roomy[:i], s.roomy[i+1:]...)
+		}
 		return true
 	}
 	return false

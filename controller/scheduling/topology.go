@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
@@ -46,6 +47,8 @@ type topologyGroup struct {
 	// matching pod keeps out of their domains too (anti-affinity is symmetric).
 	owners map[string]int
 	total  int
+	// order is the group's place among all groups, for a stable iteration order.
+	order int
 }
 
 func (g *topologyGroup) matches(namespace string, podLabels map[string]string) bool {
@@ -60,13 +63,20 @@ type topology struct {
 	groups   map[string]*topologyGroup
 	ordered  []*topologyGroup
 	antiOnly []*topologyGroup
-	// matchCache maps a pod's namespace and labels to the groups that select it;
-	// replicas share labels, so this turns a per-pod scan into a lookup.
-	matchCache map[string][]*topologyGroup
+	// bySelectorLabel indexes groups by one label their selector requires (key, then
+	// value), so finding the groups that select a pod looks only at groups naming one
+	// of its labels instead of scanning every group: with a group per Deployment that
+	// scan dominated a consolidation decision on a large cluster.
+	bySelectorLabel map[string]map[string][]*topologyGroup
+	// unindexed are the groups whose selector requires no single label value.
+	unindexed []*topologyGroup
+	// generation changes whenever a group is added, so matches cached on a pod are
+	// known to be stale.
+	generation int
 }
 
 func newTopology() *topology {
-	return &topology{groups: map[string]*topologyGroup{}, matchCache: map[string][]*topologyGroup{}}
+	return &topology{groups: map[string]*topologyGroup{}, bySelectorLabel: map[string]map[string][]*topologyGroup{}}
 }
 
 func labelSignature(namespace string, l map[string]string) string {
@@ -80,26 +90,52 @@ func labelSignature(namespace string, l map[string]string) string {
 	for _, k := range keys {
 		b.WriteByte(0)
 		b.WriteString(k)
-		b.WriteByte('=')
+		b.WriteByte(1)
 		b.WriteString(l[k])
 	}
 	return b.String()
 }
 
-// matching returns the groups that select a pod with these labels.
+// matching lists, in the order they were added, the groups whose selector selects a
+// pod with these labels in this namespace.
 func (t *topology) matching(namespace string, l map[string]string) []*topologyGroup {
-	sig := labelSignature(namespace, l)
-	if gs, ok := t.matchCache[sig]; ok {
-		return gs
-	}
 	var out []*topologyGroup
-	for _, g := range t.ordered {
+	for k, v := range l {
+		for _, g := range t.bySelectorLabel[k][v] {
+			if g.matches(namespace, l) {
+				out = append(out, g)
+			}
+		}
+	}
+	for _, g := range t.unindexed {
 		if g.matches(namespace, l) {
 			out = append(out, g)
 		}
 	}
-	t.matchCache[sig] = out
+	if len(out) > 1 {
+		sort.Slice(out, func(i, j int) bool { return out[i].order < out[j].order })
+	}
 	return out
+}
+
+// matchingPod is matching for a pending pod, remembered on the pod until a group is
+// added: the solver asks it for every node it tries.
+func (t *topology) matchingPod(p *podInfo) []*topologyGroup {
+	if p.matchedGeneration != t.generation+1 {
+		p.matched = t.matching(p.pod.Namespace, p.pod.Labels)
+		p.matchedGeneration = t.generation + 1
+	}
+	return p.matched
+}
+
+// selects reports whether group g selects pending pod p.
+func (t *topology) selects(g *topologyGroup, p *podInfo) bool {
+	for _, m := range t.matchingPod(p) {
+		if m == g {
+			return true
+		}
+	}
+	return false
 }
 
 func (t *topology) intern(g *topologyGroup) *topologyGroup {
@@ -108,15 +144,41 @@ func (t *topology) intern(g *topologyGroup) *topologyGroup {
 	}
 	g.counts = map[string]int{}
 	g.owners = map[string]int{}
+	g.order = len(t.ordered)
 	t.groups[g.id] = g
 	t.ordered = append(t.ordered, g)
 	// Only required anti-affinity binds other pods; a preference binds its owner only.
 	if g.kind == topologyAntiAffinity && !g.preference {
 		t.antiOnly = append(t.antiOnly, g)
 	}
-	// A new group invalidates cached matches.
-	t.matchCache = map[string][]*topologyGroup{}
+	if key, values, ok := requiredLabel(g.selector); ok {
+		if t.bySelectorLabel[key] == nil {
+			t.bySelectorLabel[key] = map[string][]*topologyGroup{}
+		}
+		for _, v := range values {
+			t.bySelectorLabel[key][v] = append(t.bySelectorLabel[key][v], g)
+		}
+	} else {
+		t.unindexed = append(t.unindexed, g)
+	}
+	t.generation++
 	return g
+}
+
+// requiredLabel finds a label the selector requires to have one of a few values: a
+// pod it selects has that label with one of them.
+func requiredLabel(sel labels.Selector) (string, []string, bool) {
+	reqs, selectable := sel.Requirements()
+	if !selectable {
+		return "", nil, false
+	}
+	for _, r := range reqs {
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In:
+			return r.Key(), r.Values().List(), true
+		}
+	}
+	return "", nil, false
 }
 
 // addPod registers the groups a pod declares. universe returns the domains a spread
@@ -212,8 +274,8 @@ func selectorWithMatchLabelKeys(ls *metav1.LabelSelector, keys []string, podLabe
 }
 
 // record counts a pod placed in the given domains (key -> domain).
-func (t *topology) record(namespace string, podLabels map[string]string, owned []*topologyGroup, domainOf func(key string) (string, bool)) {
-	for _, g := range t.matching(namespace, podLabels) {
+func (t *topology) record(matched, owned []*topologyGroup, domainOf func(key string) (string, bool)) {
+	for _, g := range matched {
 		if d, ok := domainOf(g.key); ok {
 			g.counts[d]++
 			g.total++
@@ -270,7 +332,7 @@ func (t *topology) inverseAllows(p *podInfo, domainOf func(key string) (string, 
 	if len(t.antiOnly) == 0 {
 		return nil
 	}
-	for _, g := range t.matching(p.pod.Namespace, p.pod.Labels) {
+	for _, g := range t.matchingPod(p) {
 		if g.kind != topologyAntiAffinity || g.preference {
 			continue
 		}
