@@ -44,6 +44,9 @@ type Candidate struct {
 	// Drift says why the node no longer matches its pool or class, or "". The
 	// caller sets it: finding drift asks the cloud provider.
 	Drift string
+	// evictions counts, per PodDisruptionBudget (namespace/name), the pods a drain
+	// of this node evicts under it.
+	evictions map[string]int
 }
 
 // Consolidatable reports whether consolidateAfter has passed at now.
@@ -67,6 +70,9 @@ type Cluster struct {
 	// flight, nodes still starting) to their claims: pods planned onto them wait.
 	Launching         map[string]string
 	Total, Disrupting map[string]int
+	// pdbAllowed is each PodDisruptionBudget's disruptionsAllowed, so a batch takes
+	// no more of a budget's pods than it allows at once.
+	pdbAllowed map[string]int
 	// placeablePending caches PlaceablePending; -1 until computed.
 	placeablePending int
 }
@@ -75,7 +81,10 @@ type Cluster struct {
 // disrupting names the claims commands in this process are disrupting; claims
 // tainted for disruption or being deleted count as disrupting too.
 func Observe(view *state.View, snap *scheduling.Snapshot, disrupting sets.Set[string], now time.Time) *Cluster {
-	cl := &Cluster{Snapshot: snap, Launching: map[string]string{}, Total: map[string]int{}, Disrupting: map[string]int{}, placeablePending: -1}
+	cl := &Cluster{Snapshot: snap, Launching: map[string]string{}, Total: map[string]int{}, Disrupting: map[string]int{}, pdbAllowed: map[string]int{}, placeablePending: -1}
+	for i := range view.PDBs {
+		cl.pdbAllowed[view.PDBs[i].Namespace+"/"+view.PDBs[i].Name] = int(view.PDBs[i].Status.DisruptionsAllowed)
+	}
 	nominated := nominatedTo(snap)
 	pools := map[string]*v1.NodePool{}
 	for _, np := range snap.Pools {
@@ -113,6 +122,7 @@ func Observe(view *state.View, snap *scheduling.Snapshot, disrupting sets.Set[st
 		cand := &Candidate{Claim: nc, Node: node, Pool: np, InstanceType: nc.Labels[v1.LabelInstanceType], CapacityType: nc.Labels[v1.LabelCapacityType]}
 		cand.Pods = reschedulable(onNode)
 		cand.BlockedBy = blocker(node, onNode, view.PDBs)
+		cand.evictions = evictionsUnder(cand.Pods, view.PDBs)
 		if n := nominated[node.Name]; n > 0 && cand.BlockedBy == "" {
 			// Pods the provisioner placed here are on their way: the node only looks
 			// empty (or underused) until kube-scheduler binds them.
@@ -210,6 +220,30 @@ func reschedulable(pods []*corev1.Pod) []*corev1.Pod {
 			continue
 		}
 		out = append(out, p)
+	}
+	return out
+}
+
+// evictionsUnder counts the pods under each PodDisruptionBudget.
+func evictionsUnder(pods []*corev1.Pod, pdbs []policyv1.PodDisruptionBudget) map[string]int {
+	var out map[string]int
+	for i := range pdbs {
+		pdb := &pdbs[i]
+		if pdb.Spec.Selector == nil {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err != nil {
+			continue
+		}
+		for _, p := range pods {
+			if p.Namespace == pdb.Namespace && sel.Matches(labels.Set(p.Labels)) {
+				if out == nil {
+					out = map[string]int{}
+				}
+				out[pdb.Namespace+"/"+pdb.Name]++
+			}
+		}
 	}
 	return out
 }

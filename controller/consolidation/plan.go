@@ -503,12 +503,20 @@ func moves(removed []*Candidate, r *scheduling.Results) []Move {
 // batch with the replacements its pods go to.
 func batches(cl *Cluster, plan *Plan, r *scheduling.Results, allowed map[string]map[v1.DisruptionReason]int, blocked []Blocked) ([]*Batch, []Blocked) {
 	used := map[string]int{}
+	// evicting counts, per PodDisruptionBudget, the pods the batches starting now
+	// evict: a node whose pods would take a budget past what it allows at once
+	// waits for a later batch instead of stalling in a drain the budget refuses.
+	evicting := map[string]int{}
 	empty := &Batch{Reason: v1.DisruptionReasonEmpty, Type: TypeEmpty}
 	under := &Batch{Reason: v1.DisruptionReasonUnderutilized}
 	for _, c := range plan.Remove {
 		b := under
 		if c.Empty() {
 			b = empty
+		}
+		if pdb := overBudget(c, evicting, cl.pdbAllowed); pdb != "" {
+			blocked = append(blocked, Blocked{c, fmt.Sprintf("pdb %s allows %d disruption(s) now, all taken by the batch starting now", pdb, cl.pdbAllowed[pdb])})
+			continue
 		}
 		pool := c.Pool.Name
 		if n := allowed[pool][b.Reason]; used[pool] >= n {
@@ -520,6 +528,9 @@ func batches(cl *Cluster, plan *Plan, r *scheduling.Results, allowed map[string]
 			continue
 		}
 		used[pool]++
+		for pdb, n := range c.evictions {
+			evicting[pdb] += n
+		}
 		b.Candidates = append(b.Candidates, c)
 	}
 	var out []*Batch
@@ -562,6 +573,18 @@ func batches(cl *Cluster, plan *Plan, r *scheduling.Results, allowed map[string]
 	}
 	under.Awaits = sets.List(awaits)
 	return append(out, under), blocked
+}
+
+// overBudget names a PodDisruptionBudget that evicting c's pods besides those
+// already evicting would take past what it allows, or "". The first node to touch a
+// budget always may: its drain goes at the pace the budget allows.
+func overBudget(c *Candidate, evicting, allowed map[string]int) string {
+	for _, pdb := range sets.List(sets.KeySet(c.evictions)) {
+		if evicting[pdb] > 0 && evicting[pdb]+c.evictions[pdb] > allowed[pdb] {
+			return pdb
+		}
+	}
+	return ""
 }
 
 // String says what the batch does, for logs and events.

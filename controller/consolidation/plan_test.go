@@ -281,3 +281,63 @@ func TestDecideIsStableUnderListOrder(t *testing.T) {
 		t.Errorf("the same cluster listed in another order starts %s instead of %s", b, a)
 	}
 }
+
+// A PodDisruptionBudget that allows one eviction at a time is not taken past that
+// by one batch: of four nodes whose pods share it, the batch starting now drains
+// one, and the others wait for later batches with the budget named as the reason.
+func TestBatchTakesNoMoreOfAPDBThanItAllows(t *testing.T) {
+	tc := newTestCluster("100%")
+	for i := 0; i < 4; i++ {
+		tc.addNode("m.xlarge", 1, "500m")
+	}
+	tc.addNode("m.2xlarge", 0, "500m")
+	tc.pdbs = []policyv1.PodDisruptionBudget{{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+		Spec:   policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+		Status: policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 1}}}
+	plan, _ := tc.decide(t)
+	var draining []string
+	for _, b := range plan.Batches {
+		for _, c := range b.Candidates {
+			if !c.Empty() {
+				draining = append(draining, c.Node.Name)
+			}
+		}
+	}
+	if len(draining) != 1 {
+		t.Fatalf("the batches drain %v under a PDB that allows one eviction", draining)
+	}
+	held := 0
+	for _, b := range plan.Blocked {
+		if strings.HasPrefix(b.Reason, "pdb default/web allows 1 disruption(s) now") {
+			held++
+		}
+	}
+	if want := len(plan.Remove) - 1 - countEmpty(plan.Remove); held != want || want < 1 {
+		t.Errorf("%d nodes held by the PDB, want %d (the target removes %v): %v", held, want, names(plan.Remove), plan.Blocked)
+	}
+
+	// When the budget allows two, two nodes' pods go at once.
+	tc.pdbs[0].Status.DisruptionsAllowed = 2
+	plan, _ = tc.decide(t)
+	draining = draining[:0]
+	for _, b := range plan.Batches {
+		for _, c := range b.Candidates {
+			if !c.Empty() {
+				draining = append(draining, c.Node.Name)
+			}
+		}
+	}
+	if len(draining) != 2 {
+		t.Errorf("the batches drain %v under a PDB that allows two evictions", draining)
+	}
+}
+
+func countEmpty(cands []*Candidate) int {
+	n := 0
+	for _, c := range cands {
+		if c.Empty() {
+			n++
+		}
+	}
+	return n
+}
