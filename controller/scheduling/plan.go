@@ -4,6 +4,7 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 )
@@ -29,6 +30,9 @@ type Input struct {
 	// UsageOfClaims) instead of the sum of Nodes: capacity being deleted, cordoned
 	// or disrupted is no place for pods, but its instances still count.
 	PoolUsage map[string]PoolUsage
+	// VolumeRequirements are, per pod, what its volumes require of its node (see
+	// Volumes.Requirements): a pod with a bound zonal volume goes to that zone.
+	VolumeRequirements map[types.UID]Requirements
 }
 
 // ExistingNode is capacity that already exists or is already being launched.

@@ -19,6 +19,12 @@ type podInfo struct {
 	requests Resources
 	// requirements is the current (possibly relaxed) set the pod's node must meet.
 	requirements Requirements
+	// ownRequirements are requirements without those of the pod's volumes: the
+	// domains a topology spread counts come from the pod's own node affinity, as
+	// kube-scheduler counts them.
+	ownRequirements Requirements
+	// volume is what the pod's volumes require of its node (a bound volume's zone).
+	volume Requirements
 	// requiredTerms are the OR-ed required node-affinity terms; term is the index in use.
 	requiredTerms []Requirements
 	term          int
@@ -50,8 +56,8 @@ type hostPort struct {
 	port     int32
 }
 
-func newPodInfo(pod *corev1.Pod) (*podInfo, error) {
-	p := &podInfo{pod: pod, key: pod.Namespace + "/" + pod.Name, requests: PodRequests(pod), tolerations: pod.Spec.Tolerations}
+func newPodInfo(pod *corev1.Pod, volume Requirements) (*podInfo, error) {
+	p := &podInfo{pod: pod, key: pod.Namespace + "/" + pod.Name, requests: PodRequests(pod), tolerations: pod.Spec.Tolerations, volume: volume}
 	base := Requirements{}
 	for k, v := range pod.Spec.NodeSelector {
 		base.Add(MustRequirement(k, v1.OpIn, v))
@@ -93,18 +99,23 @@ func newPodInfo(pod *corev1.Pod) (*podInfo, error) {
 }
 
 func (p *podInfo) rebuildRequirements() {
-	rs := p.requiredTerms[p.term].Copy()
+	own := p.requiredTerms[p.term].Copy()
+	all := own.Copy()
+	for _, r := range p.volume {
+		all.Add(r)
+	}
 	for _, pref := range p.preferredTerms[:p.preferred] {
-		// A preference that contradicts the required terms can never hold; skip it
-		// rather than make the pod unschedulable.
-		if rs.Intersects(pref) != nil {
+		// A preference that contradicts the required terms or the volumes can never
+		// hold; skip it rather than make the pod unschedulable.
+		if all.Intersects(pref) != nil {
 			continue
 		}
 		for _, r := range pref {
-			rs.Add(r)
+			own.Add(r)
+			all.Add(r)
 		}
 	}
-	p.requirements = rs
+	p.requirements, p.ownRequirements = all, own
 }
 
 // relax drops the weakest constraint that is only a preference, or moves to the next
@@ -215,7 +226,7 @@ func daemonSetFits(pod *corev1.Pod, reqs Requirements, taints []corev1.Taint) bo
 	}
 	// The node's labels are only partly known before launch: accept the daemonset
 	// when its terms are compatible with the requirements rather than matched by them.
-	info, err := newPodInfo(pod)
+	info, err := newPodInfo(pod, nil)
 	if err != nil {
 		return false
 	}

@@ -6,6 +6,7 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
@@ -78,7 +79,7 @@ func Solve(in Input) *Results {
 		s.costs = *in.NodeCosts
 	}
 	s.buildPools(in)
-	pods := s.buildPods(in.Pods)
+	pods := s.buildPods(in.Pods, in.VolumeRequirements)
 	s.buildNodes(in.Nodes, pods)
 	s.minPod = Resources{MilliCPU: math.MaxInt64, Memory: math.MaxInt64, Pods: 1}
 	for _, p := range pods {
@@ -181,11 +182,11 @@ func weight(np *v1.NodePool) int32 {
 	return *np.Spec.Weight
 }
 
-func (s *solver) buildPods(pods []*corev1.Pod) []*podInfo {
+func (s *solver) buildPods(pods []*corev1.Pod, volumes map[types.UID]Requirements) []*podInfo {
 	out := make([]*podInfo, 0, len(pods))
 	classes := map[string]int{}
 	for _, pod := range pods {
-		p, err := newPodInfo(pod)
+		p, err := newPodInfo(pod, volumes[pod.UID])
 		if err != nil {
 			s.errors = append(s.errors, PodError{Pod: pod, Reason: err.Error()})
 			continue
@@ -194,7 +195,8 @@ func (s *solver) buildPods(pods []*corev1.Pod) []*podInfo {
 			s.errors = append(s.errors, PodError{Pod: pod, Reason: err.Error()})
 			continue
 		}
-		sig := constraintSignature(pod)
+		// Replicas whose volumes are in different zones answer differently.
+		sig := constraintSignature(pod) + p.volume.String()
 		if _, ok := classes[sig]; !ok {
 			classes[sig] = len(classes)
 		}
@@ -219,7 +221,7 @@ func (s *solver) buildNodes(nodes []*ExistingNode, pending []*podInfo) {
 			// Bound pods' own anti-affinity keeps matching pending pods away.
 			var owned []*topologyGroup
 			if pod.Spec.Affinity != nil && pod.Spec.Affinity.PodAntiAffinity != nil {
-				if info, err := newPodInfo(pod); err == nil && s.topology.addPod(info, s.universe) == nil {
+				if info, err := newPodInfo(pod, nil); err == nil && s.topology.addPod(info, s.universe) == nil {
 					owned = info.topology
 				}
 			}
@@ -258,7 +260,7 @@ func claimDomain(c *claim) func(string) (string, bool) {
 // may use allow for that key, and what existing nodes have.
 func (s *solver) universe(key string, p *podInfo) sets.Set[string] {
 	out := sets.New[string]()
-	want := p.requirements.Get(key)
+	want := p.ownRequirements.Get(key)
 	for _, ps := range s.pools {
 		if s.poolAdmits(ps, p) != nil {
 			continue

@@ -2,6 +2,7 @@ package scheduling
 
 import (
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
@@ -20,6 +21,8 @@ type Snapshot struct {
 	PoolUsage     map[string]PoolUsage
 	// Claims by name, for taking what a claim holds out of its pool's usage.
 	Claims map[string]*v1.NodeClaim
+	// VolumeRequirements are what pods' volumes require of their nodes.
+	VolumeRequirements map[types.UID]Requirements
 }
 
 // PlanWithout plans pods onto the cluster as if the named nodes (or claims) were
@@ -69,7 +72,7 @@ func (s *Snapshot) PlanOn(nodes []*ExistingNode, gone sets.Set[string], pods []*
 		pools = nil
 	}
 	return Solve(Input{Pods: pods, Nodes: nodes, NodePools: pools, InstanceTypes: s.InstanceTypes, DaemonSetPods: s.DaemonSetPods,
-		NodeCosts: &s.NodeCosts, PoolUsage: usage})
+		NodeCosts: &s.NodeCosts, PoolUsage: usage, VolumeRequirements: s.VolumeRequirements})
 }
 
 // Pool returns the ready pool of that name, or nil.

@@ -17,6 +17,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -37,15 +38,19 @@ func NewCluster(kube client.Client, clk clock.Clock) *Cluster {
 
 // View is the cluster at one moment, with the indexes every loop needs.
 type View struct {
-	Pods        []corev1.Pod
-	Nodes       []corev1.Node
-	Claims      []v1.NodeClaim
-	Pools       []v1.NodePool
-	PDBs        []policyv1.PodDisruptionBudget
-	DaemonSets  []appsv1.DaemonSet
-	podsOnNode  map[string][]*corev1.Pod
-	nodeOfID    map[string]*corev1.Node
-	claimOfNode map[string]*v1.NodeClaim
+	Pods       []corev1.Pod
+	Nodes      []corev1.Node
+	Claims     []v1.NodeClaim
+	Pools      []v1.NodePool
+	PDBs       []policyv1.PodDisruptionBudget
+	DaemonSets []appsv1.DaemonSet
+	// PVCs, PVs and StorageClasses say where pods' volumes let them run.
+	PVCs           []corev1.PersistentVolumeClaim
+	PVs            []corev1.PersistentVolume
+	StorageClasses []storagev1.StorageClass
+	podsOnNode     map[string][]*corev1.Pod
+	nodeOfID       map[string]*corev1.Node
+	claimOfNode    map[string]*v1.NodeClaim
 }
 
 // Copies says whether a View may be written to.
@@ -74,16 +79,22 @@ func (c *Cluster) Read(ctx context.Context, copies Copies) (*View, error) {
 		pools  v1.NodePoolList
 		pdbs   policyv1.PodDisruptionBudgetList
 		ds     appsv1.DaemonSetList
+		pvcs   corev1.PersistentVolumeClaimList
+		pvs    corev1.PersistentVolumeList
+		scs    storagev1.StorageClassList
 	)
 	for _, l := range []struct {
 		what string
 		list client.ObjectList
-	}{{"pods", &pods}, {"nodes", &nodes}, {"nodeclaims", &claims}, {"nodepools", &pools}, {"pod disruption budgets", &pdbs}, {"daemonsets", &ds}} {
+	}{{"pods", &pods}, {"nodes", &nodes}, {"nodeclaims", &claims}, {"nodepools", &pools}, {"pod disruption budgets", &pdbs}, {"daemonsets", &ds},
+		{"persistentvolumeclaims", &pvcs}, {"persistentvolumes", &pvs}, {"storageclasses", &scs}} {
 		if err := c.kube.List(ctx, l.list, opts...); err != nil {
 			return nil, fmt.Errorf("listing %s, %w", l.what, err)
 		}
 	}
-	return NewView(pods.Items, nodes.Items, c.created.merge(claims.Items, c.clock.Now()), pools.Items, pdbs.Items, ds.Items), nil
+	v := NewView(pods.Items, nodes.Items, c.created.merge(claims.Items, c.clock.Now()), pools.Items, pdbs.Items, ds.Items)
+	v.PVCs, v.PVs, v.StorageClasses = pvcs.Items, pvs.Items, scs.Items
+	return v, nil
 }
 
 // NewView indexes objects read some other way than from the cache: a snapshot

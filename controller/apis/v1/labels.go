@@ -92,4 +92,7 @@ var NormalizedLabels = map[string]string{
 	"beta.kubernetes.io/arch":           LabelArch,
 	"beta.kubernetes.io/os":             LabelOS,
 	corev1.LabelInstanceType:            LabelInstanceType,
+	// The EBS CSI driver writes a volume's zone under its own key; the zone is
+	// the node's zone.
+	"topology.ebs.csi.aws.com/zone": LabelTopologyZone,
 }

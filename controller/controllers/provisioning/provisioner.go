@@ -182,6 +182,7 @@ func (p *Provisioner) schedule(ctx context.Context, fullOnly bool) (bool, error)
 	results := scheduling.Solve(scheduling.Input{
 		Pods: state.pending, Nodes: state.nodes, NodePools: state.pools,
 		InstanceTypes: state.instanceTypes, DaemonSetPods: state.daemonSetPods, NodeCosts: &p.costs, PoolUsage: state.usage,
+		VolumeRequirements: state.volumes,
 	})
 	solveDuration := p.clock.Since(start)
 	metrics.SchedulingDuration.Observe(solveDuration.Seconds())

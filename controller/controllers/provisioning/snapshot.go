@@ -32,6 +32,8 @@ type snapshot struct {
 	usage map[string]scheduling.PoolUsage
 	// claims by name, for taking what a claim holds out of its pool's usage.
 	claims map[string]*v1.NodeClaim
+	// volumes are what pods' volumes require of their nodes.
+	volumes map[types.UID]scheduling.Requirements
 }
 
 // snapshot reads the cluster: pending pods, nodes with their pods, in-flight
@@ -72,12 +74,29 @@ func (p *Provisioner) snapshotOf(ctx context.Context, view *state.View, typesOf 
 	}
 	bound := map[string][]*corev1.Pod{}
 	var provisionable []*corev1.Pod
+	volumes := scheduling.NewVolumes(view.PVCs, view.PVs, view.StorageClasses)
+	s.volumes = map[types.UID]scheduling.Requirements{}
 	for i := range pods {
 		pod := &pods[i]
 		switch {
 		case pod.Spec.NodeName != "" && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed:
 			bound[pod.Spec.NodeName] = append(bound[pod.Spec.NodeName], pod)
+			// A bound pod that consolidation moves stays with its volumes; one whose
+			// claims cannot be read keeps none of their constraints.
+			if reqs, err := volumes.Requirements(pod); err == nil && len(reqs) > 0 {
+				s.volumes[pod.UID] = reqs
+			}
 		case IsProvisionable(pod):
+			reqs, err := volumes.Requirements(pod)
+			if err != nil {
+				// kube-scheduler places it on no node until its volume is sorted out:
+				// a node launched for it would stay empty.
+				log.FromContext(ctx).V(1).Info("ignoring pending pod: its volumes do not let it schedule", "pod", pod.Namespace+"/"+pod.Name, "reason", err.Error())
+				continue
+			}
+			if len(reqs) > 0 {
+				s.volumes[pod.UID] = reqs
+			}
 			provisionable = append(provisionable, pod)
 		}
 	}
@@ -326,5 +345,5 @@ func SnapshotFromView(view *state.View, typesOf func(*v1.NodePool) []*scheduling
 }
 
 func (s *snapshot) public(costs scheduling.NodeCosts) *scheduling.Snapshot {
-	return &scheduling.Snapshot{Pending: s.pending, Nodes: s.nodes, Pools: s.pools, InstanceTypes: s.instanceTypes, DaemonSetPods: s.daemonSetPods, NodeCosts: costs, PoolUsage: s.usage, Claims: s.claims}
+	return &scheduling.Snapshot{Pending: s.pending, Nodes: s.nodes, Pools: s.pools, InstanceTypes: s.instanceTypes, DaemonSetPods: s.daemonSetPods, NodeCosts: costs, PoolUsage: s.usage, Claims: s.claims, VolumeRequirements: s.volumes}
 }
