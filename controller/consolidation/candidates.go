@@ -121,7 +121,7 @@ func Observe(view *state.View, snap *scheduling.Snapshot, disrupting sets.Set[st
 		onNode := view.PodsOn(node.Name)
 		cand := &Candidate{Claim: nc, Node: node, Pool: np, InstanceType: nc.Labels[v1.LabelInstanceType], CapacityType: nc.Labels[v1.LabelCapacityType]}
 		cand.Pods = reschedulable(onNode)
-		cand.BlockedBy = blocker(node, onNode, view.PDBs)
+		cand.BlockedBy = blocker(node, onNode, view.PDBs, now)
 		cand.evictions = evictionsUnder(cand.Pods, view.PDBs)
 		if n := nominated[node.Name]; n > 0 && cand.BlockedBy == "" {
 			// Pods the provisioner placed here are on their way: the node only looks
@@ -249,12 +249,15 @@ func evictionsUnder(pods []*corev1.Pod, pdbs []policyv1.PodDisruptionBudget) map
 }
 
 // blocker says what forbids a graceful disruption of the node, or "".
-func blocker(node *corev1.Node, pods []*corev1.Pod, pdbs []policyv1.PodDisruptionBudget) string {
+func blocker(node *corev1.Node, pods []*corev1.Pod, pdbs []policyv1.PodDisruptionBudget, now time.Time) string {
 	if node.Annotations[v1.DoNotDisruptAnnotationKey] == "true" {
 		return fmt.Sprintf("node has the %s annotation", v1.DoNotDisruptAnnotationKey)
 	}
 	for _, p := range reschedulable(pods) {
-		if p.Annotations[v1.DoNotDisruptAnnotationKey] == "true" {
+		if protected, until := v1.PodDoNotDisrupt(p, now); protected {
+			if !until.IsZero() {
+				return fmt.Sprintf("pod %s/%s has the %s annotation, until %s", p.Namespace, p.Name, v1.DoNotDisruptAnnotationKey, until.UTC().Format(time.RFC3339))
+			}
 			return fmt.Sprintf("pod %s/%s has the %s annotation", p.Namespace, p.Name, v1.DoNotDisruptAnnotationKey)
 		}
 		if metav1.GetControllerOf(p) == nil {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -77,31 +78,40 @@ func TestBlocker(t *testing.T) {
 	node := &corev1.Node{}
 	pdb := policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
 		Spec: policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}
-	if why := blocker(node, []*corev1.Pod{owned("a", nil)}, nil); why != "" {
+	if why := blocker(node, []*corev1.Pod{owned("a", nil)}, nil, testNow); why != "" {
 		t.Errorf("an ordinary pod blocks: %s", why)
 	}
-	if why := blocker(node, []*corev1.Pod{owned("a", map[string]string{v1.DoNotDisruptAnnotationKey: "true"})}, nil); !strings.Contains(why, "do-not-disrupt") {
+	if why := blocker(node, []*corev1.Pod{owned("a", map[string]string{v1.DoNotDisruptAnnotationKey: "true"})}, nil, testNow); !strings.Contains(why, "do-not-disrupt") {
 		t.Errorf("do-not-disrupt pod: %q", why)
+	}
+	// A duration counts from the pod's start: protected for its first half hour.
+	timed := owned("timed", map[string]string{v1.DoNotDisruptAnnotationKey: "30m"})
+	timed.Status.StartTime = &metav1.Time{Time: testNow.Add(-10 * time.Minute)}
+	if why := blocker(node, []*corev1.Pod{timed}, nil, testNow); !strings.Contains(why, "until 2026-11-23T12:20:00Z") {
+		t.Errorf("do-not-disrupt for 30m, started 10m ago: %q", why)
+	}
+	if why := blocker(node, []*corev1.Pod{timed}, nil, testNow.Add(21*time.Minute)); why != "" {
+		t.Errorf("do-not-disrupt for 30m, started 31m ago, still blocks: %q", why)
 	}
 	bare := owned("bare", nil)
 	bare.OwnerReferences = nil
-	if why := blocker(node, []*corev1.Pod{bare}, nil); !strings.Contains(why, "no controller") {
+	if why := blocker(node, []*corev1.Pod{bare}, nil, testNow); !strings.Contains(why, "no controller") {
 		t.Errorf("pod without a controller: %q", why)
 	}
-	if why := blocker(node, []*corev1.Pod{owned("a", nil)}, []policyv1.PodDisruptionBudget{pdb}); !strings.Contains(why, "pdb default/web") {
+	if why := blocker(node, []*corev1.Pod{owned("a", nil)}, []policyv1.PodDisruptionBudget{pdb}, testNow); !strings.Contains(why, "pdb default/web") {
 		t.Errorf("PDB allowing no disruption: %q", why)
 	}
 	pdb.Status.DisruptionsAllowed = 1
-	if why := blocker(node, []*corev1.Pod{owned("a", nil)}, []policyv1.PodDisruptionBudget{pdb}); why != "" {
+	if why := blocker(node, []*corev1.Pod{owned("a", nil)}, []policyv1.PodDisruptionBudget{pdb}, testNow); why != "" {
 		t.Errorf("PDB allowing one disruption blocks: %q", why)
 	}
 	daemon := owned("ds", map[string]string{v1.DoNotDisruptAnnotationKey: "true"})
 	daemon.OwnerReferences[0].Kind = "DaemonSet"
-	if why := blocker(node, []*corev1.Pod{daemon}, nil); why != "" {
+	if why := blocker(node, []*corev1.Pod{daemon}, nil, testNow); why != "" {
 		t.Errorf("a daemonset pod, which is never evicted, blocks: %q", why)
 	}
 	node.Annotations = map[string]string{v1.DoNotDisruptAnnotationKey: "true"}
-	if why := blocker(node, nil, nil); !strings.Contains(why, "node has") {
+	if why := blocker(node, nil, nil, testNow); !strings.Contains(why, "node has") {
 		t.Errorf("do-not-disrupt node: %q", why)
 	}
 }

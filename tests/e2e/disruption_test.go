@@ -306,6 +306,63 @@ func TestDoNotDisruptAndExpiration(t *testing.T) {
 	allRunning(t, c, "precious", 1, 60*time.Second)
 }
 
+// TestDoNotDisruptForAWhile: karpenter.sh/do-not-disrupt set to a duration keeps
+// consolidation off the pod's node for that long after the pod started (the event
+// says until when), and not after: then the oversized node is consolidated away.
+func TestDoNotDisruptForAWhile(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	must(t, c.Create(ctx, consolidatingPool("default", "1s")))
+	// Three 1-cpu pods share one 4-vCPU node (cheaper than three 2-vCPU ones); the
+	// one left needs only a 2-vCPU node, so replacing its node saves.
+	d := localstack.Deployment("warming", 3, "1", "1Gi")
+	d.Spec.Template.Annotations = map[string]string{v1.DoNotDisruptAnnotationKey: "40s"}
+	must(t, c.Create(ctx, d))
+	if nodes := nodesHolding(allRunning(t, c, "warming", 3, 60*time.Second)); nodes != 1 {
+		t.Fatalf("the three pods are on %d nodes, not one: the test needs the one left on a node larger than it needs", nodes)
+	}
+	scale(t, c, "warming", 1)
+	kept := allRunning(t, c, "warming", 1, 30*time.Second)
+	claim := claimOfNode(t, c, kept[0].Spec.NodeName)
+	eventually(t, 30*time.Second, "a DisruptionBlocked event saying until when", func() error {
+		for _, e := range eventsFor(t, c, "default", claim.Name, "DisruptionBlocked") {
+			if strings.Contains(e.Message, v1.DoNotDisruptAnnotationKey+" annotation, until ") {
+				return nil
+			}
+		}
+		return fmt.Errorf("no such event on %s yet", claim.Name)
+	})
+	protectedUntil := kept[0].Status.StartTime.Add(40 * time.Second)
+	eventually(t, time.Until(protectedUntil)+90*time.Second, "the node consolidated once the protection ended", func() error {
+		err := c.Get(ctx, client.ObjectKeyFromObject(claim), claim)
+		if err == nil {
+			var why []string
+			for _, e := range eventsFor(t, c, "default", claim.Name, "DisruptionBlocked") {
+				why = append(why, e.Message)
+			}
+			return fmt.Errorf("nodeclaim %s (%s) still exists (deleting: %v; blocked: %s)", claim.Name, claim.Labels[v1.LabelInstanceType], claim.DeletionTimestamp != nil, strings.Join(why, "; "))
+		}
+		return client.IgnoreNotFound(err)
+	})
+	// The claim's deletion started after the protection ended: its events say when
+	// it was chosen.
+	for _, e := range eventsFor(t, c, "default", claim.Name, "DisruptionTerminating") {
+		if e.FirstTimestamp.Time.Add(time.Second).Before(protectedUntil) {
+			t.Errorf("the node was chosen for disruption at %s, before its pod's protection ended at %s", e.FirstTimestamp, protectedUntil)
+		}
+	}
+	allRunning(t, c, "warming", 1, 60*time.Second)
+}
+
+// nodesHolding counts the nodes the pods run on.
+func nodesHolding(pods []corev1.Pod) int {
+	nodes := map[string]bool{}
+	for _, p := range pods {
+		nodes[p.Spec.NodeName] = true
+	}
+	return len(nodes)
+}
+
 // TestUnschedulablePodDoesNotStopConsolidation: a pod no node and no pool can take
 // (more cpu than any instance type has) stays pending for good; empty and
 // underutilized nodes still go around it.

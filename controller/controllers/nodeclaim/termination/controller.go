@@ -176,8 +176,9 @@ func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *tim
 			}
 			continue
 		}
-		if pod.Annotations[v1.DoNotDisruptAnnotationKey] == "true" {
-			// The pod asked not to be disrupted; only the grace period overrides it.
+		if protected, _ := v1.PodDoNotDisrupt(pod, now); protected {
+			// The pod asked not to be disrupted (for good, or for a while after it
+			// started); only the grace period overrides it.
 			continue
 		}
 		eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}

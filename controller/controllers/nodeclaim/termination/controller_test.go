@@ -295,6 +295,25 @@ func TestDoNotDisruptPodWaitsForTheGracePeriod(t *testing.T) {
 	}
 }
 
+// A do-not-disrupt duration protects the pod for that long after it started; the
+// drain evicts it once that has passed, with no grace period needed.
+func TestDoNotDisruptDurationEnds(t *testing.T) {
+	forTenMinutes := func(p *corev1.Pod) {
+		p.Annotations = map[string]string{v1.DoNotDisruptAnnotationKey: "10m"}
+		p.Status.StartTime = &metav1.Time{Time: start.Add(-5 * time.Minute)}
+	}
+	e := newEnv(t, deletingClaim(nil), false, node(corev1.ConditionTrue), pod("warming", forTenMinutes, grace(0)))
+	e.reconcile(t)
+	if len(e.evictions) != 0 {
+		t.Fatalf("pod evicted 5m into its 10m of do-not-disrupt")
+	}
+	e.clock.Step(5 * time.Minute)
+	e.reconcile(t)
+	if strings.Join(e.evictions, ",") != "warming" {
+		t.Errorf("evictions %v once its 10m were over, want the pod", e.evictions)
+	}
+}
+
 // Without a terminationGracePeriod, a pod stuck terminating (its kubelet is dead,
 // or a finalizer holds it) past its own grace period and a margin no longer holds
 // the node; one still within its grace period does.
