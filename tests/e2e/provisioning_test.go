@@ -33,6 +33,7 @@ func TestProvisioningEndToEnd(t *testing.T) {
 		localstack.Requirement(v1.LabelCapacityType, v1.OpIn, v1.CapacityTypeSpot, v1.CapacityTypeOnDemand),
 		localstack.Requirement(v1.LabelInstanceCategory, v1.OpIn, "c", "m"))
 	billing.Spec.Template.Labels = map[string]string{"billing-team": "my-team"}
+	billing.Spec.Template.Annotations = map[string]string{"example.com/cost-center": "billing-42"}
 	for _, np := range []*v1.NodePool{general, gpu, billing} {
 		must(t, c.Create(ctx, np))
 	}
@@ -73,7 +74,16 @@ func TestProvisioningEndToEnd(t *testing.T) {
 			}}}
 			s.NodeSelector = map[string]string{v1.LabelArch: v1.ArchitectureArm64}
 		})))
-		verifyPlacement(t, c, allRunning(t, c, "billing", 4, 60*time.Second), "billing")
+		pods := allRunning(t, c, "billing", 4, 60*time.Second)
+		verifyPlacement(t, c, pods, "billing")
+		// The pool template's annotations reach the Node, as its labels do.
+		for _, p := range pods {
+			node := &corev1.Node{}
+			must(t, c.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, node))
+			if got := node.Annotations["example.com/cost-center"]; got != "billing-42" {
+				t.Errorf("node %s has annotation example.com/cost-center=%q, the template says billing-42", node.Name, got)
+			}
+		}
 	})
 
 	t.Run("nodepool status counts its nodes", func(t *testing.T) {

@@ -31,6 +31,7 @@ import (
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
+	"github.com/dovetail-sh/dovetail/controller/state"
 )
 
 // ProviderIDIndex indexes Nodes by spec.providerID.
@@ -372,6 +373,18 @@ func (c *Controller) register(ctx context.Context, nc *v1.NodeClaim, node *corev
 				taints = append(taints, want)
 			}
 		}
+		// So are the claim's annotations (the pool template's among them), as in
+		// Karpenter; what the node already says wins, and the record of a
+		// disruption in progress is the claim's alone.
+		for k, v := range nc.Annotations {
+			if _, set := desired.Annotations[k]; set || k == state.DisruptionAnnotationKey {
+				continue
+			}
+			if desired.Annotations == nil {
+				desired.Annotations = map[string]string{}
+			}
+			desired.Annotations[k] = v
+		}
 	}
 	desired.Spec.Taints = taints
 	if !ownedBy(desired, nc) {
@@ -379,7 +392,8 @@ func (c *Controller) register(ctx context.Context, nc *v1.NodeClaim, node *corev
 			APIVersion: v1.SchemeGroupVersion.String(), Kind: "NodeClaim", Name: nc.Name, UID: nc.UID, BlockOwnerDeletion: ptrTo(true),
 		})
 	}
-	if !equality.Semantic.DeepEqual(desired.Labels, node.Labels) || !equality.Semantic.DeepEqual(desired.Spec.Taints, node.Spec.Taints) || len(desired.OwnerReferences) != len(node.OwnerReferences) {
+	if !equality.Semantic.DeepEqual(desired.Labels, node.Labels) || !equality.Semantic.DeepEqual(desired.Annotations, node.Annotations) ||
+		!equality.Semantic.DeepEqual(desired.Spec.Taints, node.Spec.Taints) || len(desired.OwnerReferences) != len(node.OwnerReferences) {
 		if err := c.kube.Patch(ctx, desired, client.MergeFrom(node)); err != nil {
 			return fmt.Errorf("syncing the node of nodeclaim, %w", err)
 		}

@@ -354,10 +354,12 @@ func TestNodeIsRegisteredThenInitialized(t *testing.T) {
 	nc := claim("default-a", time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC))
 	nc.Spec.StartupTaints = []corev1.Taint{startup}
 	nc.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "x", Effect: corev1.TaintEffectNoSchedule}}
+	nc.Annotations = map[string]string{"example.com/team": "search", "example.com/kept": "claim"}
 	e := newEnv(t, nil, nc)
 	e.reconcile(t, e.get(t, "default-a"))
 	launched := e.get(t, "default-a")
 	node := readyNode("ip-10-0-0-1", launched.Status.ProviderID, v1.UnregisteredNoExecuteTaint, startup)
+	node.Annotations = map[string]string{"example.com/kept": "node"}
 	if err := e.kube.Create(context.Background(), node); err != nil {
 		t.Fatal(err)
 	}
@@ -375,6 +377,9 @@ func TestNodeIsRegisteredThenInitialized(t *testing.T) {
 	}
 	if n.Labels[v1.LabelNodeRegistered] != "true" || n.Labels[v1.LabelInstanceType] != "fake.large" || n.Labels[v1.LabelNodePool] != "default" {
 		t.Errorf("node labels %v, want the claim's and registered", n.Labels)
+	}
+	if n.Annotations["example.com/team"] != "search" || n.Annotations["example.com/kept"] != "node" {
+		t.Errorf("node annotations %v: want the claim's added, the node's own kept", n.Annotations)
 	}
 	if len(n.OwnerReferences) != 1 || n.OwnerReferences[0].UID != got.UID {
 		t.Errorf("node owners %v, want the claim", n.OwnerReferences)
