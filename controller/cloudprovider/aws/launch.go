@@ -225,6 +225,9 @@ func (c *CloudProvider) createFleet(ctx context.Context, nc *v1.NodeClaim, class
 			{ResourceType: ec2types.ResourceTypeVolume, Tags: tags},
 			{ResourceType: ec2types.ResourceTypeFleet, Tags: tags},
 		},
+		// The class's context (an EC2 reserved field, for accounts AWS enabled it on)
+		// goes to EC2 as the class gives it.
+		Context: class.Spec.Context,
 	}
 	input.ClientToken = aws.String(clientToken(nc, input, retry))
 	out, err := c.ec2.CreateFleet(ctx, input)

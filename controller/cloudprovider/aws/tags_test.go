@@ -10,6 +10,7 @@ import (
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
 // policyTags are the request tags the shipped IAM policy requires on every fleet,
@@ -129,5 +130,21 @@ func TestLaunchTemplatesAreKeyedByPool(t *testing.T) {
 				t.Errorf("fleet %d for pool %s launches from a template tagging its network interface with pool %q", i, pool, got)
 			}
 		}
+	}
+}
+
+// The class's context field reaches CreateFleet.
+func TestLaunchPassesTheClassContext(t *testing.T) {
+	f := newUnitFixture(t)
+	patch := client.MergeFrom(f.class.DeepCopy())
+	f.class.Spec.Context = aws.String("ctx-reserved-1")
+	if err := f.kube.Patch(f.ctx, f.class, patch); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.cp.Create(f.ctx, claim("od", "default", req(v1.LabelInstanceType, "m5.large"), req(v1.LabelCapacityType, v1.CapacityTypeOnDemand))); err != nil {
+		t.Fatal(err)
+	}
+	if len(f.ec2.fleets) != 1 || aws.ToString(f.ec2.fleets[0].Context) != "ctx-reserved-1" {
+		t.Fatalf("CreateFleet context %v, want the class's", f.ec2.fleets)
 	}
 }

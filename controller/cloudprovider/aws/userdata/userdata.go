@@ -16,6 +16,7 @@ import (
 
 	"github.com/BurntSushi/toml"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
@@ -208,6 +209,27 @@ func renderAL2(o Options) (string, error) {
 		if len(k.EvictionHard) > 0 {
 			args = append(args, "--eviction-hard="+evictionFlag(k.EvictionHard))
 		}
+		if len(k.EvictionSoft) > 0 {
+			args = append(args, "--eviction-soft="+evictionFlag(k.EvictionSoft))
+		}
+		if len(k.EvictionSoftGracePeriod) > 0 {
+			args = append(args, "--eviction-soft-grace-period="+mapFlag(durations(k.EvictionSoftGracePeriod)))
+		}
+		if k.EvictionMaxPodGracePeriod != nil {
+			args = append(args, fmt.Sprintf("--eviction-max-pod-grace-period=%d", *k.EvictionMaxPodGracePeriod))
+		}
+		if k.PodsPerCore != nil {
+			args = append(args, fmt.Sprintf("--pods-per-core=%d", *k.PodsPerCore))
+		}
+		if k.ImageGCHighThresholdPercent != nil {
+			args = append(args, fmt.Sprintf("--image-gc-high-threshold=%d", *k.ImageGCHighThresholdPercent))
+		}
+		if k.ImageGCLowThresholdPercent != nil {
+			args = append(args, fmt.Sprintf("--image-gc-low-threshold=%d", *k.ImageGCLowThresholdPercent))
+		}
+		if k.CPUCFSQuota != nil {
+			args = append(args, fmt.Sprintf("--cpu-cfs-quota=%t", *k.CPUCFSQuota))
+		}
 	}
 	if len(args) > 0 {
 		fmt.Fprintf(&script, " \\\n--kubelet-extra-args '%s'", strings.Join(args, " "))
@@ -217,6 +239,15 @@ func renderAL2(o Options) (string, error) {
 }
 
 func evictionFlag(m map[string]string) string { return joinSorted(m, "<") }
+
+// durations writes each signal's grace period as the kubelet parses it.
+func durations(m map[string]metav1.Duration) map[string]string {
+	out := make(map[string]string, len(m))
+	for k, d := range m {
+		out[k] = d.Duration.String()
+	}
+	return out
+}
 
 // nodeConfig is nodeadm's NodeConfig, as much of it as nodes need.
 type nodeConfig struct {
@@ -265,11 +296,7 @@ func renderAL2023(o Options) (string, error) {
 			}
 		}
 		if len(k.EvictionSoftGracePeriod) > 0 {
-			grace := map[string]string{}
-			for s, d := range k.EvictionSoftGracePeriod {
-				grace[s] = d.Duration.String()
-			}
-			config["evictionSoftGracePeriod"] = grace
+			config["evictionSoftGracePeriod"] = durations(k.EvictionSoftGracePeriod)
 		}
 		if k.EvictionMaxPodGracePeriod != nil {
 			config["evictionMaxPodGracePeriod"] = *k.EvictionMaxPodGracePeriod
@@ -334,7 +361,8 @@ func renderBottlerocket(o Options) (string, error) {
 		if len(k.ClusterDNS) > 0 {
 			kube["cluster-dns-ip"] = k.ClusterDNS[0]
 		}
-		for name, m := range map[string]map[string]string{"system-reserved": k.SystemReserved, "kube-reserved": k.KubeReserved, "eviction-hard": k.EvictionHard} {
+		for name, m := range map[string]map[string]string{"system-reserved": k.SystemReserved, "kube-reserved": k.KubeReserved, "eviction-hard": k.EvictionHard,
+			"eviction-soft": k.EvictionSoft, "eviction-soft-grace-period": durations(k.EvictionSoftGracePeriod)} {
 			if len(m) > 0 {
 				t := table(kube, name)
 				for key, v := range m {
@@ -344,6 +372,19 @@ func renderBottlerocket(o Options) (string, error) {
 		}
 		if k.PodsPerCore != nil {
 			kube["pods-per-core"] = int64(*k.PodsPerCore)
+		}
+		if k.EvictionMaxPodGracePeriod != nil {
+			kube["eviction-max-pod-grace-period"] = int64(*k.EvictionMaxPodGracePeriod)
+		}
+		// Bottlerocket takes the image GC thresholds as strings.
+		if k.ImageGCHighThresholdPercent != nil {
+			kube["image-gc-high-threshold-percent"] = fmt.Sprint(*k.ImageGCHighThresholdPercent)
+		}
+		if k.ImageGCLowThresholdPercent != nil {
+			kube["image-gc-low-threshold-percent"] = fmt.Sprint(*k.ImageGCLowThresholdPercent)
+		}
+		if k.CPUCFSQuota != nil {
+			kube["cpu-cfs-quota-enforced"] = *k.CPUCFSQuota
 		}
 	}
 	var buf bytes.Buffer

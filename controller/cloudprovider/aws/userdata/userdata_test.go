@@ -7,9 +7,11 @@ import (
 	"net/mail"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/BurntSushi/toml"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
@@ -168,5 +170,62 @@ func TestCustomPassesThroughAndRenderIsStable(t *testing.T) {
 	}
 	if _, err := Render(Options{Family: "Windows2022"}); err == nil {
 		t.Error("unknown family accepted")
+	}
+}
+
+// Every kubelet field of the class reaches the node on every family that has a
+// place for it, not only on AL2023.
+func TestEveryKubeletFieldReachesEachFamily(t *testing.T) {
+	i32 := func(v int32) *int32 { return &v }
+	no := false
+	full := func(family string) Options {
+		o := base(family, nil)
+		o.Kubelet = &awsv1.KubeletConfiguration{
+			ClusterDNS: []string{"10.100.0.10"}, PodsPerCore: i32(4),
+			SystemReserved: map[string]string{"cpu": "100m"}, KubeReserved: map[string]string{"memory": "200Mi"},
+			EvictionHard: map[string]string{"memory.available": "5%"}, EvictionSoft: map[string]string{"nodefs.available": "15%"},
+			EvictionSoftGracePeriod:   map[string]metav1.Duration{"nodefs.available": {Duration: 90 * time.Second}},
+			EvictionMaxPodGracePeriod: i32(60), ImageGCHighThresholdPercent: i32(85), ImageGCLowThresholdPercent: i32(70), CPUCFSQuota: &no,
+		}
+		return o
+	}
+
+	doc, err := Render(full(FamilyAL2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	script := mimeParts(t, doc)[0][1]
+	for _, want := range []string{"--pods-per-core=4", "--kube-reserved=memory=200Mi", "--eviction-hard=memory.available<5%", "--eviction-soft=nodefs.available<15%",
+		"--eviction-soft-grace-period=nodefs.available=1m30s", "--eviction-max-pod-grace-period=60", "--image-gc-high-threshold=85", "--image-gc-low-threshold=70", "--cpu-cfs-quota=false"} {
+		if !strings.Contains(script, want) {
+			t.Errorf("AL2 bootstrap lacks %q:\n%s", want, script)
+		}
+	}
+
+	doc, err = Render(full(FamilyBottlerocket))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got struct {
+		Settings struct {
+			Kubernetes map[string]any `toml:"kubernetes"`
+		} `toml:"settings"`
+	}
+	if _, err := toml.Decode(doc, &got); err != nil {
+		t.Fatalf("%v\n%s", err, doc)
+	}
+	k := got.Settings.Kubernetes
+	want := map[string]any{"pods-per-core": int64(4), "eviction-max-pod-grace-period": int64(60), "image-gc-high-threshold-percent": "85",
+		"image-gc-low-threshold-percent": "70", "cpu-cfs-quota-enforced": false}
+	for key, v := range want {
+		if k[key] != v {
+			t.Errorf("Bottlerocket %s = %#v, want %#v", key, k[key], v)
+		}
+	}
+	for key, sub := range map[string][2]string{"eviction-soft": {"nodefs.available", "15%"}, "eviction-soft-grace-period": {"nodefs.available", "1m30s"},
+		"kube-reserved": {"memory", "200Mi"}, "eviction-hard": {"memory.available", "5%"}} {
+		if m, _ := k[key].(map[string]any); m[sub[0]] != sub[1] {
+			t.Errorf("Bottlerocket %s = %v, want %s=%s", key, k[key], sub[0], sub[1])
+		}
 	}
 }
