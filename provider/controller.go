@@ -113,8 +113,8 @@ func (r *controllerResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			"aws_region":         schema.StringAttribute{Optional: true, Description: "AWS region of the cluster; the provider's aws region when unset."},
 			"interruption_queue": schema.StringAttribute{Optional: true, Description: "SQS queue of spot interruptions and maintenance events (dovetail_interruption_queue.name); unset turns interruption handling off."},
 			"isolated_vpc":       schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false), Description: "The cluster has no internet route: never call the Pricing API (it has no VPC endpoint) and use the embedded prices."},
-			"feature_gates": schema.MapAttribute{Optional: true, ElementType: types.BoolType, Description: "Feature gates: SpotToSpotConsolidation, NodeRepair.",
-				Validators: []validator.Map{mapvalidator.KeysAre(stringvalidator.OneOf("SpotToSpotConsolidation", "NodeRepair"))}},
+			"feature_gates": schema.MapAttribute{Optional: true, ElementType: types.BoolType, Description: "Feature gates: SpotToSpotConsolidation; NodeRepair must stay false (node repair is not implemented yet).",
+				Validators: []validator.Map{mapvalidator.KeysAre(stringvalidator.OneOf("SpotToSpotConsolidation", "NodeRepair")), notImplementedGate{"NodeRepair", "node repair"}}},
 			"log_level":           schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(d.Settings.LogLevel), Validators: []validator.String{stringvalidator.OneOf("debug", "info", "error")}},
 			"batch_idle_duration": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(d.Settings.BatchIdleDuration), Validators: duration, Description: "Close a provisioning batch after this long without new pending pods."},
 			"batch_max_duration":  schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(d.Settings.BatchMaxDuration), Validators: duration, Description: "Close a provisioning batch after this long regardless."},
@@ -775,6 +775,24 @@ func (d decimal) ValidateString(ctx context.Context, req validator.StringRequest
 	}
 	if f, err := strconv.ParseFloat(req.ConfigValue.ValueString(), 64); err != nil || f < 0 || f > d.max || math.IsNaN(f) {
 		resp.Diagnostics.AddAttributeError(req.Path, "Invalid number", fmt.Sprintf("%q is not %s", req.ConfigValue.ValueString(), d.Description(ctx)))
+	}
+}
+
+// notImplementedGate refuses turning on a feature gate whose feature does not exist
+// yet: the controller would refuse to start, so the plan says it first.
+type notImplementedGate struct{ gate, feature string }
+
+func (g notImplementedGate) Description(context.Context) string {
+	return fmt.Sprintf("%s must be false: %s is not implemented yet", g.gate, g.feature)
+}
+func (g notImplementedGate) MarkdownDescription(ctx context.Context) string { return g.Description(ctx) }
+func (g notImplementedGate) ValidateMap(ctx context.Context, req validator.MapRequest, resp *validator.MapResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	if v, ok := req.ConfigValue.Elements()[g.gate].(types.Bool); ok && v.ValueBool() {
+		resp.Diagnostics.AddAttributeError(req.Path.AtMapKey(g.gate), "Feature not available",
+			fmt.Sprintf("%s; remove %s from feature_gates or set it to false", g.Description(ctx), g.gate))
 	}
 }
 

@@ -268,6 +268,7 @@ resource "dovetail_controller" "this" {
 		"bad duration":         {controller(`aws_region = "us-west-2"` + "\n" + `batch_idle_duration = "1 second"`), `"1 second" is not a positive duration; write it like 10s, 5m or 1h30m`},
 		"bad quantity":         {controller(`aws_region = "us-west-2"` + "\n" + `memory = "1 GB"`), `"1 GB" is not a Kubernetes quantity`},
 		"unknown feature gate": {controller(`aws_region = "us-west-2"` + "\n" + `feature_gates = { Drift = true }`), `value must be one of: \["SpotToSpotConsolidation" "NodeRepair"\]`},
+		"node repair gate":     {controller(`aws_region = "us-west-2"` + "\n" + `feature_gates = { NodeRepair = true }`), `NodeRepair must be false: node repair is not implemented yet`},
 		"role name, not ARN":   {controller(`aws_region = "us-west-2"` + "\n" + `irsa_role_arn = "dovetail"`), `must be an IAM role ARN`},
 		"no region":            {controller(``), `Set aws_region on dovetail_controller, or add aws { region = "..." }`},
 		"negative node cost":   {controller(`aws_region = "us-west-2"` + "\n" + `node_overhead_price_per_hour = -0.01`), `"-0.01" is not a decimal number of at least 0, such as 0.005`},

@@ -196,6 +196,11 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Sprintf("--cloud-provider %q is not available; use aws or kwok", o.CloudProvider))
 	}
 	errs = append(errs, nodecosts.Validate(o.NodeCosts)...)
+	if o.FeatureGates.NodeRepair {
+		// Accepting the gate and repairing nothing would leave users believing
+		// unhealthy nodes are replaced.
+		errs = append(errs, "--feature-gates NodeRepair=true: node repair is not implemented yet; set NodeRepair=false (unhealthy nodes are not replaced automatically)")
+	}
 	if o.DisruptionPeriod <= 0 {
 		errs = append(errs, "--disruption-period must be positive")
 	}
