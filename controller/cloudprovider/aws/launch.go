@@ -489,6 +489,7 @@ func (c *CloudProvider) launchTemplateConfigs(ctx context.Context, nc *v1.NodeCl
 			ClusterCABundle: c.settings.ClusterCABundle, ClusterCIDR: c.settings.ClusterCIDR,
 			Kubelet: class.Spec.Kubelet, MaxPods: pods, Labels: userDataLabels(nc), Taints: registrationTaints(nc),
 			Custom: class.Spec.UserData,
+			RAID0:  class.Spec.InstanceStorePolicy != nil && *class.Spec.InstanceStorePolicy == awsv1.InstanceStorePolicyRAID0,
 		})
 		if err != nil {
 			return nil, fmt.Errorf("rendering user data for EC2NodeClass %q, %w", class.Name, err)

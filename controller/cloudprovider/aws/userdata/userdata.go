@@ -59,6 +59,9 @@ type Options struct {
 	Taints  []corev1.Taint
 	// Custom is the class's spec.userData.
 	Custom *string
+	// RAID0 is the class's instanceStorePolicy RAID0: the instance-store disks are
+	// striped into one volume that holds the kubelet's and containerd's data.
+	RAID0 bool
 }
 
 // Render returns the user data (not base64-encoded).
@@ -189,6 +192,9 @@ func renderAL2(o Options) (string, error) {
 	if k := o.Kubelet; k != nil && len(k.ClusterDNS) > 0 {
 		fmt.Fprintf(&script, " \\\n--dns-cluster-ip '%s'", k.ClusterDNS[0])
 	}
+	if o.RAID0 {
+		script.WriteString(" \\\n--local-disks raid0")
+	}
 	if o.MaxPods > 0 {
 		script.WriteString(" \\\n--use-max-pods false")
 		args = append(args, fmt.Sprintf("--max-pods=%d", o.MaxPods))
@@ -267,6 +273,13 @@ type nodeConfigSpec struct {
 		Config map[string]any `json:"config,omitempty"`
 		Flags  []string       `json:"flags,omitempty"`
 	} `json:"kubelet"`
+	Instance *nodeConfigInstance `json:"instance,omitempty"`
+}
+
+type nodeConfigInstance struct {
+	LocalStorage struct {
+		Strategy string `json:"strategy"`
+	} `json:"localStorage"`
 }
 
 func renderAL2023(o Options) (string, error) {
@@ -279,6 +292,10 @@ func renderAL2023(o Options) (string, error) {
 	nc.Spec.Cluster.APIServerEndpoint = o.ClusterEndpoint
 	nc.Spec.Cluster.CertificateAuthority = o.ClusterCABundle
 	nc.Spec.Cluster.CIDR = o.ClusterCIDR
+	if o.RAID0 {
+		nc.Spec.Instance = &nodeConfigInstance{}
+		nc.Spec.Instance.LocalStorage.Strategy = "RAID0"
+	}
 	config := map[string]any{}
 	if o.MaxPods > 0 {
 		config["maxPods"] = o.MaxPods
@@ -334,6 +351,15 @@ func renderBottlerocket(o Options) (string, error) {
 	if o.Custom != nil && strings.TrimSpace(*o.Custom) != "" {
 		if _, err := toml.Decode(*o.Custom, &settings); err != nil {
 			return "", fmt.Errorf("spec.userData must be Bottlerocket TOML settings for the Bottlerocket family, %w", err)
+		}
+	}
+	if o.RAID0 {
+		// Bottlerocket's API client builds the array and moves the kubelet's and
+		// containerd's directories onto it, on every boot.
+		table(table(settings, "settings"), "bootstrap-commands")["000-mount-instance-storage"] = map[string]any{
+			"commands": []any{[]any{"apiclient", "ephemeral-storage", "init"},
+				[]any{"apiclient", "ephemeral-storage", "bind", "--dirs", "/var/lib/containerd", "/var/lib/kubelet", "/var/log/pods"}},
+			"mode": "always", "essential": true,
 		}
 	}
 	kube := table(table(settings, "settings"), "kubernetes")

@@ -229,3 +229,53 @@ func TestEveryKubeletFieldReachesEachFamily(t *testing.T) {
 		}
 	}
 }
+
+// instanceStorePolicy RAID0 is carried out by each family's own mechanism.
+func TestRAID0OnEachFamily(t *testing.T) {
+	raid := func(family string) string {
+		o := base(family, nil)
+		o.RAID0 = true
+		doc, err := Render(o)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return doc
+	}
+	if doc := raid(FamilyAL2); !strings.Contains(mimeParts(t, doc)[0][1], "--local-disks raid0") {
+		t.Errorf("AL2 bootstrap does not stripe the local disks:\n%s", doc)
+	}
+	parts := mimeParts(t, raid(FamilyAL2023))
+	var cfg struct {
+		Spec struct {
+			Instance struct {
+				LocalStorage struct {
+					Strategy string `json:"strategy"`
+				} `json:"localStorage"`
+			} `json:"instance"`
+		} `json:"spec"`
+	}
+	if err := yaml.Unmarshal([]byte(parts[len(parts)-1][1]), &cfg); err != nil || cfg.Spec.Instance.LocalStorage.Strategy != "RAID0" {
+		t.Errorf("AL2023 NodeConfig local storage strategy %q (%v):\n%s", cfg.Spec.Instance.LocalStorage.Strategy, err, parts[len(parts)-1][1])
+	}
+	var br struct {
+		Settings struct {
+			Bootstrap map[string]struct {
+				Commands  [][]string `toml:"commands"`
+				Mode      string     `toml:"mode"`
+				Essential bool       `toml:"essential"`
+			} `toml:"bootstrap-commands"`
+		} `toml:"settings"`
+	}
+	doc := raid(FamilyBottlerocket)
+	if _, err := toml.Decode(doc, &br); err != nil {
+		t.Fatal(err)
+	}
+	mount, ok := br.Settings.Bootstrap["000-mount-instance-storage"]
+	if !ok || len(mount.Commands) != 2 || strings.Join(mount.Commands[0], " ") != "apiclient ephemeral-storage init" || mount.Mode != "always" || !mount.Essential {
+		t.Errorf("Bottlerocket does not set up the instance store:\n%s", doc)
+	}
+	// Without the policy nothing of it appears.
+	if doc := mimeParts(t, func() string { d, _ := Render(base(FamilyAL2, nil)); return d }())[0][1]; strings.Contains(doc, "local-disks") {
+		t.Errorf("AL2 stripes local disks without instanceStorePolicy")
+	}
+}
