@@ -383,6 +383,7 @@ const (
 	ConditionTypeSecurityGroupsReady  = "SecurityGroupsReady"
 	ConditionTypeAMIsReady            = "AMIsReady"
 	ConditionTypeInstanceProfileReady = "InstanceProfileReady"
+	ConditionTypeValidationSucceeded  = "ValidationSucceeded"
 	ConditionTypeReady                = "Ready"
 )
 

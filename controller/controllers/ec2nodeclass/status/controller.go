@@ -130,9 +130,11 @@ func (c *Controller) Reconcile(ctx context.Context, nc *awsv1.EC2NodeClass) (rec
 	nc.Status.InstanceProfile = profile
 	record(awsv1.ConditionTypeInstanceProfileReady, profileErr)
 
+	record(awsv1.ConditionTypeValidationSucceeded, unsupported(nc))
+
 	readyErr := error(nil)
 	if !ready {
-		readyErr = fmt.Errorf("one or more of SubnetsReady, SecurityGroupsReady, AMIsReady, InstanceProfileReady is False; see their messages")
+		readyErr = fmt.Errorf("one or more of SubnetsReady, SecurityGroupsReady, AMIsReady, InstanceProfileReady, ValidationSucceeded is False; see their messages")
 	}
 	record(awsv1.ConditionTypeReady, readyErr)
 	if err := c.kube.Status().Patch(ctx, nc, patch); err != nil {
@@ -143,6 +145,31 @@ func (c *Controller) Reconcile(ctx context.Context, nc *awsv1.EC2NodeClass) (rec
 		return reconcile.Result{RequeueAfter: 5 * time.Minute}, nil
 	}
 	return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
+}
+
+// unsupported names the class's settings Karpenter's API accepts but Dovetail
+// cannot carry out yet. A class using one is not ready, so no pool launches nodes
+// that would silently lack what it asks for.
+func unsupported(nc *awsv1.EC2NodeClass) error {
+	var what []string
+	if f := nc.Spec.AMIFamily; f != nil && strings.HasPrefix(*f, "Windows") {
+		what = append(what, fmt.Sprintf("amiFamily %s (Windows nodes are not supported yet; use AL2023, AL2 or Bottlerocket)", *f))
+	}
+	for _, term := range nc.Spec.AMISelectorTerms {
+		if strings.HasPrefix(strings.ToLower(term.Alias), "windows") {
+			what = append(what, fmt.Sprintf("amiSelectorTerms alias %s (Windows nodes are not supported yet)", term.Alias))
+		}
+	}
+	if len(nc.Spec.CapacityReservationSelectorTerms) > 0 {
+		what = append(what, "capacityReservationSelectorTerms (launching into capacity reservations is not supported yet; remove them to launch on-demand and spot)")
+	}
+	if nc.Spec.IPPrefixCount != nil {
+		what = append(what, "ipPrefixCount (assigning IPv4 prefixes is not supported yet; remove it)")
+	}
+	if len(what) == 0 {
+		return nil
+	}
+	return fmt.Errorf("not supported yet: %s", strings.Join(what, "; "))
 }
 
 // instanceProfile returns the profile the class's nodes launch with. On an error it

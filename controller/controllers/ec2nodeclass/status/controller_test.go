@@ -110,6 +110,34 @@ func TestEC2NodeClassStatus(t *testing.T) {
 		return nil
 	})
 
+	// Settings the API accepts but Dovetail cannot carry out keep the class from
+	// being used, and say so, instead of launching nodes that silently lack them.
+	prefixes := int32(2)
+	unsupported := class("reserved", func(s *awsv1.EC2NodeClassSpec) {
+		s.CapacityReservationSelectorTerms = []awsv1.CapacityReservationSelectorTerm{{ID: "cr-0123456789abcdef0"}}
+		s.IPPrefixCount = &prefixes
+	})
+	if err := c.Create(ctx, unsupported); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "a class with unsupported settings says which", func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(unsupported), unsupported); err != nil {
+			return err
+		}
+		v := meta.FindStatusCondition(unsupported.Status.Conditions, awsv1.ConditionTypeValidationSucceeded)
+		if v == nil || v.Status != metav1.ConditionFalse || !strings.Contains(v.Message, "capacityReservationSelectorTerms (launching into capacity reservations is not supported yet") ||
+			!strings.Contains(v.Message, "ipPrefixCount") {
+			return fmt.Errorf("ValidationSucceeded = %+v", v)
+		}
+		if !meta.IsStatusConditionFalse(unsupported.Status.Conditions, awsv1.ConditionTypeReady) {
+			return fmt.Errorf("Ready is not False: %+v", unsupported.Status.Conditions)
+		}
+		return nil
+	})
+	if !meta.IsStatusConditionTrue(good.Status.Conditions, awsv1.ConditionTypeValidationSucceeded) {
+		t.Errorf("the good class's ValidationSucceeded is not True: %+v", good.Status.Conditions)
+	}
+
 	given := class("given", func(s *awsv1.EC2NodeClassSpec) { s.Role = ""; s.InstanceProfile = aws.String("platform-nodes") })
 	if err := c.Create(ctx, given); err != nil {
 		t.Fatal(err)
