@@ -41,6 +41,11 @@ func (c *Controller) setConditions(ctx context.Context, np *v1.NodePool) {
 	if _, err := scheduling.FromNodePoolRequirements(np.Spec.Template.Spec.Requirements); err != nil {
 		valid, validMsg = false, err.Error()
 	}
+	if np.Spec.Replicas != nil {
+		// A static pool keeps a fixed count of nodes, which nothing here does yet;
+		// saying so beats a pool that is silently never scaled.
+		valid, validMsg = false, "spec.replicas (a static NodePool) is not supported yet; remove replicas to let Dovetail provision the pool for pending pods"
+	}
 	set(v1.ConditionTypeValidationSucceeded, valid, reasonFor(valid, "Valid", "Invalid"), validMsg)
 	classReady, classMsg := c.nodeClassReady(ctx, np)
 	set(v1.ConditionTypeNodeClassReady, classReady, reasonFor(classReady, "NodeClassReady", "NodeClassNotReady"), classMsg)

@@ -147,3 +147,20 @@ func TestInvalidRequirementsAreReported(t *testing.T) {
 		t.Errorf("pool with an invalid operator is valid and ready: %v", np.Status.Conditions)
 	}
 }
+
+// A static NodePool (replicas) is not silently left unscaled: it is not valid, not
+// ready, and says what to do.
+func TestStaticNodePoolIsRefused(t *testing.T) {
+	static := pool("static", "default")
+	replicas := int64(3)
+	static.Spec.Replicas = &replicas
+	kube, c := setup(t, readyClass("default"), static)
+	np := reconcilePool(t, kube, c, "static")
+	cond := meta.FindStatusCondition(np.Status.Conditions, v1.ConditionTypeValidationSucceeded)
+	if cond == nil || cond.Status != metav1.ConditionFalse || !strings.Contains(cond.Message, "spec.replicas (a static NodePool) is not supported yet") {
+		t.Errorf("ValidationSucceeded %+v, want False naming spec.replicas", cond)
+	}
+	if meta.IsStatusConditionTrue(np.Status.Conditions, v1.ConditionTypeReady) {
+		t.Errorf("a static pool is Ready: %v", np.Status.Conditions)
+	}
+}
