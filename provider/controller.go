@@ -785,7 +785,9 @@ type notImplementedGate struct{ gate, feature string }
 func (g notImplementedGate) Description(context.Context) string {
 	return fmt.Sprintf("%s must be false: %s is not implemented yet", g.gate, g.feature)
 }
-func (g notImplementedGate) MarkdownDescription(ctx context.Context) string { return g.Description(ctx) }
+func (g notImplementedGate) MarkdownDescription(ctx context.Context) string {
+	return g.Description(ctx)
+}
 func (g notImplementedGate) ValidateMap(ctx context.Context, req validator.MapRequest, resp *validator.MapResponse) {
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
 		return
