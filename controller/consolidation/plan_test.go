@@ -295,15 +295,7 @@ func TestBatchTakesNoMoreOfAPDBThanItAllows(t *testing.T) {
 		Spec:   policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
 		Status: policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 1}}}
 	plan, _ := tc.decide(t)
-	var draining []string
-	for _, b := range plan.Batches {
-		for _, c := range b.Candidates {
-			if !c.Empty() {
-				draining = append(draining, c.Node.Name)
-			}
-		}
-	}
-	if len(draining) != 1 {
+	if draining := drainingNow(plan); len(draining) != 1 {
 		t.Fatalf("the batches drain %v under a PDB that allows one eviction", draining)
 	}
 	held := 0
@@ -319,17 +311,22 @@ func TestBatchTakesNoMoreOfAPDBThanItAllows(t *testing.T) {
 	// When the budget allows two, two nodes' pods go at once.
 	tc.pdbs[0].Status.DisruptionsAllowed = 2
 	plan, _ = tc.decide(t)
-	draining = draining[:0]
+	if draining := drainingNow(plan); len(draining) != 2 {
+		t.Errorf("the batches drain %v under a PDB that allows two evictions", draining)
+	}
+}
+
+// drainingNow names the nodes with pods that the plan's batches start on now.
+func drainingNow(plan *Plan) []string {
+	var out []string
 	for _, b := range plan.Batches {
 		for _, c := range b.Candidates {
 			if !c.Empty() {
-				draining = append(draining, c.Node.Name)
+				out = append(out, c.Node.Name)
 			}
 		}
 	}
-	if len(draining) != 2 {
-		t.Errorf("the batches drain %v under a PDB that allows two evictions", draining)
-	}
+	return out
 }
 
 func countEmpty(cands []*Candidate) int {
