@@ -28,6 +28,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/controllers/disruption"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/expiration"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/garbagecollection"
+	claimhash "github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/hash"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/lifecycle"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/termination"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodepool/counter"
@@ -127,6 +128,7 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(manager
 		counter.NewController(mgr.GetClient(), clk),
 		garbagecollection.NewController(mgr.GetClient(), cloud, clk),
 		expiration.NewController(mgr.GetClient(), clk, recorder),
+		claimhash.NewController(mgr.GetClient()),
 		disruption.NewController(mgr.GetClient(), cloud, provisioner, clk, recorder, disruption.Options{
 			Period: opts.DisruptionPeriod, ValidationDelay: opts.ConsolidationValidationDelay,
 			ReplacementTimeout: disruption.DefaultOptions().ReplacementTimeout, SpotToSpotConsolidation: opts.FeatureGates.SpotToSpotConsolidation,

@@ -4,12 +4,35 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"fmt"
+
+	"github.com/mitchellh/hashstructure/v2"
 )
 
-// Hash identifies the parts of a pool's template that shape a node once launched.
-// Requirements are left out: a node drifts from them only when its own labels stop
-// satisfying them, which is checked directly.
+// Hash identifies the parts of a pool's template that shape a node once launched,
+// computed exactly as Karpenter v1 computes its karpenter.sh/nodepool-hash
+// (hashstructure FormatV2 over the template, slices as sets, zero values and nils
+// ignored, requirements left out by their hash:"ignore" tag): nodes Karpenter
+// launched keep matching their pool when Dovetail takes over, and a pool changed
+// since is still seen as drift. Requirements are left out because a node drifts
+// from them only when its own labels stop satisfying them, which is checked
+// directly. TestNodePoolHashIsKarpenters holds it to values Karpenter computed.
 func (np *NodePool) Hash() string {
+	h, err := hashstructure.Hash(np.Spec.Template, hashstructure.FormatV2, &hashstructure.HashOptions{
+		SlicesAsSets: true, IgnoreZeroValue: true, ZeroNil: true,
+	})
+	if err != nil {
+		// Only types hashstructure cannot walk (channels, functions) fail; the
+		// template has none.
+		panic(fmt.Sprintf("hashing nodepool %s, %v", np.Name, err))
+	}
+	return fmt.Sprint(h)
+}
+
+// LegacyHash is the hash Dovetail stamped on claims before it computed Karpenter's
+// (a sha256 of the template's JSON under the same hash version): such a claim whose
+// legacy hash still matches is re-stamped, not drifted.
+func (np *NodePool) LegacyHash() string {
 	tmpl := np.Spec.Template.DeepCopy()
 	tmpl.Spec.Requirements = nil
 	b, _ := json.Marshal(tmpl)

@@ -147,7 +147,7 @@ type NodeClaimTemplateSpec struct {
 	// +kubebuilder:validation:XValidation:message="requirements with 'minValues' must have at least that many values specified in the 'values' field",rule="self.all(x, (x.operator == 'In' && has(x.minValues)) ? x.values.size() >= x.minValues : true)"
 	// +kubebuilder:validation:MaxItems:=100
 	// +required
-	Requirements []NodePoolRequirement `json:"requirements"`
+	Requirements []NodePoolRequirement `json:"requirements" hash:"ignore"`
 	// NodeClassRef names the cloud-specific class (an EC2NodeClass) of the pool's nodes.
 	// +kubebuilder:validation:XValidation:rule="self.group == oldSelf.group",message="nodeClassRef.group is immutable"
 	// +kubebuilder:validation:XValidation:rule="self.kind == oldSelf.kind",message="nodeClassRef.kind is immutable"

@@ -371,7 +371,8 @@ func (c *Controller) recordPodEvents(ctx context.Context, nc *v1.NodeClaim, pods
 // driftReason says why a node no longer matches its pool or class, or "".
 func (c *Controller) driftReason(ctx context.Context, nc *v1.NodeClaim, node *corev1.Node, np *v1.NodePool) string {
 	if nc.Annotations[v1.NodePoolHashVersionAnnotationKey] == v1.NodePoolHashVersion {
-		if h, ok := nc.Annotations[v1.NodePoolHashAnnotationKey]; ok && h != np.Hash() {
+		// A hash an older Dovetail wrote is the same template until re-stamped.
+		if h, ok := nc.Annotations[v1.NodePoolHashAnnotationKey]; ok && h != np.Hash() && h != np.LegacyHash() {
 			return "NodePoolDrift"
 		}
 	}

@@ -130,6 +130,12 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 	if node == nil {
 		return c.awaitRegistration(ctx, nc)
 	}
+	if node.DeletionTimestamp != nil {
+		// Someone deleted the Node (kubectl, or Karpenter's finalizer held it): the
+		// claim goes the same way, drained and terminated, which releases the node.
+		c.recorder.Event(nc, corev1.EventTypeNormal, "NodeDeleting", "The node of this NodeClaim is being deleted; deleting the NodeClaim")
+		return reconcile.Result{}, client.IgnoreNotFound(c.kube.Delete(ctx, nc))
+	}
 	if err := c.register(ctx, nc, node); err != nil {
 		return requeueOnConflict(err)
 	}

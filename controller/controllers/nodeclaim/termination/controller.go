@@ -87,6 +87,15 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 		if err := c.kube.Delete(ctx, node); client.IgnoreNotFound(err) != nil {
 			return reconcile.Result{}, fmt.Errorf("deleting node, %w", err)
 		}
+		// Nodes Karpenter registered carry its termination finalizer; with the
+		// instance gone nothing else would ever release them.
+		if controllerutil.ContainsFinalizer(node, v1.TerminationFinalizer) {
+			patch := client.MergeFrom(node.DeepCopy())
+			controllerutil.RemoveFinalizer(node, v1.TerminationFinalizer)
+			if err := c.kube.Patch(ctx, node, patch); client.IgnoreNotFound(err) != nil {
+				return reconcile.Result{}, fmt.Errorf("releasing the node's termination finalizer, %w", err)
+			}
+		}
 	}
 	patch := client.MergeFrom(nc.DeepCopy())
 	controllerutil.RemoveFinalizer(nc, v1.TerminationFinalizer)
