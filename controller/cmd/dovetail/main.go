@@ -26,12 +26,16 @@ Usage:
   dovetail simulate -f FILE [-f FILE ...] [--catalog FILE] [--zones Z1,Z2] [-o table|json]
   dovetail simulate --consolidate -f cluster.yaml [--now RFC3339] [--spot-to-spot] [--catalog FILE] [--zones Z1,Z2] [-o table|json]
   dovetail render --cluster-name NAME [--namespace NS] [--irsa-role-arn ARN] [...]
+  dovetail migrate -f FILE [-f FILE ...] [--role NAME | --instance-profile NAME] [-o yaml|hcl]
 
 Commands:
   simulate   plan pending workloads against NodePools and an instance-type catalog;
              with --consolidate, what consolidation would do now to a cluster snapshot
              (kubectl get nodes,nodeclaims,nodepools,pods,pdb,daemonsets -A -o yaml)
   render     print the CRDs, RBAC and controller Deployment as YAML (run with -h for all settings)
+  migrate    convert v1alpha5 Provisioners and AWSNodeTemplates, and v1beta1 NodePools and
+             EC2NodeClasses, into v1 NodePools and EC2NodeClasses (YAML, or HCL for the
+             Terraform provider), with every choice it made as a comment
 `
 
 func main() {
@@ -53,6 +57,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return simulateCmd(args[1:], stdout, stderr)
 	case "render":
 		return renderCmd(args[1:], stdout, stderr)
+	case "migrate":
+		return migrateCmd(args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "dovetail: unknown command %q\n\n%s", args[0], usage)
 		return 2

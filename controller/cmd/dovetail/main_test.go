@@ -263,3 +263,38 @@ func TestSimulateConsolidateBadInput(t *testing.T) {
 		})
 	}
 }
+
+func TestMigrate(t *testing.T) {
+	var out, errOut bytes.Buffer
+	code := run([]string{"migrate", "-f", "../../migrate/testdata/v1alpha5-getting-started.yaml", "--role", "KarpenterNodeRole-demo"}, &out, &errOut)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	for _, want := range []string{"apiVersion: karpenter.sh/v1\nkind: NodePool", "apiVersion: karpenter.k8s.aws/v1\nkind: EC2NodeClass", "role: KarpenterNodeRole-demo",
+		"# dovetail migrate: ttlSecondsAfterEmpty: 30 became consolidationPolicy WhenEmpty with consolidateAfter 30s"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("migrate output lacks %q:\n%s", want, out.String())
+		}
+	}
+	out.Reset()
+	if code := run([]string{"migrate", "-f", "../../migrate/testdata/v1alpha5-getting-started.yaml", "--role", "r", "-o", "hcl"}, &out, &errOut); code != 0 ||
+		!strings.Contains(out.String(), `resource "dovetail_node_pool" "default"`) || !strings.Contains(out.String(), "name  = dovetail_ec2_node_class.default.name") {
+		t.Errorf("-o hcl: exit %d:\n%s", code, out.String())
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"migrate"}, 2, "-f FILE is required"},
+		{[]string{"migrate", "-f", "x", "--role", "a", "--instance-profile", "b"}, 2, "--role and --instance-profile are exclusive"},
+		{[]string{"migrate", "-f", "x", "-o", "json"}, 2, `-o "json" is not yaml or hcl`},
+		{[]string{"migrate", "-f", "no-such-file.yaml"}, 1, "no-such-file.yaml"},
+		{[]string{"migrate", "-f", "../../migrate/testdata/v1alpha5-getting-started.yaml"}, 1, "pass --role NAME"},
+	} {
+		errOut.Reset()
+		if code := run(c.args, &out, &errOut); code != c.code || !strings.Contains(errOut.String(), c.want) {
+			t.Errorf("%v: exit %d, %q; want %d and %q", c.args, code, errOut.String(), c.code, c.want)
+		}
+	}
+}
