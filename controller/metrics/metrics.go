@@ -83,9 +83,13 @@ var (
 	}, []string{"action_type", "message_type"})
 )
 
+// Static are the package's own collectors, registered at start.
+var Static = []prometheus.Collector{NodeClaimsCreated, NodeClaimsLaunched, NodeClaimsRegistered, NodeClaimsInitialized,
+	NodeClaimsTerminated, SchedulingDuration, PodsPending, PodsUnschedulable, NodePoolUsage, NodePoolLimit,
+	NodeClaimsDisrupted, VoluntaryDisruptionDecisions, VoluntaryDisruptionEligibleNodes, NodePoolAllowedDisruptions,
+	InterruptionReceivedMessages, InterruptionDeletedMessages, InterruptionActions, InterruptionQueueDuration}
+
 func init() {
-	crmetrics.Registry.MustRegister(NodeClaimsCreated, NodeClaimsLaunched, NodeClaimsRegistered, NodeClaimsInitialized,
-		NodeClaimsTerminated, SchedulingDuration, PodsPending, PodsUnschedulable, NodePoolUsage, NodePoolLimit,
-		NodeClaimsDisrupted, VoluntaryDisruptionDecisions, VoluntaryDisruptionEligibleNodes, NodePoolAllowedDisruptions,
-		InterruptionReceivedMessages, InterruptionDeletedMessages, InterruptionActions, InterruptionQueueDuration)
+	crmetrics.Registry.MustRegister(Static...)
 }
+

@@ -25,6 +25,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/kwok"
+	cpmetrics "github.com/dovetail-sh/dovetail/controller/cloudprovider/metrics"
 	"github.com/dovetail-sh/dovetail/controller/controllers/disruption"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/expiration"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/garbagecollection"
@@ -33,6 +34,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/termination"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodepool/counter"
 	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
+	"github.com/dovetail-sh/dovetail/controller/metrics"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/state"
 )
@@ -108,7 +110,8 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(manager
 	if err != nil {
 		return err
 	}
-	cloud := built.Provider
+	cloud := cpmetrics.Decorate(built.Provider, clock.RealClock{})
+	metrics.RegisterCluster(mgr.GetClient())
 	for _, r := range built.Runnables {
 		if err := mgr.Add(r); err != nil {
 			return err

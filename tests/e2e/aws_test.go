@@ -163,6 +163,8 @@ func TestAWSEndToEnd(t *testing.T) {
 		})
 	})
 
+	t.Run("Karpenter's metric names are served", checkKarpenterMetrics)
+
 	t.Run("scale to zero and terminate every instance", func(t *testing.T) {
 		scale(t, c, "inflate", 0)
 		eventually(t, 60*time.Second, "inflate pods gone", func() error {

@@ -1,0 +1,99 @@
+// Package metrics wraps a CloudProvider to record Karpenter's
+// karpenter_cloudprovider_* metrics for every call, whichever provider it is.
+package metrics
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/utils/clock"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
+)
+
+var (
+	duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "karpenter", Subsystem: "cloudprovider", Name: "duration_seconds",
+		Help:    "Duration of cloud provider method calls, by method, provider and error kind.",
+		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
+	}, []string{"method", "provider", "error"})
+	errorsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "karpenter", Subsystem: "cloudprovider", Name: "errors_total",
+		Help: "Cloud provider method calls that failed, by method, provider and error kind.",
+	}, []string{"method", "provider", "error"})
+)
+
+// Collectors are the cloud provider metrics, registered at start.
+var Collectors = []prometheus.Collector{duration, errorsTotal}
+
+func init() { crmetrics.Registry.MustRegister(Collectors...) }
+
+// Decorate records every call of cp, timed by clk.
+func Decorate(cp cloudprovider.CloudProvider, clk clock.PassiveClock) cloudprovider.CloudProvider {
+	return &decorated{CloudProvider: cp, clock: clk}
+}
+
+type decorated struct {
+	cloudprovider.CloudProvider
+	clock clock.PassiveClock
+}
+
+func (d *decorated) observe(method string, start time.Time, err error) {
+	kind := ""
+	if err != nil {
+		kind = "error"
+		if cloudprovider.IsNodeClaimNotFound(err) {
+			kind = "NodeClaimNotFoundError"
+		} else if cloudprovider.IsInsufficientCapacity(err) {
+			kind = "InsufficientCapacityError"
+		}
+		errorsTotal.WithLabelValues(method, d.Name(), kind).Inc()
+	}
+	duration.WithLabelValues(method, d.Name(), kind).Observe(d.clock.Since(start).Seconds())
+}
+
+func (d *decorated) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeClaim, error) {
+	start := d.clock.Now()
+	out, err := d.CloudProvider.Create(ctx, nc)
+	d.observe("Create", start, err)
+	return out, err
+}
+
+func (d *decorated) Delete(ctx context.Context, nc *v1.NodeClaim) error {
+	start := d.clock.Now()
+	err := d.CloudProvider.Delete(ctx, nc)
+	d.observe("Delete", start, err)
+	return err
+}
+
+func (d *decorated) Get(ctx context.Context, providerID string) (*v1.NodeClaim, error) {
+	start := d.clock.Now()
+	out, err := d.CloudProvider.Get(ctx, providerID)
+	d.observe("Get", start, err)
+	return out, err
+}
+
+func (d *decorated) List(ctx context.Context) ([]*v1.NodeClaim, error) {
+	start := d.clock.Now()
+	out, err := d.CloudProvider.List(ctx)
+	d.observe("List", start, err)
+	return out, err
+}
+
+func (d *decorated) GetInstanceTypes(ctx context.Context, np *v1.NodePool) ([]*scheduling.InstanceType, error) {
+	start := d.clock.Now()
+	out, err := d.CloudProvider.GetInstanceTypes(ctx, np)
+	d.observe("GetInstanceTypes", start, err)
+	return out, err
+}
+
+func (d *decorated) IsDrifted(ctx context.Context, nc *v1.NodeClaim) (cloudprovider.DriftReason, error) {
+	start := d.clock.Now()
+	out, err := d.CloudProvider.IsDrifted(ctx, nc)
+	d.observe("IsDrifted", start, err)
+	return out, err
+}

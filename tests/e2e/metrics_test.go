@@ -1,0 +1,116 @@
+package e2e
+
+import (
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/common/expfmt"
+	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
+
+	cpmetrics "github.com/dovetail-sh/dovetail/controller/cloudprovider/metrics"
+	"github.com/dovetail-sh/dovetail/controller/metrics"
+)
+
+// karpenterMetrics are the Karpenter v1 metric names Dovetail serves, with labels
+// each must carry, as a run that launched, interrupted and drained nodes leaves them.
+var karpenterMetrics = map[string][]string{
+	"karpenter_nodeclaims_created_total":                    {"reason", "nodepool"},
+	"karpenter_nodeclaims_launched_total":                   {"nodepool"},
+	"karpenter_nodeclaims_registered_total":                 {"nodepool"},
+	"karpenter_nodeclaims_initialized_total":                {"nodepool"},
+	"karpenter_nodeclaims_terminated_total":                 {"reason", "nodepool"},
+	"karpenter_nodeclaims_disrupted_total":                  {"reason", "nodepool", "capacity_type"},
+	"karpenter_nodes_allocatable":                           {"node_name", "nodepool", "resource_type", "instance_type", "capacity_type", "zone", "arch"},
+	"karpenter_nodes_total_pod_requests":                    {"node_name", "nodepool", "resource_type"},
+	"karpenter_nodes_total_pod_limits":                      {"node_name", "nodepool", "resource_type"},
+	"karpenter_nodes_system_overhead":                       {"node_name", "nodepool", "resource_type"},
+	"karpenter_pods_state":                                  {"name", "namespace", "owner", "node", "nodepool", "zone", "phase"},
+	"karpenter_nodepools_usage":                             {"nodepool", "resource_type"},
+	"karpenter_nodepools_allowed_disruptions":               {"nodepool", "reason"},
+	"karpenter_voluntary_disruption_eligible_nodes":         {"reason"},
+	"karpenter_interruption_received_messages_total":        {"message_type"},
+	"karpenter_interruption_actions_performed_total":        {"action_type", "message_type"},
+	"karpenter_interruption_message_queue_duration_seconds": {},
+	"karpenter_cloudprovider_duration_seconds":              {"method", "provider", "error"},
+	"karpenter_provisioner_scheduling_duration_seconds":     {},
+	"karpenter_cluster_state_node_count":                    {},
+	"karpenter_cluster_state_synced":                        {},
+	"karpenter_build_info":                                  {"version", "goversion", "commit"},
+}
+
+// checkKarpenterMetrics scrapes what the controller's /metrics endpoint serves (the
+// controller-runtime registry, over HTTP) and checks every name above with its
+// labels; then checks that every metric the shipped Grafana dashboard queries is one
+// the controller serves or registers.
+func checkKarpenterMetrics(t *testing.T) {
+	t.Helper()
+	srv := httptest.NewServer(promhttp.HandlerFor(crmetrics.Registry, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	resp, err := http.Get(srv.URL)
+	must(t, err)
+	defer resp.Body.Close()
+	var parser expfmt.TextParser
+	families, err := parser.TextToMetricFamilies(resp.Body)
+	must(t, err)
+	for name, labels := range karpenterMetrics {
+		f, ok := families[name]
+		if !ok || len(f.Metric) == 0 {
+			t.Errorf("/metrics serves no %s", name)
+			continue
+		}
+		have := map[string]bool{}
+		for _, l := range f.Metric[0].Label {
+			have[l.GetName()] = true
+		}
+		for _, l := range labels {
+			if !have[l] {
+				t.Errorf("%s has no label %s (labels: %v)", name, l, f.Metric[0].Label)
+			}
+		}
+	}
+
+	known := map[string]bool{}
+	for n := range families {
+		known[n] = true
+	}
+	descs := make(chan *prometheus.Desc, 100)
+	go func() {
+		for _, c := range append(append([]prometheus.Collector{&metrics.ClusterCollector{}}, metrics.Static...), cpmetrics.Collectors...) {
+			c.Describe(descs)
+		}
+		close(descs)
+	}()
+	fqName := regexp.MustCompile(`fqName: "([^"]+)"`)
+	for d := range descs {
+		if m := fqName.FindStringSubmatch(d.String()); m != nil {
+			known[m[1]] = true
+		}
+	}
+	raw, err := os.ReadFile("../../dashboards/dovetail.json")
+	must(t, err)
+	var dash struct {
+		Panels []struct {
+			Title   string
+			Targets []struct{ Expr string }
+		}
+	}
+	must(t, json.Unmarshal(raw, &dash))
+	used := regexp.MustCompile(`karpenter_[a-z_]+`)
+	for _, p := range dash.Panels {
+		for _, target := range p.Targets {
+			for _, name := range used.FindAllString(target.Expr, -1) {
+				base := strings.TrimSuffix(strings.TrimSuffix(strings.TrimSuffix(name, "_bucket"), "_sum"), "_count")
+				if !known[name] && !known[base] {
+					t.Errorf("dashboard panel %q queries %s, which the controller does not serve", p.Title, name)
+				}
+			}
+		}
+	}
+}
