@@ -92,4 +92,3 @@ var Static = []prometheus.Collector{NodeClaimsCreated, NodeClaimsLaunched, NodeC
 func init() {
 	crmetrics.Registry.MustRegister(Static...)
 }
-
