@@ -41,6 +41,9 @@ type controllerRoleModel struct {
 	ServiceAccount       types.String `tfsdk:"service_account"`
 	ARN                  types.String `tfsdk:"arn"`
 	PolicyJSON           types.String `tfsdk:"policy_json"`
+	Path                 types.String `tfsdk:"path"`
+	PermissionsBoundary  types.String `tfsdk:"permissions_boundary"`
+	Tags                 types.Map    `tfsdk:"tags"`
 }
 
 func (r *controllerRole) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -68,6 +71,11 @@ func (r *controllerRole) Schema(_ context.Context, _ resource.SchemaRequest, res
 			"service_account": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("dovetail"), PlanModifiers: replace},
 			"arn":             schema.StringAttribute{Computed: true, PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
 			"policy_json":     schema.StringAttribute{Computed: true, Description: "The inline policy as attached."},
+			"path": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("/"), PlanModifiers: replace,
+				Description: "IAM path of the role; IAM cannot move a role, so a change replaces it.",
+				Validators:  []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^/([\x21-\x7E]{0,510}/)?$`), "must begin and end with /, such as /dovetail/")}},
+			"permissions_boundary": roleBoundaryAttribute(),
+			"tags":                 roleTagsAttribute(),
 		},
 	}
 }
@@ -150,8 +158,13 @@ func (r *controllerRole) Create(ctx context.Context, req resource.CreateRequest,
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	role, err := createRole(ctx, r.clients.AWS.IAM, iam.CreateRoleInput{RoleName: aws.String(plan.Name.ValueString()),
-		AssumeRolePolicyDocument: aws.String(r.trustPolicy(&plan)), Description: aws.String("Dovetail controller")}, "dovetail_controller_role")
+	in := iam.CreateRoleInput{RoleName: aws.String(plan.Name.ValueString()), Path: aws.String(plan.Path.ValueString()),
+		AssumeRolePolicyDocument: aws.String(r.trustPolicy(&plan)), Description: aws.String("Dovetail controller"),
+		Tags: iamTags(roleTags(ctx, plan.Tags, &resp.Diagnostics))}
+	if b := plan.PermissionsBoundary.ValueString(); b != "" {
+		in.PermissionsBoundary = aws.String(b)
+	}
+	role, err := createRole(ctx, r.clients.AWS.IAM, in, "dovetail_controller_role")
 	if err != nil {
 		addCreateRoleError(&resp.Diagnostics, "Cannot create the controller role", err)
 		return
@@ -183,7 +196,8 @@ func (r *controllerRole) Read(ctx context.Context, req resource.ReadRequest, res
 		resp.Diagnostics.AddError("Cannot read the controller role", err.Error())
 		return
 	}
-	state.ID, state.ARN = state.Name, types.StringValue(aws.ToString(role.Role.Arn))
+	state.ID, state.ARN, state.Path = state.Name, types.StringValue(aws.ToString(role.Role.Arn)), types.StringValue(aws.ToString(role.Role.Path))
+	readRoleSettings(role.Role, &state.Tags, &state.PermissionsBoundary)
 	state.PolicyJSON = types.StringValue("")
 	got, err := api.GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(state.Name.ValueString()), PolicyName: aws.String(controllerPolicyName)})
 	switch {
@@ -201,9 +215,15 @@ func (r *controllerRole) Read(ctx context.Context, req resource.ReadRequest, res
 }
 
 func (r *controllerRole) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	var plan controllerRoleModel
+	var plan, state controllerRoleModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
+	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
+		return
+	}
+	if err := updateRoleSettings(ctx, r.clients.AWS.IAM, plan.Name.ValueString(), roleTags(ctx, state.Tags, &resp.Diagnostics), roleTags(ctx, plan.Tags, &resp.Diagnostics),
+		state.PermissionsBoundary.ValueString(), plan.PermissionsBoundary.ValueString()); err != nil {
+		resp.Diagnostics.AddError("Cannot update the controller role", err.Error())
 		return
 	}
 	if err := r.putPolicy(ctx, &plan); err != nil {

@@ -48,6 +48,8 @@ type nodeRoleModel struct {
 	ARN                   types.String `tfsdk:"arn"`
 	InstanceProfileName   types.String `tfsdk:"instance_profile_name"`
 	PolicyARNs            types.Set    `tfsdk:"policy_arns"`
+	PermissionsBoundary   types.String `tfsdk:"permissions_boundary"`
+	Tags                  types.Map    `tfsdk:"tags"`
 }
 
 // defaultPolicyARNs are NodeRolePolicies as ARNs in the aws partition.
@@ -82,6 +84,8 @@ func (r *nodeRole) Schema(_ context.Context, _ resource.SchemaRequest, resp *res
 				Description: "Managed policies attached to the role; the four EKS node policies by default. A policy detached outside Terraform shows in the next plan."},
 			"arn":                   schema.StringAttribute{Computed: true, PlanModifiers: keep},
 			"instance_profile_name": schema.StringAttribute{Computed: true, PlanModifiers: keep},
+			"permissions_boundary":  roleBoundaryAttribute(),
+			"tags":                  roleTagsAttribute(),
 		},
 	}
 }
@@ -101,9 +105,13 @@ func (r *nodeRole) Create(ctx context.Context, req resource.CreateRequest, resp 
 		return
 	}
 	api := r.clients.AWS.IAM
-	role, err := createRole(ctx, api, iam.CreateRoleInput{RoleName: aws.String(plan.Name.ValueString()), Path: aws.String(plan.Path.ValueString()),
+	in := iam.CreateRoleInput{RoleName: aws.String(plan.Name.ValueString()), Path: aws.String(plan.Path.ValueString()),
 		AssumeRolePolicyDocument: aws.String(ec2TrustPolicy), Description: aws.String("Dovetail node role"),
-		Tags: []iamtypes.Tag{{Key: aws.String("dovetail.sh/managed-by"), Value: aws.String("terraform")}}}, "dovetail_node_role")
+		Tags: append(iamTags(roleTags(ctx, plan.Tags, &resp.Diagnostics)), iamtypes.Tag{Key: aws.String("dovetail.sh/managed-by"), Value: aws.String("terraform")})}
+	if b := plan.PermissionsBoundary.ValueString(); b != "" {
+		in.PermissionsBoundary = aws.String(b)
+	}
+	role, err := createRole(ctx, api, in, "dovetail_node_role")
 	if err != nil {
 		addCreateRoleError(&resp.Diagnostics, "Cannot create the node role", err)
 		return
@@ -172,6 +180,7 @@ func (r *nodeRole) Read(ctx context.Context, req resource.ReadRequest, resp *res
 		return
 	}
 	state.ID, state.ARN, state.Path = state.Name, types.StringValue(aws.ToString(out.Role.Arn)), types.StringValue(aws.ToString(out.Role.Path))
+	readRoleSettings(out.Role, &state.Tags, &state.PermissionsBoundary)
 	attached := sets.New[string]()
 	pages := iam.NewListAttachedRolePoliciesPaginator(api, &iam.ListAttachedRolePoliciesInput{RoleName: aws.String(state.Name.ValueString())})
 	for pages.HasMorePages() {
@@ -202,12 +211,18 @@ func (r *nodeRole) Read(ctx context.Context, req resource.ReadRequest, resp *res
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
 
-// Update attaches and detaches policies; every other attribute replaces the role.
+// Update attaches and detaches policies and changes tags and the permissions
+// boundary; every other attribute replaces the role.
 func (r *nodeRole) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
 	var plan, state nodeRoleModel
 	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
+		return
+	}
+	if err := updateRoleSettings(ctx, r.clients.AWS.IAM, plan.Name.ValueString(), roleTags(ctx, state.Tags, &resp.Diagnostics), roleTags(ctx, plan.Tags, &resp.Diagnostics),
+		state.PermissionsBoundary.ValueString(), plan.PermissionsBoundary.ValueString()); err != nil {
+		resp.Diagnostics.AddError("Cannot update the node role", err.Error())
 		return
 	}
 	want, have := sets.New(setStrings(ctx, plan.PolicyARNs)...), sets.New(setStrings(ctx, state.PolicyARNs)...)

@@ -12,6 +12,9 @@ resource "dovetail_node_role" "this" {
   count                   = var.create_node_role ? 1 : 0
   name                    = local.node_role_name
   create_instance_profile = true
+  path                    = var.node_iam_role_path
+  permissions_boundary    = var.node_iam_role_permissions_boundary
+  tags                    = length(var.tags) > 0 ? var.tags : null
 }
 
 resource "dovetail_interruption_queue" "this" {
@@ -30,6 +33,9 @@ resource "dovetail_controller_role" "this" {
   oidc_provider_arn      = var.oidc_provider_arn
   namespace              = var.controller.namespace
   service_account        = local.service_account
+  path                   = var.iam_role_path
+  permissions_boundary   = var.iam_role_permissions_boundary_arn
+  tags                   = length(var.tags) > 0 ? var.tags : null
 
   lifecycle {
     precondition {

@@ -191,3 +191,49 @@ variable "default_node_pool" {
     error_message = "default_node_pool.expire_after must be a duration such as 720h, or Never."
   }
 }
+
+variable "tags" {
+  description = "Tags on the IAM roles the module creates (terraform-aws-eks//modules/karpenter's tags)."
+  type        = map(string)
+  default     = {}
+}
+
+variable "iam_role_path" {
+  description = "IAM path of the controller role (as in terraform-aws-eks//modules/karpenter)."
+  type        = string
+  default     = "/"
+  validation {
+    condition     = can(regex("^/([!-~]*/)?$", var.iam_role_path))
+    error_message = "iam_role_path must begin and end with /, such as /dovetail/."
+  }
+}
+
+variable "iam_role_permissions_boundary_arn" {
+  description = "Permissions boundary of the controller role (as in terraform-aws-eks//modules/karpenter)."
+  type        = string
+  default     = null
+  validation {
+    condition     = var.iam_role_permissions_boundary_arn == null || can(regex("^arn:aws[a-z-]*:iam::(aws|[0-9]{12}):policy/.+", var.iam_role_permissions_boundary_arn))
+    error_message = "iam_role_permissions_boundary_arn must be an IAM policy ARN."
+  }
+}
+
+variable "node_iam_role_path" {
+  description = "IAM path of the node role and its instance profile (as in terraform-aws-eks//modules/karpenter)."
+  type        = string
+  default     = "/"
+  validation {
+    condition     = can(regex("^/([!-~]*/)?$", var.node_iam_role_path))
+    error_message = "node_iam_role_path must begin and end with /, such as /dovetail/."
+  }
+}
+
+variable "node_iam_role_permissions_boundary" {
+  description = "Permissions boundary of the node role (as in terraform-aws-eks//modules/karpenter)."
+  type        = string
+  default     = null
+  validation {
+    condition     = var.node_iam_role_permissions_boundary == null || can(regex("^arn:aws[a-z-]*:iam::(aws|[0-9]{12}):policy/.+", var.node_iam_role_permissions_boundary))
+    error_message = "node_iam_role_permissions_boundary must be an IAM policy ARN."
+  }
+}
