@@ -36,7 +36,7 @@ func roleTagsAttribute() schema.MapAttribute {
 func roleBoundaryAttribute() schema.StringAttribute {
 	return schema.StringAttribute{Optional: true,
 		Description: "ARN of the managed policy that bounds the role's permissions; changed in place.",
-		Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^arn:aws[a-z-]*:iam::(aws|[0-9]{12}):policy/.+`), "must be an IAM policy ARN, such as arn:aws:iam::123456789012:policy/boundary")}}
+		Validators:  []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^arn:aws[a-z-]*:iam::(aws|[0-9]{12}):policy/.+`), "must be an IAM policy ARN, such as arn:aws:iam::123456789012:policy/boundary")}}
 }
 
 // roleTags reads the planned tags; nil when unset.
