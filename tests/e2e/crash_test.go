@@ -49,15 +49,7 @@ func TestControllerSurvivesKills(t *testing.T) {
 	t.Logf("CRASH_SEED=%d", seed)
 	rng := rand.New(rand.NewSource(seed))
 	ctx := context.Background()
-	var proc *testenv.ControllerProcess
-	var ec2Calls *testenv.AWSRecorder
-	cluster := prepareAWSCluster(t, func(env awsEnv) {
-		// The process's own SDK cannot be hooked: a proxy in front of the emulator
-		// sees what it asks EC2.
-		ec2Calls = testenv.StartAWSRecorder(t, env.moto.Endpoint)
-		env.opts.AWSEndpoints["ec2"] = ec2Calls.URL
-		proc = testenv.StartControllerProcess(t, env.stack.Config, env.stack.Kubeconfig, env.stack.Dir, env.opts)
-	})
+	cluster, proc, ec2Calls := startAWSClusterProcess(t)
 	c, clients := cluster.client, cluster.clients
 
 	const budget = 2
@@ -277,4 +269,19 @@ func (w *disruptingWatch) worst() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.worstSet
+}
+
+// startAWSClusterProcess starts the AWS cluster with the controller as a process
+// that can be killed and started again, and records the EC2 calls it makes (the
+// process's own SDK cannot be hooked: a proxy in front of the emulator sees them).
+func startAWSClusterProcess(t *testing.T) (*awsCluster, *testenv.ControllerProcess, *testenv.AWSRecorder) {
+	t.Helper()
+	var proc *testenv.ControllerProcess
+	var ec2Calls *testenv.AWSRecorder
+	cluster := prepareAWSCluster(t, func(env awsEnv) {
+		ec2Calls = testenv.StartAWSRecorder(t, env.moto.Endpoint)
+		env.opts.AWSEndpoints["ec2"] = ec2Calls.URL
+		proc = testenv.StartControllerProcess(t, env.stack.Config, env.stack.Kubeconfig, env.stack.Dir, env.opts)
+	})
+	return cluster, proc, ec2Calls
 }

@@ -21,7 +21,6 @@ import (
 	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/userdata"
 	"github.com/dovetail-sh/dovetail/tests/localstack"
-	"github.com/dovetail-sh/dovetail/tests/testenv"
 )
 
 // TestTakeOverKarpenterNodes: a cluster Karpenter v1 ran until now (instances with
@@ -32,13 +31,7 @@ import (
 // Karpenter's finalizer, and deleting an adopted NodeClaim terminates its instance.
 func TestTakeOverKarpenterNodes(t *testing.T) {
 	ctx := context.Background()
-	var proc *testenv.ControllerProcess
-	var ec2Calls *testenv.AWSRecorder
-	cluster := prepareAWSCluster(t, func(env awsEnv) {
-		ec2Calls = testenv.StartAWSRecorder(t, env.moto.Endpoint)
-		env.opts.AWSEndpoints["ec2"] = ec2Calls.URL
-		proc = testenv.StartControllerProcess(t, env.stack.Config, env.stack.Kubeconfig, env.stack.Dir, env.opts)
-	})
+	cluster, proc, ec2Calls := startAWSClusterProcess(t)
 	c, clients := cluster.client, cluster.clients
 	// Until now Karpenter ran the cluster: no Dovetail while its objects are made.
 	proc.Kill()
