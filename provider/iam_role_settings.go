@@ -65,22 +65,10 @@ func iamTags(m map[string]string) []iamtypes.Tag {
 // updateRoleSettings brings the role's user tags and permissions boundary from
 // what the state says to what the plan says.
 func updateRoleSettings(ctx context.Context, api *iam.Client, role string, oldTags, newTags map[string]string, oldBoundary, newBoundary string) error {
-	var drop []string
-	for k := range oldTags {
-		if _, keep := newTags[k]; !keep {
-			drop = append(drop, k)
-		}
-	}
-	sort.Strings(drop)
+	drop, changed := tagDiff(oldTags, newTags)
 	if len(drop) > 0 {
 		if _, err := api.UntagRole(ctx, &iam.UntagRoleInput{RoleName: aws.String(role), TagKeys: drop}); err != nil {
 			return fmt.Errorf("removing tags from role %s, %w", role, err)
-		}
-	}
-	changed := map[string]string{}
-	for k, v := range newTags {
-		if old, ok := oldTags[k]; !ok || old != v {
-			changed[k] = v
 		}
 	}
 	if len(changed) > 0 {

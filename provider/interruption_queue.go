@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"regexp"
+	"sort"
 	"strconv"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -13,7 +14,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -54,6 +57,7 @@ type interruptionQueueModel struct {
 	SQSManagedSSE    types.Bool   `tfsdk:"sqs_managed_sse"`
 	URL              types.String `tfsdk:"url"`
 	ARN              types.String `tfsdk:"arn"`
+	Tags             types.Map    `tfsdk:"tags"`
 	RuleNames        types.List   `tfsdk:"rule_names"`
 }
 
@@ -80,6 +84,8 @@ func (r *interruptionQueue) Schema(_ context.Context, _ resource.SchemaRequest, 
 			"arn":             computedString("The queue ARN."),
 			"rule_names": schema.ListAttribute{Computed: true, ElementType: types.StringType, Description: "The EventBridge rules.",
 				PlanModifiers: nil},
+			"tags": schema.MapAttribute{Optional: true, ElementType: types.StringType, Description: "Tags on the queue and its EventBridge rules; changed in place.",
+				Validators: []validator.Map{mapvalidator.SizeAtMost(50), mapvalidator.KeysAre(stringvalidator.LengthBetween(1, 128)), mapvalidator.ValueStringsAre(stringvalidator.LengthAtMost(256))}},
 		},
 	}
 }
@@ -156,6 +162,14 @@ func (r *interruptionQueue) apply(ctx context.Context, m *interruptionQueueModel
 	}
 	arn := attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
 	m.ARN = types.StringValue(arn)
+	var diags diag.Diagnostics
+	tags := roleTags(ctx, m.Tags, &diags)
+	if diags.HasError() {
+		return fmt.Errorf("reading tags, %v", diags)
+	}
+	if err := syncQueueTags(ctx, api.SQS, url, tags); err != nil {
+		return err
+	}
 	if _, err := api.SQS.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: aws.String(url), Attributes: r.attributes(m, arn)}); err != nil {
 		return fmt.Errorf("setting the attributes of queue %s, %w", m.Name.ValueString(), err)
 	}
@@ -163,9 +177,13 @@ func (r *interruptionQueue) apply(ctx context.Context, m *interruptionQueueModel
 	m.RuleNames, _ = types.ListValueFrom(ctx, types.StringType, names)
 	for _, rule := range InterruptionRules {
 		name := m.Name.ValueString() + "-" + rule.Suffix
-		if _, err := api.EventBridge.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String(name), EventPattern: aws.String(rule.Pattern),
-			State: ebtypes.RuleStateEnabled, Description: aws.String("Dovetail interruption handling: " + rule.Suffix)}); err != nil {
+		put, err := api.EventBridge.PutRule(ctx, &eventbridge.PutRuleInput{Name: aws.String(name), EventPattern: aws.String(rule.Pattern),
+			State: ebtypes.RuleStateEnabled, Description: aws.String("Dovetail interruption handling: " + rule.Suffix)})
+		if err != nil {
 			return fmt.Errorf("creating EventBridge rule %s, %w", name, err)
+		}
+		if err := syncRuleTags(ctx, api.EventBridge, aws.ToString(put.RuleArn), tags); err != nil {
+			return err
 		}
 		if _, err := api.EventBridge.PutTargets(ctx, &eventbridge.PutTargetsInput{Rule: aws.String(name),
 			Targets: []ebtypes.Target{{Id: aws.String(queueTargetID), Arn: aws.String(arn)}}}); err != nil {
@@ -248,6 +266,14 @@ func (r *interruptionQueue) Read(ctx context.Context, req resource.ReadRequest, 
 		state.SQSManagedSSE = types.BoolValue(v)
 	}
 	state.URL, state.ARN = types.StringValue(aws.ToString(got.QueueUrl)), types.StringValue(a[string(sqstypes.QueueAttributeNameQueueArn)])
+	listed, err := api.SQS.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: got.QueueUrl})
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot read the interruption queue's tags", err.Error())
+		return
+	}
+	if len(listed.Tags) > 0 || !state.Tags.IsNull() {
+		state.Tags, _ = types.MapValueFrom(ctx, types.StringType, listed.Tags)
+	}
 	// A rule that is gone, disabled or no longer sends to the queue is left out of
 	// rule_names: the plan then puts it back in place, and the queue is kept.
 	var names []string
@@ -294,6 +320,9 @@ func (r *interruptionQueue) ruleDelivers(ctx context.Context, name, queueARN str
 	}
 	return false, nil
 }
+
+// InterruptionRuleNames are the EventBridge rules of the queue of that name.
+func InterruptionRuleNames(queue string) []string { return expectedRuleNames(queue) }
 
 // expectedRuleNames are the rules a queue of that name has when all is well.
 func expectedRuleNames(queue string) []string {
@@ -350,4 +379,78 @@ func (r *interruptionQueue) Delete(ctx context.Context, req resource.DeleteReque
 func (r *interruptionQueue) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	resource.ImportStatePassthroughID(ctx, path.Root("name"), req, resp)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
+}
+
+// syncQueueTags makes the queue's tags exactly want.
+func syncQueueTags(ctx context.Context, api *sqs.Client, url string, want map[string]string) error {
+	have, err := api.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: aws.String(url)})
+	if err != nil {
+		return fmt.Errorf("reading the queue's tags, %w", err)
+	}
+	drop, set := tagDiff(have.Tags, want)
+	if len(drop) > 0 {
+		if _, err := api.UntagQueue(ctx, &sqs.UntagQueueInput{QueueUrl: aws.String(url), TagKeys: drop}); err != nil {
+			return fmt.Errorf("removing the queue's tags, %w", err)
+		}
+	}
+	if len(set) > 0 {
+		if _, err := api.TagQueue(ctx, &sqs.TagQueueInput{QueueUrl: aws.String(url), Tags: set}); err != nil {
+			return fmt.Errorf("tagging the queue, %w", err)
+		}
+	}
+	return nil
+}
+
+// syncRuleTags makes an EventBridge rule's tags exactly want.
+func syncRuleTags(ctx context.Context, api *eventbridge.Client, arn string, want map[string]string) error {
+	listed, err := api.ListTagsForResource(ctx, &eventbridge.ListTagsForResourceInput{ResourceARN: aws.String(arn)})
+	if err != nil {
+		return fmt.Errorf("reading the tags of rule %s, %w", arn, err)
+	}
+	have := map[string]string{}
+	for _, t := range listed.Tags {
+		have[aws.ToString(t.Key)] = aws.ToString(t.Value)
+	}
+	drop, set := tagDiff(have, want)
+	if len(drop) > 0 {
+		if _, err := api.UntagResource(ctx, &eventbridge.UntagResourceInput{ResourceARN: aws.String(arn), TagKeys: drop}); err != nil {
+			return fmt.Errorf("removing the tags of rule %s, %w", arn, err)
+		}
+	}
+	if len(set) > 0 {
+		var tags []ebtypes.Tag
+		for _, k := range sortedStringKeys(set) {
+			tags = append(tags, ebtypes.Tag{Key: aws.String(k), Value: aws.String(set[k])})
+		}
+		if _, err := api.TagResource(ctx, &eventbridge.TagResourceInput{ResourceARN: aws.String(arn), Tags: tags}); err != nil {
+			return fmt.Errorf("tagging rule %s, %w", arn, err)
+		}
+	}
+	return nil
+}
+
+// tagDiff is what turns have into want: keys to remove and tags to set.
+func tagDiff(have, want map[string]string) (drop []string, set map[string]string) {
+	set = map[string]string{}
+	for k := range have {
+		if _, ok := want[k]; !ok {
+			drop = append(drop, k)
+		}
+	}
+	sort.Strings(drop)
+	for k, v := range want {
+		if old, ok := have[k]; !ok || old != v {
+			set[k] = v
+		}
+	}
+	return drop, set
+}
+
+func sortedStringKeys(m map[string]string) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	return keys
 }

@@ -295,3 +295,63 @@ func TestAccInterruptionQueuePartialCreate(t *testing.T) {
 		},
 	})
 }
+
+// The queue and every rule carry the configured tags, changed in place.
+func TestAccInterruptionQueueTags(t *testing.T) {
+	acceptance(t)
+	ctx := context.Background()
+	moto := testenv.StartMoto(t)
+	clients := testenv.AWSClients(t, moto, "us-west-2")
+	events := eventbridge.New(eventbridge.Options{Region: "us-west-2", BaseEndpoint: aws.String(moto.Endpoint), Credentials: credentials.NewStaticCredentialsProvider("testing", "testing", "")})
+	config := func(tags string) string {
+		return awsProvider(moto.Endpoint, "sqs", "events") + fmt.Sprintf(`
+resource "dovetail_interruption_queue" "this" {
+  name = "demo-interruption"
+  tags = %s
+}
+`, tags)
+	}
+	tagged := func(want map[string]string) resource.TestCheckFunc {
+		return func(*terraform.State) error {
+			url, err := clients.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("demo-interruption")})
+			if err != nil {
+				return err
+			}
+			q, err := clients.SQS.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: url.QueueUrl})
+			if err != nil {
+				return err
+			}
+			if fmt.Sprint(q.Tags) != fmt.Sprint(want) {
+				return fmt.Errorf("queue tags %v, want %v", q.Tags, want)
+			}
+			for _, name := range provider.InterruptionRuleNames("demo-interruption") {
+				rule, err := events.DescribeRule(ctx, &eventbridge.DescribeRuleInput{Name: aws.String(name)})
+				if err != nil {
+					return err
+				}
+				listed, err := events.ListTagsForResource(ctx, &eventbridge.ListTagsForResourceInput{ResourceARN: rule.Arn})
+				if err != nil {
+					return err
+				}
+				got := map[string]string{}
+				for _, tag := range listed.Tags {
+					got[aws.ToString(tag.Key)] = aws.ToString(tag.Value)
+				}
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					return fmt.Errorf("rule %s tags %v, want %v", name, got, want)
+				}
+			}
+			return nil
+		}
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{Config: config(`{ team = "platform", env = "prod" }`), Check: tagged(map[string]string{"team": "platform", "env": "prod"})},
+			{Config: config(`{ env = "staging" }`), Check: tagged(map[string]string{"env": "staging"}),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("dovetail_interruption_queue.this", plancheck.ResourceActionUpdate)}}},
+			{ResourceName: "dovetail_interruption_queue.this", ImportState: true, ImportStateId: "demo-interruption", ImportStateVerify: true},
+		},
+	})
+}

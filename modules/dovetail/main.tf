@@ -20,6 +20,7 @@ resource "dovetail_node_role" "this" {
 resource "dovetail_interruption_queue" "this" {
   count = var.create_interruption_queue ? 1 : 0
   name  = "${var.cluster_name}-dovetail"
+  tags  = length(var.tags) > 0 ? var.tags : null
 }
 
 resource "dovetail_controller_role" "this" {

@@ -193,7 +193,7 @@ variable "default_node_pool" {
 }
 
 variable "tags" {
-  description = "Tags on the IAM roles the module creates (terraform-aws-eks//modules/karpenter's tags)."
+  description = "Tags on the IAM roles, the interruption queue and its EventBridge rules the module creates (terraform-aws-eks//modules/karpenter's tags)."
   type        = map(string)
   default     = {}
 }
