@@ -11,9 +11,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -45,6 +47,7 @@ type vpcEndpointsModel struct {
 	SecurityGroupID types.String `tfsdk:"security_group_id"`
 	EndpointIDs     types.Map    `tfsdk:"endpoint_ids"`
 	DeleteTimeout   types.String `tfsdk:"delete_timeout"`
+	Tags            types.Map    `tfsdk:"tags"`
 }
 
 // defaultEndpointsDeleteTimeout bounds a destroy: interface endpoints take a few
@@ -79,6 +82,8 @@ func (r *vpcEndpoints) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"endpoint_ids":      schema.MapAttribute{Computed: true, ElementType: types.StringType, Description: "Endpoint ID per service (s3 included when made)."},
 			"delete_timeout": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultEndpointsDeleteTimeout), Validators: []validator.String{goDuration{}},
 				Description: "How long destroy waits for the endpoints to be deleted, and then for their security group to lose its last dependents, before it fails naming what is left."},
+			"tags": schema.MapAttribute{Optional: true, ElementType: types.StringType, Description: "Tags on the endpoints and their security group; changed in place.",
+				Validators: []validator.Map{mapvalidator.SizeAtMost(45), mapvalidator.KeysAre(stringvalidator.LengthBetween(1, 128)), mapvalidator.ValueStringsAre(stringvalidator.LengthAtMost(256))}},
 		},
 	}
 }
@@ -237,11 +242,62 @@ func (r *vpcEndpoints) Create(ctx context.Context, req resource.CreateRequest, r
 	}
 	ids, err := r.ensure(ctx, &plan, nil)
 	plan.EndpointIDs, _ = types.MapValueFrom(ctx, types.StringType, ids)
+	if err == nil {
+		err = r.tag(ctx, &plan, ids, &resp.Diagnostics)
+	}
 	// Whatever was made is recorded, so a failure leaves nothing unaccounted for.
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot create the VPC endpoints", err.Error())
 	}
+}
+
+// tag gives the endpoints and their security group exactly the configured tags,
+// beside the ones this resource keeps for itself.
+func (r *vpcEndpoints) tag(ctx context.Context, m *vpcEndpointsModel, ids map[string]string, diags *diag.Diagnostics) error {
+	want := roleTags(ctx, m.Tags, diags)
+	resources := []string{m.SecurityGroupID.ValueString()}
+	for _, svc := range sortedStringKeys(ids) {
+		resources = append(resources, ids[svc])
+	}
+	api := r.clients.AWS.EC2
+	for _, id := range resources {
+		out, err := api.DescribeTags(ctx, &ec2.DescribeTagsInput{Filters: []ec2types.Filter{{Name: aws.String("resource-id"), Values: []string{id}}}})
+		if err != nil {
+			return fmt.Errorf("reading the tags of %s, %w", id, err)
+		}
+		drop, set := tagDiff(userEC2Tags(out.Tags), want)
+		if len(drop) > 0 {
+			var tags []ec2types.Tag
+			for _, k := range drop {
+				tags = append(tags, ec2types.Tag{Key: aws.String(k)})
+			}
+			if _, err := api.DeleteTags(ctx, &ec2.DeleteTagsInput{Resources: []string{id}, Tags: tags}); err != nil {
+				return fmt.Errorf("removing tags from %s, %w", id, err)
+			}
+		}
+		if len(set) > 0 {
+			var tags []ec2types.Tag
+			for _, k := range sortedStringKeys(set) {
+				tags = append(tags, ec2types.Tag{Key: aws.String(k), Value: aws.String(set[k])})
+			}
+			if _, err := api.CreateTags(ctx, &ec2.CreateTagsInput{Resources: []string{id}, Tags: tags}); err != nil {
+				return fmt.Errorf("tagging %s, %w", id, err)
+			}
+		}
+	}
+	return nil
+}
+
+// userEC2Tags leaves out the tags this resource keeps for itself.
+func userEC2Tags(tags []ec2types.TagDescription) map[string]string {
+	out := map[string]string{}
+	for _, t := range tags {
+		if k := aws.ToString(t.Key); !strings.HasPrefix(k, "dovetail.sh/") {
+			out[k] = aws.ToString(t.Value)
+		}
+	}
+	return out
 }
 
 // Read keeps the endpoints that still exist; a missing one is drift the next apply
@@ -277,6 +333,16 @@ func (r *vpcEndpoints) Read(ctx context.Context, req resource.ReadRequest, resp 
 	}
 	state.Services, _ = types.SetValueFrom(ctx, types.StringType, sets.List(services))
 	state.EndpointIDs, _ = types.MapValueFrom(ctx, types.StringType, live)
+	if sg := state.SecurityGroupID.ValueString(); sg != "" {
+		out, err := r.clients.AWS.EC2.DescribeTags(ctx, &ec2.DescribeTagsInput{Filters: []ec2types.Filter{{Name: aws.String("resource-id"), Values: []string{sg}}}})
+		if err != nil {
+			resp.Diagnostics.AddError("Cannot read the endpoints' tags", err.Error())
+			return
+		}
+		if user := userEC2Tags(out.Tags); len(user) > 0 || !state.Tags.IsNull() {
+			state.Tags, _ = types.MapValueFrom(ctx, types.StringType, user)
+		}
+	}
 	if state.DeleteTimeout.IsNull() {
 		state.DeleteTimeout = types.StringValue(defaultEndpointsDeleteTimeout)
 	}
@@ -343,6 +409,9 @@ func (r *vpcEndpoints) Update(ctx context.Context, req resource.UpdateRequest, r
 	plan.SecurityGroupID, plan.ID = state.SecurityGroupID, state.ID
 	ids, err := r.ensure(ctx, &plan, existing)
 	plan.EndpointIDs, _ = types.MapValueFrom(ctx, types.StringType, ids)
+	if err == nil {
+		err = r.tag(ctx, &plan, ids, &resp.Diagnostics)
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot update the VPC endpoints", err.Error())

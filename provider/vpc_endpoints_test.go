@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"k8s.io/apimachinery/pkg/util/sets"
 
@@ -190,6 +191,64 @@ resource "dovetail_vpc_endpoints" "this" {
 				Config: config("5m"),
 			},
 			// ...and the final destroy waits for EC2 and goes through.
+		},
+	})
+}
+
+// The endpoints and their security group carry the configured tags, changed in
+// place, beside the service tags the resource keeps for import.
+func TestAccVPCEndpointsTags(t *testing.T) {
+	acceptance(t)
+	ctx := context.Background()
+	moto := testenv.StartMoto(t)
+	api := testenv.AWSClients(t, moto, "us-west-2").EC2
+	vpc, err := api.CreateVpc(ctx, &ec2.CreateVpcInput{CidrBlock: aws.String("10.71.0.0/16")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	subnet, err := api.CreateSubnet(ctx, &ec2.CreateSubnetInput{VpcId: vpc.Vpc.VpcId, CidrBlock: aws.String("10.71.1.0/24"), AvailabilityZone: aws.String("us-west-2a")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	config := func(tags string) string {
+		return awsProvider(moto.Endpoint, "ec2") + fmt.Sprintf(`
+resource "dovetail_vpc_endpoints" "this" {
+  vpc_id     = %q
+  subnet_ids = [%q]
+  services   = ["ec2", "sts"]
+  tags       = %s
+}
+`, aws.ToString(vpc.Vpc.VpcId), aws.ToString(subnet.Subnet.SubnetId), tags)
+	}
+	tagged := func(want map[string]string) resource.TestCheckFunc {
+		return func(s *terraform.State) error {
+			rs := s.RootModule().Resources["dovetail_vpc_endpoints.this"].Primary.Attributes
+			ids := []string{rs["security_group_id"], rs["endpoint_ids.ec2"], rs["endpoint_ids.sts"]}
+			for _, id := range ids {
+				out, err := api.DescribeTags(ctx, &ec2.DescribeTagsInput{Filters: []ec2types.Filter{{Name: aws.String("resource-id"), Values: []string{id}}}})
+				if err != nil {
+					return err
+				}
+				got := map[string]string{}
+				for _, tag := range out.Tags {
+					if !strings.HasPrefix(aws.ToString(tag.Key), "dovetail.sh/") {
+						got[aws.ToString(tag.Key)] = aws.ToString(tag.Value)
+					}
+				}
+				if fmt.Sprint(got) != fmt.Sprint(want) {
+					return fmt.Errorf("%s tags %v, want %v", id, got, want)
+				}
+			}
+			return nil
+		}
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{Config: config(`{ team = "platform", env = "prod" }`), Check: tagged(map[string]string{"team": "platform", "env": "prod"})},
+			{Config: config(`{ env = "staging" }`), Check: tagged(map[string]string{"env": "staging"}),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("dovetail_vpc_endpoints.this", plancheck.ResourceActionUpdate)}}},
 		},
 	})
 }

@@ -6,12 +6,14 @@ resource "dovetail_vpc_endpoints" "this" {
   subnet_ids      = var.endpoint_subnet_ids
   route_table_ids = var.route_table_ids
   services        = ["sts", "ssm", "ec2", "sqs", "ecr.api", "ecr.dkr", "eks"]
+  tags            = length(var.tags) > 0 ? var.tags : null
 }
 
 module "dovetail" {
   source = "../dovetail"
 
   cluster_name                     = var.cluster_name
+  tags                             = var.tags
   region                           = var.region
   cluster_endpoint                 = var.cluster_endpoint
   oidc_provider_arn                = var.oidc_provider_arn

@@ -107,3 +107,9 @@ variable "default_node_pool" {
   })
   default = {}
 }
+
+variable "tags" {
+  description = "Tags on the VPC endpoints, their security group, and what the dovetail module creates (IAM roles, interruption queue and rules)."
+  type        = map(string)
+  default     = {}
+}
