@@ -55,6 +55,8 @@ type interruptionQueueModel struct {
 	Name             types.String `tfsdk:"name"`
 	MessageRetention types.Int64  `tfsdk:"message_retention_seconds"`
 	SQSManagedSSE    types.Bool   `tfsdk:"sqs_managed_sse"`
+	KMSMasterKeyID   types.String `tfsdk:"kms_master_key_id"`
+	KMSDataKeyReuse  types.Int64  `tfsdk:"kms_data_key_reuse_period_seconds"`
 	URL              types.String `tfsdk:"url"`
 	ARN              types.String `tfsdk:"arn"`
 	Tags             types.Map    `tfsdk:"tags"`
@@ -79,9 +81,15 @@ func (r *interruptionQueue) Schema(_ context.Context, _ resource.SchemaRequest, 
 			"message_retention_seconds": schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(300),
 				Description: "How long an unread message is kept; an interruption older than 5 minutes is moot.",
 				Validators:  []validator.Int64{int64validator.Between(60, 1209600)}},
-			"sqs_managed_sse": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true), Description: "Encrypt messages at rest with SQS-managed keys."},
-			"url":             computedString("The queue URL."),
-			"arn":             computedString("The queue ARN."),
+			"sqs_managed_sse": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true), Description: "Encrypt messages at rest with SQS-managed keys; set false with kms_master_key_id."},
+			"kms_master_key_id": schema.StringAttribute{Optional: true,
+				Description: "KMS key (ID, ARN or alias) to encrypt messages with instead of SQS-managed keys; EventBridge needs kms:GenerateDataKey and kms:Decrypt on it, and the controller kms:Decrypt.",
+				Validators:  []validator.String{stringvalidator.LengthBetween(1, 2048)}},
+			"kms_data_key_reuse_period_seconds": schema.Int64Attribute{Optional: true,
+				Description: "How long SQS reuses a data key before asking KMS again (60-86400); only with kms_master_key_id.",
+				Validators:  []validator.Int64{int64validator.Between(60, 86400), int64validator.AlsoRequires(path.MatchRoot("kms_master_key_id"))}},
+			"url": computedString("The queue URL."),
+			"arn": computedString("The queue ARN."),
 			"rule_names": schema.ListAttribute{Computed: true, ElementType: types.StringType, Description: "The EventBridge rules.",
 				PlanModifiers: nil},
 			"tags": schema.MapAttribute{Optional: true, ElementType: types.StringType, Description: "Tags on the queue and its EventBridge rules; changed in place.",
@@ -128,6 +136,12 @@ func (r *interruptionQueue) attributes(m *interruptionQueueModel, arn string) ma
 	attrs := map[string]string{
 		string(sqstypes.QueueAttributeNameMessageRetentionPeriod): strconv.FormatInt(m.MessageRetention.ValueInt64(), 10),
 		string(sqstypes.QueueAttributeNameSqsManagedSseEnabled):   strconv.FormatBool(m.SQSManagedSSE.ValueBool()),
+	}
+	if key := m.KMSMasterKeyID.ValueString(); key != "" {
+		attrs[string(sqstypes.QueueAttributeNameKmsMasterKeyId)] = key
+		if !m.KMSDataKeyReuse.IsNull() {
+			attrs[string(sqstypes.QueueAttributeNameKmsDataKeyReusePeriodSeconds)] = strconv.FormatInt(m.KMSDataKeyReuse.ValueInt64(), 10)
+		}
 	}
 	if arn != "" {
 		attrs[string(sqstypes.QueueAttributeNamePolicy)] = queuePolicy(arn)
@@ -264,6 +278,15 @@ func (r *interruptionQueue) Read(ctx context.Context, req resource.ReadRequest, 
 	}
 	if v, err := strconv.ParseBool(a[string(sqstypes.QueueAttributeNameSqsManagedSseEnabled)]); err == nil {
 		state.SQSManagedSSE = types.BoolValue(v)
+	}
+	if key := a[string(sqstypes.QueueAttributeNameKmsMasterKeyId)]; key != "" || !state.KMSMasterKeyID.IsNull() {
+		state.KMSMasterKeyID = types.StringValue(key)
+		if key == "" {
+			state.KMSMasterKeyID = types.StringNull()
+		}
+	}
+	if v, err := strconv.ParseInt(a[string(sqstypes.QueueAttributeNameKmsDataKeyReusePeriodSeconds)], 10, 64); err == nil && !state.KMSDataKeyReuse.IsNull() {
+		state.KMSDataKeyReuse = types.Int64Value(v)
 	}
 	state.URL, state.ARN = types.StringValue(aws.ToString(got.QueueUrl)), types.StringValue(a[string(sqstypes.QueueAttributeNameQueueArn)])
 	listed, err := api.SQS.ListQueueTags(ctx, &sqs.ListQueueTagsInput{QueueUrl: got.QueueUrl})
@@ -453,4 +476,20 @@ func sortedStringKeys(m map[string]string) []string {
 	}
 	sort.Strings(keys)
 	return keys
+}
+
+// ValidateConfig refuses two kinds of encryption at once: SQS takes SQS-managed keys
+// or a KMS key, and would refuse the queue at apply.
+func (r *interruptionQueue) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	var key types.String
+	var sse types.Bool
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("kms_master_key_id"), &key)...)
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("sqs_managed_sse"), &sse)...)
+	if key.IsNull() || key.IsUnknown() || sse.IsUnknown() {
+		return
+	}
+	if sse.IsNull() || sse.ValueBool() {
+		resp.Diagnostics.AddAttributeError(path.Root("sqs_managed_sse"), "Two kinds of encryption",
+			"kms_master_key_id encrypts the queue with a KMS key; set sqs_managed_sse = false beside it (SQS uses one or the other).")
+	}
 }

@@ -355,3 +355,56 @@ resource "dovetail_interruption_queue" "this" {
 		},
 	})
 }
+
+// A KMS key encrypts the queue instead of SQS-managed keys, as
+// terraform-aws-eks//modules/karpenter's queue_kms_master_key_id does; asking for
+// both fails the plan.
+func TestAccInterruptionQueueKMS(t *testing.T) {
+	acceptance(t)
+	ctx := context.Background()
+	moto := testenv.StartMoto(t)
+	clients := testenv.AWSClients(t, moto, "us-west-2")
+	config := func(extra string) string {
+		return awsProvider(moto.Endpoint, "sqs", "events") + fmt.Sprintf(`
+resource "dovetail_interruption_queue" "this" {
+  name = "demo-interruption"
+  %s
+}
+`, extra)
+	}
+	encrypted := func(key, reuse string) resource.TestCheckFunc {
+		return func(*terraform.State) error {
+			url, err := clients.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("demo-interruption")})
+			if err != nil {
+				return err
+			}
+			out, err := clients.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: url.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll}})
+			if err != nil {
+				return err
+			}
+			a := out.Attributes
+			if a["KmsMasterKeyId"] != key || a["KmsDataKeyReusePeriodSeconds"] != reuse || a["SqsManagedSseEnabled"] == "true" {
+				return fmt.Errorf("queue attributes %v, want KMS key %s reused %ss and no SQS-managed SSE", a, key, reuse)
+			}
+			return nil
+		}
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{Config: config(`sqs_managed_sse = false
+  kms_master_key_id = "alias/dovetail-interruption"
+  kms_data_key_reuse_period_seconds = 600`), Check: encrypted("alias/dovetail-interruption", "600")},
+			{Config: config(`sqs_managed_sse = false
+  kms_master_key_id = "alias/dovetail-interruption"
+  kms_data_key_reuse_period_seconds = 900`), Check: encrypted("alias/dovetail-interruption", "900"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("dovetail_interruption_queue.this", plancheck.ResourceActionUpdate)}}},
+		},
+	})
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{{Config: config(`kms_master_key_id = "alias/dovetail-interruption"`), PlanOnly: true,
+			ExpectError: regexp.MustCompile(`set sqs_managed_sse =\s+false\s+beside it`)}},
+	})
+}

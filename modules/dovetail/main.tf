@@ -18,9 +18,12 @@ resource "dovetail_node_role" "this" {
 }
 
 resource "dovetail_interruption_queue" "this" {
-  count = var.create_interruption_queue ? 1 : 0
-  name  = "${var.cluster_name}-dovetail"
-  tags  = length(var.tags) > 0 ? var.tags : null
+  count                             = var.create_interruption_queue ? 1 : 0
+  name                              = coalesce(var.queue_name, "${var.cluster_name}-dovetail")
+  tags                              = length(var.tags) > 0 ? var.tags : null
+  sqs_managed_sse                   = var.queue_kms_master_key_id == null ? var.queue_managed_sse_enabled : false
+  kms_master_key_id                 = var.queue_kms_master_key_id
+  kms_data_key_reuse_period_seconds = var.queue_kms_master_key_id == null ? null : var.queue_kms_data_key_reuse_period_seconds
 }
 
 resource "dovetail_controller_role" "this" {

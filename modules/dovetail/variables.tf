@@ -237,3 +237,35 @@ variable "node_iam_role_permissions_boundary" {
     error_message = "node_iam_role_permissions_boundary must be an IAM policy ARN."
   }
 }
+
+variable "queue_name" {
+  description = "Name of the interruption queue; null means <cluster_name>-dovetail (as in terraform-aws-eks//modules/karpenter)."
+  type        = string
+  default     = null
+  validation {
+    condition     = var.queue_name == null || can(regex("^[A-Za-z0-9_-]{1,30}$", var.queue_name))
+    error_message = "queue_name must be 1-30 letters, digits, - or _ (the rule names add up to 34 characters)."
+  }
+}
+
+variable "queue_managed_sse_enabled" {
+  description = "Encrypt the interruption queue with SQS-managed keys when no queue_kms_master_key_id is given."
+  type        = bool
+  default     = true
+}
+
+variable "queue_kms_master_key_id" {
+  description = "KMS key that encrypts the interruption queue instead; the controller role then needs kms:Decrypt on it, which the shipped policy does not grant yet."
+  type        = string
+  default     = null
+}
+
+variable "queue_kms_data_key_reuse_period_seconds" {
+  description = "How long SQS reuses a data key of queue_kms_master_key_id (60-86400)."
+  type        = number
+  default     = null
+  validation {
+    condition     = var.queue_kms_data_key_reuse_period_seconds == null ? true : (var.queue_kms_data_key_reuse_period_seconds >= 60 && var.queue_kms_data_key_reuse_period_seconds <= 86400)
+    error_message = "queue_kms_data_key_reuse_period_seconds must be between 60 and 86400."
+  }
+}

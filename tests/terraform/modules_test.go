@@ -42,6 +42,13 @@ func TestModuleInputValidation(t *testing.T) {
   default_node_pool = { consolidate_after = "soon" }`, `consolidate_after must be a duration such as 30s`},
 		"subnet ids": {bootstrap + `cluster_name = "demo"
   subnet_ids = ["10.0.1.0/24"]`, `subnet_ids must be subnet IDs \(subnet-...\)`},
+		"queue kms reuse period": {bootstrap + `cluster_name = "demo"
+  queue_kms_master_key_id = "alias/q"
+  queue_kms_data_key_reuse_period_seconds = 10`, `queue_kms_data_key_reuse_period_seconds must be between 60 and 86400`},
+		"role path": {bootstrap + `cluster_name = "demo"
+  iam_role_path = "dovetail"`, `iam_role_path must begin and end with /`},
+		"node role boundary": {bootstrap + `cluster_name = "demo"
+  node_iam_role_permissions_boundary = "arn:aws:iam::123456789012:role/x"`, `node_iam_role_permissions_boundary must be an IAM policy ARN`},
 		"log level": {bootstrap + `cluster_name = "demo"
   controller = { log_level = "verbose" }`, `controller.log_level must be debug, info or error`},
 		"instance profile without node role": {bootstrap + `cluster_name = "demo"
