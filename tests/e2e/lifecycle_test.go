@@ -161,6 +161,11 @@ func TestInsufficientCapacityIsReplanned(t *testing.T) {
 	}))
 	c := stack.Client
 	ctx := context.Background()
+	t.Cleanup(func() {
+		if t.Failed() {
+			dumpCluster(t, c)
+		}
+	})
 	must(t, c.Create(ctx, localstack.NodeClass("default")))
 	must(t, c.Create(ctx, localstack.GeneralNodePool("default")))
 	metricsURL := fmt.Sprintf("http://127.0.0.1:%d/metrics", opts.MetricsPort)

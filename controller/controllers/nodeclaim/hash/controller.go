@@ -9,6 +9,7 @@ import (
 	"context"
 	"fmt"
 
+	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -36,7 +37,9 @@ func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
 }
 
 func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile.Result, error) {
-	if nc.DeletionTimestamp != nil {
+	// A claim still launching gets its hashes from the launch; writing it meanwhile
+	// would only race the launch's own writes.
+	if nc.DeletionTimestamp != nil || !meta.IsStatusConditionTrue(nc.Status.Conditions, v1.ConditionTypeInitialized) {
 		return reconcile.Result{}, nil
 	}
 	want := map[string]string{}

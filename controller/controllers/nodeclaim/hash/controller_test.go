@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/api/meta"
+
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -22,8 +24,20 @@ func objects() (*v1.NodePool, *awsv1.EC2NodeClass) {
 }
 
 func claimWith(np *v1.NodePool, annotations map[string]string) *v1.NodeClaim {
-	return &v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-a", Labels: map[string]string{v1.LabelNodePool: np.Name}, Annotations: annotations},
+	nc := &v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-a", Labels: map[string]string{v1.LabelNodePool: np.Name}, Annotations: annotations},
 		Spec: v1.NodeClaimSpec{NodeClassRef: np.Spec.Template.Spec.NodeClassRef}}
+	meta.SetStatusCondition(&nc.Status.Conditions, metav1.Condition{Type: v1.ConditionTypeInitialized, Status: metav1.ConditionTrue, Reason: "Initialized"})
+	return nc
+}
+
+// A claim still launching is left to its launch, which writes its hashes.
+func TestLaunchingClaimIsLeftAlone(t *testing.T) {
+	np, class := objects()
+	nc := claimWith(np, nil)
+	nc.Status.Conditions = nil
+	if got := reconciled(t, nc, np, class); len(got) != 0 {
+		t.Errorf("a launching claim was stamped: %v", got)
+	}
 }
 
 func reconciled(t *testing.T, nc *v1.NodeClaim, objs ...client.Object) map[string]string {

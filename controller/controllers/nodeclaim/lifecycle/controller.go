@@ -59,6 +59,10 @@ type Controller struct {
 	// launched remembers each launch until the cache shows it on the claim: a
 	// Reconcile that reads the claim from before the launch must not launch again.
 	launched sync.Map
+	// refused holds the claims this process deleted because EC2 had no capacity,
+	// until the cache shows them deleting: a Reconcile that reads the claim from
+	// before the delete must not launch it again (the instance would be orphaned).
+	refused sync.Map
 	// retries spaces out failed launches of a claim; the status writes that record
 	// a failure trigger a Reconcile of their own, which must not retry at once.
 	retries *flowcontrol.Backoff
@@ -144,6 +148,7 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 
 func (c *Controller) forget(nc *v1.NodeClaim) {
 	c.launched.Delete(nc.UID)
+	c.refused.Delete(nc.UID)
 	c.retries.DeleteEntry(string(nc.UID))
 }
 
@@ -151,6 +156,9 @@ func (c *Controller) launch(ctx context.Context, nc *v1.NodeClaim) (reconcile.Re
 	// The cache can lag our own status write; never launch twice for one claim.
 	if launched, ok := c.launched.Load(nc.UID); ok {
 		return c.recordLaunch(ctx, nc, launched.(*v1.NodeClaim))
+	}
+	if _, ok := c.refused.Load(nc.UID); ok {
+		return reconcile.Result{}, nil
 	}
 	// Past the TTL the backoff no longer holds: one last attempt, then the claim goes.
 	if now := c.clock.Now(); c.retries.IsInBackOffSinceUpdate(string(nc.UID), now) && c.clock.Since(nc.CreationTimestamp.Time) < c.registrationTTL {
@@ -161,6 +169,7 @@ func (c *Controller) launch(ctx context.Context, nc *v1.NodeClaim) (reconcile.Re
 		if cloudprovider.IsInsufficientCapacity(err) {
 			c.recorder.Eventf(nc, corev1.EventTypeWarning, "InsufficientCapacityError", "NodeClaim %s event: %v", nc.Name, err)
 			log.FromContext(ctx).Error(err, "launch failed, deleting the nodeclaim so its pods are planned again")
+			c.refused.Store(nc.UID, struct{}{})
 			return reconcile.Result{}, client.IgnoreNotFound(c.kube.Delete(ctx, nc))
 		}
 		return c.launchFailed(ctx, nc, err)

@@ -240,6 +240,21 @@ func TestInsufficientCapacityDeletesTheClaimAtOnce(t *testing.T) {
 	}
 }
 
+// A Reconcile that reads the refused claim from a cache that does not show its
+// deletion yet launches nothing: the instance would belong to a claim being deleted,
+// and its node would sit tainted unregistered while the pods wait for it.
+func TestRefusedClaimIsNotLaunchedFromAStaleRead(t *testing.T) {
+	e := newEnv(t, nil, claim("default-a", time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)))
+	stale := e.get(t, "default-a")
+	e.cloud.SetCreateErr(cloudprovider.NewInsufficientCapacityError(errors.New("InsufficientInstanceCapacity")))
+	e.reconcile(t, stale.DeepCopy())
+	e.cloud.SetCreateErr(nil)
+	e.reconcile(t, stale.DeepCopy())
+	if n := e.cloud.Creates("default-a"); n != 1 {
+		t.Errorf("%d launches for a claim deleted for want of capacity after its first, want only that one", n)
+	}
+}
+
 // A launch that fails for another reason (node class not ready, no image for the
 // architecture, UnauthorizedOperation) is retried with backoff, says why on the
 // Launched condition, and gives up after the TTL: the claim is deleted so its pods
