@@ -19,15 +19,12 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
-//go:embed manifests/controller.yaml.tmpl
-var controllerTemplate string
-
 //go:embed manifests/kwok-provider.yaml.tmpl
 var kwokProviderTemplate string
 
-// DefaultImage is the controller image of this release; the Dockerfile at the
-// repository root builds it.
-var DefaultImage = "ghcr.io/dovetail-sh/dovetail-controller:v0.1.0"
+// DefaultImage is the controller image of this release (the chart's repository at its
+// appVersion); the Dockerfile at the repository root builds it.
+var DefaultImage = mustChartDefaultImage()
 
 // Values are the settings of an installation. The Terraform provider's
 // dovetail_controller and `dovetail render` fill the same struct.
@@ -43,6 +40,10 @@ type Values struct {
 	// with EKS Pod Identity it stays empty and an association names the account.
 	IRSARoleARN string
 	Settings    Settings
+	// ExtraChartValues are further values of charts/dovetail, named as in its values.yaml
+	// (tolerations, nodeSelector, serviceMonitor, ...), merged over those the fields
+	// above set.
+	ExtraChartValues map[string]any
 }
 
 // Settings become the controller's environment (see controller/operator/options.go).
@@ -82,62 +83,6 @@ func DefaultValues() Values {
 		Settings: DefaultSettings()}
 }
 
-type envVar struct{ Name, Value string }
-
-// env lists the settings as the environment variables the controller reads.
-func (s Settings) env() []envVar {
-	out := []envVar{{"CLUSTER_NAME", s.ClusterName}}
-	add := func(name, value string) {
-		if value != "" {
-			out = append(out, envVar{name, value})
-		}
-	}
-	add("CLUSTER_ENDPOINT", s.ClusterEndpoint)
-	add("AWS_REGION", s.AWSRegion)
-	add("INTERRUPTION_QUEUE", s.InterruptionQueue)
-	if s.IsolatedVPC {
-		add("ISOLATED_VPC", "true")
-	}
-	add("FEATURE_GATES", joinSorted(s.FeatureGates, strconv.FormatBool))
-	add("LOG_LEVEL", s.LogLevel)
-	add("BATCH_IDLE_DURATION", s.BatchIdleDuration)
-	add("BATCH_MAX_DURATION", s.BatchMaxDuration)
-	add("AWS_ENDPOINTS", joinSorted(s.AWSEndpoints, func(v string) string { return v }))
-	d := DefaultSettings()
-	for _, c := range []struct{ name, value, is string }{
-		{"ROOT_VOLUME_PRICE_PER_GIB_MONTH", s.RootVolumePricePerGiBMonth, d.RootVolumePricePerGiBMonth},
-		{"PUBLIC_IPV4_PRICE_PER_HOUR", s.PublicIPv4PricePerHour, d.PublicIPv4PricePerHour},
-		{"NODE_OVERHEAD_PRICE_PER_HOUR", s.NodeOverheadPricePerHour, d.NodeOverheadPricePerHour},
-		{"FEWER_NODES_TOLERANCE", s.FewerNodesTolerance, d.FewerNodesTolerance},
-	} {
-		if c.value != "" && !sameNumber(c.value, c.is) {
-			out = append(out, envVar{c.name, c.value})
-		}
-	}
-	return out
-}
-
-// sameNumber reports whether two decimal strings are the same number ("0.0500" is
-// "0.05").
-func sameNumber(a, b string) bool {
-	x, errA := strconv.ParseFloat(a, 64)
-	y, errB := strconv.ParseFloat(b, 64)
-	return errA == nil && errB == nil && x == y
-}
-
-func joinSorted[V any](m map[string]V, format func(V) string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	sort.Strings(keys)
-	parts := make([]string, 0, len(keys))
-	for _, k := range keys {
-		parts = append(parts, k+"="+format(m[k]))
-	}
-	return strings.Join(parts, ",")
-}
-
 // Validate names the setting that is wrong and how to fix it.
 func (v Values) Validate() error {
 	var errs []string
@@ -160,14 +105,17 @@ func (v Values) Validate() error {
 
 // Manifests renders the controller's objects (everything but the CRDs) in apply order.
 func Manifests(v Values) ([]*unstructured.Unstructured, error) {
-	return render(v, "controller")
+	if err := v.Validate(); err != nil {
+		return nil, err
+	}
+	return renderChart(v)
 }
 
 // KwokProviderManifests are the RBAC objects the kwok cloud provider needs on top of
 // Manifests (it creates Nodes and writes their status, as a kubelet would). Kept out
 // of Manifests so that no production install can create Nodes.
 func KwokProviderManifests(v Values) ([]*unstructured.Unstructured, error) {
-	return render(v, "kwok-provider")
+	return renderKwokProvider(v)
 }
 
 // RBACManifests are the objects of Manifests that give the controller its
@@ -188,24 +136,19 @@ func RBACManifests(v Values) ([]*unstructured.Unstructured, error) {
 	return out, nil
 }
 
-func render(v Values, name string) ([]*unstructured.Unstructured, error) {
+// renderKwokProvider fills the kwok provider's RBAC template, which is not part of the
+// chart: no install made from it may create Nodes.
+func renderKwokProvider(v Values) ([]*unstructured.Unstructured, error) {
 	if err := v.Validate(); err != nil {
 		return nil, err
 	}
-	tmpl, err := template.New("controller").Funcs(template.FuncMap{"quote": strconv.Quote}).Parse(controllerTemplate)
-	if err == nil {
-		_, err = tmpl.New("kwok-provider").Parse(kwokProviderTemplate)
-	}
+	tmpl, err := template.New("kwok-provider").Parse(kwokProviderTemplate)
 	if err != nil {
-		return nil, fmt.Errorf("parsing the controller templates, %w", err)
+		return nil, fmt.Errorf("parsing the kwok provider template, %w", err)
 	}
-	data := struct {
-		Values
-		Env []envVar
-	}{v, v.Settings.env()}
 	var buf bytes.Buffer
-	if err := tmpl.ExecuteTemplate(&buf, name, data); err != nil {
-		return nil, fmt.Errorf("rendering the %s template, %w", name, err)
+	if err := tmpl.Execute(&buf, v); err != nil {
+		return nil, fmt.Errorf("rendering the kwok provider template, %w", err)
 	}
 	return decodeAll(buf.Bytes())
 }

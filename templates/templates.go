@@ -1,21 +1,23 @@
-// Package templates holds what Dovetail installs into a cluster: the CRDs (generated
-// here by `make generate` from controller/apis) and, later, RBAC and the controller
-// Deployment. The Terraform provider and `dovetail render` read the same files, so the
-// two ways of installing cannot drift apart.
+// Package templates renders what Dovetail installs into a cluster from the Helm chart
+// (charts/dovetail): the CRDs, generated into the chart by `make generate` from
+// controller/apis, and the controller's RBAC, Deployment, Service and PDB. The
+// Terraform provider, `dovetail render` and Helm read the same files, so the ways of
+// installing cannot drift apart.
 package templates
 
 import (
-	"embed"
 	"fmt"
 	"io/fs"
 	"sort"
 
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/dovetail-sh/dovetail/charts"
 )
 
-//go:embed crds/*.yaml
-var crdFiles embed.FS
+// crdFiles are the chart's crds/ directory, so Helm installs the same CRDs.
+var crdFiles, _ = fs.Sub(charts.Dovetail, charts.DovetailRoot)
 
 // CRDs returns the CustomResourceDefinitions Dovetail serves, in a stable order.
 func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
@@ -26,7 +28,7 @@ func CRDs() ([]*apiextensionsv1.CustomResourceDefinition, error) {
 	sort.Strings(names)
 	crds := make([]*apiextensionsv1.CustomResourceDefinition, 0, len(names))
 	for _, name := range names {
-		raw, err := crdFiles.ReadFile(name)
+		raw, err := fs.ReadFile(crdFiles, name)
 		if err != nil {
 			return nil, fmt.Errorf("reading %s, %w", name, err)
 		}
@@ -47,7 +49,7 @@ func CRDYAML() (map[string][]byte, error) {
 	}
 	out := map[string][]byte{}
 	for _, name := range names {
-		raw, err := crdFiles.ReadFile(name)
+		raw, err := fs.ReadFile(crdFiles, name)
 		if err != nil {
 			return nil, fmt.Errorf("reading %s, %w", name, err)
 		}

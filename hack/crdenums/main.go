@@ -15,9 +15,9 @@ import (
 var effects = []string{"NoSchedule", "PreferNoSchedule", "NoExecute"}
 
 func main() {
-	files, err := filepath.Glob(filepath.Join("templates", "crds", "*.yaml"))
+	files, err := filepath.Glob(filepath.Join("charts", "dovetail", "crds", "*.yaml"))
 	if err != nil || len(files) == 0 {
-		log.Fatalf("crdenums: no CRDs under templates/crds (run from the repository root): %v", err)
+		log.Fatalf("crdenums: no CRDs under charts/dovetail/crds (run from the repository root): %v", err)
 	}
 	for _, f := range files {
 		raw, err := os.ReadFile(f)

@@ -184,8 +184,34 @@ func TestRender(t *testing.T) {
 		t.Error("--no-namespace still emitted the Namespace")
 	}
 	errOut.Reset()
-	if code := run([]string{"render"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "--cluster-name is required") {
+	if code := run([]string{"render"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "--cluster-name (or settings.clusterName in a --values file) is required") {
 		t.Errorf("render without a cluster name: exit %d, %q", code, errOut.String())
+	}
+}
+
+// A values file written for the chart (as for helm install) is read by render: later
+// files win, and the cluster name may come from one.
+func TestRenderReadsChartValuesFiles(t *testing.T) {
+	dir := t.TempDir()
+	first, second := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
+	if err := os.WriteFile(first, []byte("settings:\n  clusterName: from-file\nreplicas: 5\ntolerations:\n  - {key: dedicated, operator: Exists}\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(second, []byte("replicas: 3\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"render", "-f", first, "--values", second}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	for _, want := range []string{"value: from-file", "replicas: 3", "key: dedicated"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("render output lacks %q", want)
+		}
+	}
+	errOut.Reset()
+	if code := run([]string{"render", "--cluster-name", "x", "-f", filepath.Join(dir, "missing.yaml")}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "--values "+filepath.Join(dir, "missing.yaml")) {
+		t.Errorf("a missing values file: exit %d, %q", code, errOut.String())
 	}
 }
 

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 
+	"helm.sh/helm/v3/pkg/chartutil"
+
 	"github.com/dovetail-sh/dovetail/templates"
 )
 
@@ -25,6 +27,12 @@ func (kv keyValues) Set(v string) error {
 	}
 	return nil
 }
+
+// stringList is a repeatable string flag.
+type stringList []string
+
+func (l *stringList) String() string     { return strings.Join(*l, ",") }
+func (l *stringList) Set(v string) error { *l = append(*l, v); return nil }
 
 // renderCmd prints the same manifests dovetail_controller applies.
 func renderCmd(args []string, stdout, stderr io.Writer) int {
@@ -52,14 +60,31 @@ func renderCmd(args []string, stdout, stderr io.Writer) int {
 	fs.IntVar(&v.Replicas, "replicas", v.Replicas, "controller replicas (one leads)")
 	fs.StringVar(&v.CPU, "cpu", v.CPU, "CPU request")
 	fs.StringVar(&v.Memory, "memory", v.Memory, "memory request and limit")
+	var valueFiles stringList
+	fs.Var(&valueFiles, "values", "a values file of charts/dovetail (values.yaml's names: tolerations, nodeSelector, serviceMonitor, ...); repeatable, later files win, and files win over the flags above")
+	fs.Var(&valueFiles, "f", "short for --values")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
 		}
 		return 2
 	}
+	for _, file := range valueFiles {
+		vals, err := chartutil.ReadValuesFile(file)
+		if err != nil {
+			fmt.Fprintf(stderr, "dovetail render: --values %s: %v\n", file, err)
+			return 2
+		}
+		v.ExtraChartValues = chartutil.CoalesceTables(vals.AsMap(), v.ExtraChartValues)
+	}
 	if v.Settings.ClusterName == "" {
-		fmt.Fprintln(stderr, "dovetail render: --cluster-name is required: the controller tags and finds its instances by it")
+		// A values file may name the cluster, as it would for helm install.
+		if name, err := chartutil.Values(v.ExtraChartValues).PathValue("settings.clusterName"); err == nil {
+			v.Settings.ClusterName, _ = name.(string)
+		}
+	}
+	if v.Settings.ClusterName == "" {
+		fmt.Fprintln(stderr, "dovetail render: --cluster-name (or settings.clusterName in a --values file) is required: the controller tags and finds its instances by it")
 		return 2
 	}
 	v.CreateNamespace = !*noNamespace

@@ -1,0 +1,360 @@
+package charts_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"helm.sh/helm/v3/pkg/action"
+	"helm.sh/helm/v3/pkg/chart/loader"
+	"helm.sh/helm/v3/pkg/cli"
+	"helm.sh/helm/v3/pkg/cli/values"
+	"helm.sh/helm/v3/pkg/getter"
+	"helm.sh/helm/v3/pkg/lint"
+	"helm.sh/helm/v3/pkg/lint/support"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/dovetail-sh/dovetail/templates"
+	"github.com/dovetail-sh/dovetail/tests/testenv"
+)
+
+// helmTemplate renders charts/dovetail from disk as `helm template --include-crds
+// --namespace <ns> <name> charts/dovetail -f <values file>` does, through Helm's own
+// install action and values reader.
+func helmTemplate(t *testing.T, name, namespace string, vals map[string]any) ([]*unstructured.Unstructured, error) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "values.yaml")
+	raw, err := yaml.Marshal(vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(file, raw, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	merged, err := (&values.Options{ValueFiles: []string{file}}).MergeValues(getter.All(cli.New()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	chrt, err := loader.Load("dovetail")
+	if err != nil {
+		t.Fatal(err)
+	}
+	install := action.NewInstall(&action.Configuration{Log: t.Logf})
+	install.DryRun, install.DryRunOption, install.ClientOnly, install.Replace = true, "true", true, true
+	install.IncludeCRDs = true
+	install.ReleaseName, install.Namespace = name, namespace
+	rel, err := install.Run(chrt, merged)
+	if err != nil {
+		return nil, err
+	}
+	return decode(t, rel.Manifest), nil
+}
+
+func decode(t *testing.T, stream string) []*unstructured.Unstructured {
+	t.Helper()
+	var out []*unstructured.Unstructured
+	dec := utilyaml.NewYAMLOrJSONDecoder(strings.NewReader(stream), 4096)
+	for {
+		obj := &unstructured.Unstructured{}
+		if err := dec.Decode(&obj.Object); err != nil {
+			if err.Error() == "EOF" {
+				return out
+			}
+			t.Fatal(err)
+		}
+		if len(obj.Object) > 0 {
+			out = append(out, obj)
+		}
+	}
+}
+
+func dovetailRender(t *testing.T, v templates.Values) []*unstructured.Unstructured {
+	t.Helper()
+	var buf strings.Builder
+	if err := templates.Render(&buf, v); err != nil {
+		t.Fatal(err)
+	}
+	return decode(t, buf.String())
+}
+
+func byKindAndName(objs []*unstructured.Unstructured) map[string]map[string]any {
+	out := map[string]map[string]any{}
+	for _, o := range objs {
+		out[o.GetKind()+"/"+o.GetNamespace()+"/"+o.GetName()] = o.Object
+	}
+	return out
+}
+
+func installCases() map[string]templates.Values {
+	defaults := templates.DefaultValues()
+	defaults.Settings.ClusterName = "demo"
+
+	full := templates.DefaultValues()
+	full.Name, full.Namespace, full.ServiceAccount = "autoscaler", "kube-autoscaling", "autoscaler-sa"
+	full.Image = "registry.example.com:5000/dovetail/controller:v9.9.9@sha256:" + strings.Repeat("ab", 32)
+	full.Replicas, full.CPU, full.Memory = 3, "500m", "2Gi"
+	full.IRSARoleARN = "arn:aws:iam::123456789012:role/dovetail"
+	full.Settings = templates.Settings{ClusterName: "prod", ClusterEndpoint: "https://prod.example.com", AWSRegion: "eu-west-1",
+		InterruptionQueue: "prod-interruptions", IsolatedVPC: true, LogLevel: "debug", BatchIdleDuration: "2s", BatchMaxDuration: "20s",
+		FeatureGates:               map[string]bool{"SpotToSpotConsolidation": true, "NodeRepair": false},
+		AWSEndpoints:               map[string]string{"ec2": "https://ec2.vpce.example.com", "sqs": "https://sqs.vpce.example.com"},
+		RootVolumePricePerGiBMonth: "0.1", PublicIPv4PricePerHour: "0", NodeOverheadPricePerHour: "0.005", FewerNodesTolerance: "0.05"}
+	full.ExtraChartValues = map[string]any{
+		"tolerations":       []any{map[string]any{"key": "dedicated", "operator": "Equal", "value": "system", "effect": "NoSchedule"}},
+		"nodeSelector":      map[string]any{"node-role": "system"},
+		"priorityClassName": "autoscaler-critical",
+		"podAnnotations":    map[string]any{"prometheus.io/scrape": "true"},
+		"additionalLabels":  map[string]any{"team": "platform"},
+		"controller": map[string]any{
+			"env": []any{map[string]any{"name": "HTTPS_PROXY", "value": "http://proxy:3128"}},
+		},
+		"topologySpreadConstraints": []any{map[string]any{"maxSkew": 1, "topologyKey": "kubernetes.io/hostname", "whenUnsatisfiable": "DoNotSchedule"}},
+		"serviceMonitor":            map[string]any{"enabled": true, "additionalLabels": map[string]any{"release": "prom"}, "endpointConfig": map[string]any{"interval": "15s"}},
+	}
+	return map[string]templates.Values{"defaults": defaults, "every setting": full}
+}
+
+// The chart is the one source: Helm, reading charts/dovetail from disk with a values
+// file, makes exactly the objects `dovetail render` (and so dovetail_controller) makes
+// for the same values.
+func TestHelmTemplateEqualsDovetailRender(t *testing.T) {
+	for name, v := range installCases() {
+		t.Run(name, func(t *testing.T) {
+			fromHelm, err := helmTemplate(t, v.Name, v.Namespace, v.ChartValues())
+			if err != nil {
+				t.Fatal(err)
+			}
+			fromRender := dovetailRender(t, v)
+			if diff := cmp.Diff(byKindAndName(fromRender), byKindAndName(fromHelm)); diff != "" {
+				t.Fatalf("dovetail render (-) and helm template (+) differ:\n%s", diff)
+			}
+			if len(fromHelm) < 12 {
+				t.Fatalf("helm rendered %d objects, want the 3 CRDs and at least 9 others", len(fromHelm))
+			}
+		})
+	}
+}
+
+// Values named like Karpenter's chart reach the objects they are named for.
+func TestKarpenterNamedValuesTakeEffect(t *testing.T) {
+	v := installCases()["every setting"]
+	objs := byKindAndName(dovetailRender(t, v))
+	deploy := objs["Deployment/kube-autoscaling/autoscaler"]
+	if deploy == nil {
+		t.Fatalf("no Deployment among %v", keys(objs))
+	}
+	spec := deploy["spec"].(map[string]any)["template"].(map[string]any)["spec"].(map[string]any)
+	container := spec["containers"].([]any)[0].(map[string]any)
+	env := map[string]string{}
+	for _, e := range container["env"].([]any) {
+		m := e.(map[string]any)
+		if val, ok := m["value"].(string); ok {
+			env[m["name"].(string)] = val
+		}
+	}
+	for k, want := range map[string]string{
+		"CLUSTER_NAME": "prod", "CLUSTER_ENDPOINT": "https://prod.example.com", "AWS_REGION": "eu-west-1",
+		"INTERRUPTION_QUEUE": "prod-interruptions", "ISOLATED_VPC": "true", "LOG_LEVEL": "debug",
+		"BATCH_IDLE_DURATION": "2s", "BATCH_MAX_DURATION": "20s",
+		"FEATURE_GATES":                   "NodeRepair=false,SpotToSpotConsolidation=true",
+		"AWS_ENDPOINTS":                   "ec2=https://ec2.vpce.example.com,sqs=https://sqs.vpce.example.com",
+		"ROOT_VOLUME_PRICE_PER_GIB_MONTH": "0.1", "PUBLIC_IPV4_PRICE_PER_HOUR": "0", "FEWER_NODES_TOLERANCE": "0.05",
+		"HTTPS_PROXY": "http://proxy:3128",
+	} {
+		if env[k] != want {
+			t.Errorf("env %s = %q, want %q", k, env[k], want)
+		}
+	}
+	if _, ok := env["NODE_OVERHEAD_PRICE_PER_HOUR"]; ok {
+		t.Error("a node cost at the controller's default was rendered")
+	}
+	if got := container["image"]; got != v.Image {
+		t.Errorf("image %v, want %s", got, v.Image)
+	}
+	// Maps merge with the chart's defaults, as in any Helm chart; lists replace them.
+	if got := fmt.Sprintf("%v %v %v", spec["tolerations"], spec["nodeSelector"], spec["priorityClassName"]); got != "[map[effect:NoSchedule key:dedicated operator:Equal value:system]] map[kubernetes.io/os:linux node-role:system] autoscaler-critical" {
+		t.Errorf("tolerations, nodeSelector, priorityClassName: %s", got)
+	}
+	tsc := spec["topologySpreadConstraints"].([]any)[0].(map[string]any)
+	if got := fmt.Sprint(tsc["labelSelector"]); got != "map[matchLabels:map[app.kubernetes.io/instance:autoscaler app.kubernetes.io/name:dovetail]]" {
+		t.Errorf("a spread constraint without a selector selects %s, want the controller's pods", got)
+	}
+	meta := deploy["spec"].(map[string]any)["template"].(map[string]any)["metadata"].(map[string]any)
+	if got := fmt.Sprint(meta["annotations"]); got != "map[prometheus.io/scrape:true]" {
+		t.Errorf("pod annotations %s", got)
+	}
+	sa := objs["ServiceAccount/kube-autoscaling/autoscaler-sa"]
+	if sa == nil || fmt.Sprint(sa["metadata"].(map[string]any)["annotations"]) != "map[eks.amazonaws.com/role-arn:"+v.IRSARoleARN+"]" {
+		t.Errorf("service account %v", sa)
+	}
+	monitor := objs["ServiceMonitor/kube-autoscaling/autoscaler"]
+	if monitor == nil {
+		t.Fatalf("serviceMonitor.enabled rendered no ServiceMonitor: %v", keys(objs))
+	}
+	if got := fmt.Sprintf("%v %v", monitor["spec"].(map[string]any)["endpoints"], monitor["metadata"].(map[string]any)["labels"].(map[string]any)["release"]); got != "[map[interval:15s path:/metrics port:http-metrics]] prom" {
+		t.Errorf("service monitor endpoints and release label: %s", got)
+	}
+	for key, obj := range objs {
+		if strings.HasPrefix(key, "CustomResourceDefinition/") {
+			continue
+		}
+		if l := obj["metadata"].(map[string]any)["labels"].(map[string]any); l["team"] != "platform" {
+			t.Errorf("%s lacks additionalLabels: %v", key, l)
+		}
+	}
+}
+
+func keys(m map[string]map[string]any) []string {
+	var out []string
+	for k := range m {
+		out = append(out, k)
+	}
+	sort.Strings(out)
+	return out
+}
+
+// helm install without settings.clusterName fails and says what to set.
+func TestHelmRefusesAChartWithoutAClusterName(t *testing.T) {
+	_, err := helmTemplate(t, "dovetail", "dovetail", map[string]any{})
+	if err == nil || !strings.Contains(err.Error(), "settings.clusterName is required") {
+		t.Fatalf("rendering without a cluster name gave %v", err)
+	}
+}
+
+func TestChartLints(t *testing.T) {
+	result := lint.All("dovetail", map[string]any{"settings": map[string]any{"clusterName": "demo"}}, "dovetail", false)
+	for _, m := range result.Messages {
+		if m.Severity >= support.WarningSev {
+			t.Errorf("helm lint: %s", m)
+		}
+	}
+}
+
+// What Helm renders installs on a real cluster: kube-apiserver accepts every object
+// and the controller's replicas are scheduled and run (on kwok nodes), with values a
+// Karpenter user would set.
+func TestHelmChartInstallsOnTheLocalStack(t *testing.T) {
+	stack := testenv.StartStackWithoutCRDs(t)
+	ctx := context.Background()
+	kube := stack.Client
+	testenv.AddSystemNodes(t, kube, 2)
+	if err := kube.Create(ctx, serviceMonitorCRD()); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, "the ServiceMonitor CRD is served", func() error {
+		return kube.List(ctx, &unstructured.UnstructuredList{Object: map[string]any{"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitorList"}})
+	})
+	vals := map[string]any{
+		"createNamespace": true,
+		"settings":        map[string]any{"clusterName": "demo", "interruptionQueue": "demo-queue", "featureGates": map[string]any{"spotToSpotConsolidation": true}},
+		"serviceAccount":  map[string]any{"annotations": map[string]any{"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/dovetail"}},
+		"podAnnotations":  map[string]any{"example.com/owner": "platform"},
+		"serviceMonitor":  map[string]any{"enabled": true},
+	}
+	objs, err := helmTemplate(t, "karpenter", "karpenter", vals)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range objs {
+		if o.GetKind() == "CustomResourceDefinition" {
+			if err := kube.Create(ctx, o); err != nil {
+				t.Fatalf("creating %s: %v", o.GetName(), err)
+			}
+		}
+	}
+	testenv.Eventually(t, 30*time.Second, "the CRDs are established", func() error {
+		for _, o := range objs {
+			if o.GetKind() != "CustomResourceDefinition" {
+				continue
+			}
+			crd := &apiextensionsv1.CustomResourceDefinition{}
+			if err := kube.Get(ctx, client.ObjectKey{Name: o.GetName()}, crd); err != nil {
+				return err
+			}
+			established := false
+			for _, c := range crd.Status.Conditions {
+				established = established || (c.Type == apiextensionsv1.Established && c.Status == apiextensionsv1.ConditionTrue)
+			}
+			if !established {
+				return fmt.Errorf("%s not established", o.GetName())
+			}
+		}
+		return nil
+	})
+	for _, o := range objs {
+		if o.GetKind() == "CustomResourceDefinition" {
+			continue
+		}
+		if err := kube.Create(ctx, o); err != nil {
+			t.Fatalf("creating %s %s: %v", o.GetKind(), o.GetName(), err)
+		}
+	}
+	// The release is named karpenter, so its objects are too: a Karpenter user's
+	// dashboards and scripts that name karpenter/karpenter keep finding it.
+	testenv.Eventually(t, 90*time.Second, "the controller's replicas are available", func() error {
+		d := &appsv1.Deployment{}
+		if err := kube.Get(ctx, client.ObjectKey{Namespace: "karpenter", Name: "karpenter"}, d); err != nil {
+			return err
+		}
+		if d.Status.AvailableReplicas != 2 {
+			return fmt.Errorf("%d of 2 replicas available", d.Status.AvailableReplicas)
+		}
+		return nil
+	})
+	pods := &corev1.PodList{}
+	if err := kube.List(ctx, pods, client.InNamespace("karpenter"), client.MatchingLabels{"app.kubernetes.io/instance": "karpenter"}); err != nil {
+		t.Fatal(err)
+	}
+	nodes := map[string]bool{}
+	for _, p := range pods.Items {
+		nodes[p.Spec.NodeName] = true
+		if p.Annotations["example.com/owner"] != "platform" || p.Spec.ServiceAccountName != "karpenter" {
+			t.Errorf("pod %s: annotations %v, service account %s", p.Name, p.Annotations, p.Spec.ServiceAccountName)
+		}
+	}
+	if len(pods.Items) != 2 || len(nodes) != 2 {
+		t.Errorf("%d pods on %d nodes, want 2 on 2 (the anti-affinity term names the controller's pods)", len(pods.Items), len(nodes))
+	}
+	sa := &corev1.ServiceAccount{}
+	if err := kube.Get(ctx, client.ObjectKey{Namespace: "karpenter", Name: "karpenter"}, sa); err != nil || sa.Annotations["eks.amazonaws.com/role-arn"] == "" {
+		t.Errorf("service account %v, %v", sa.Annotations, err)
+	}
+	monitor := &unstructured.Unstructured{}
+	monitor.SetAPIVersion("monitoring.coreos.com/v1")
+	monitor.SetKind("ServiceMonitor")
+	if err := kube.Get(ctx, client.ObjectKey{Namespace: "karpenter", Name: "karpenter"}, monitor); err != nil {
+		t.Errorf("service monitor: %v", err)
+	}
+	ns := &corev1.Namespace{}
+	if err := kube.Get(ctx, client.ObjectKey{Name: "karpenter"}, ns); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// serviceMonitorCRD stands in for prometheus-operator's CRD: enough for the API server
+// to accept the chart's ServiceMonitor.
+func serviceMonitorCRD() *apiextensionsv1.CustomResourceDefinition {
+	preserve := true
+	return &apiextensionsv1.CustomResourceDefinition{
+		ObjectMeta: metav1.ObjectMeta{Name: "servicemonitors.monitoring.coreos.com"},
+		Spec: apiextensionsv1.CustomResourceDefinitionSpec{
+			Group: "monitoring.coreos.com", Scope: apiextensionsv1.NamespaceScoped,
+			Names: apiextensionsv1.CustomResourceDefinitionNames{Plural: "servicemonitors", Singular: "servicemonitor", Kind: "ServiceMonitor", ListKind: "ServiceMonitorList"},
+			Versions: []apiextensionsv1.CustomResourceDefinitionVersion{{Name: "v1", Served: true, Storage: true,
+				Schema: &apiextensionsv1.CustomResourceValidation{OpenAPIV3Schema: &apiextensionsv1.JSONSchemaProps{Type: "object", XPreserveUnknownFields: &preserve}}}},
+		},
+	}
+}

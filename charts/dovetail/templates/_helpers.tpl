@@ -1,0 +1,75 @@
+{{/* Name of every object: fullnameOverride, else the release name alone, so that a
+release named karpenter keeps the object names a Karpenter install had. */}}
+{{- define "dovetail.fullname" -}}
+{{- default .Release.Name .Values.fullnameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "dovetail.name" -}}
+{{- default .Chart.Name .Values.nameOverride | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "dovetail.selectorLabels" -}}
+app.kubernetes.io/name: {{ include "dovetail.name" . }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "dovetail.labels" -}}
+{{ include "dovetail.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ default .Release.Service .Values.managedBy }}
+{{- with .Values.additionalLabels }}
+{{ toYaml . }}
+{{- end -}}
+{{- end -}}
+
+{{/* metadata.labels and, when there are any, metadata.annotations of every object. */}}
+{{- define "dovetail.metadata" -}}
+labels:
+  {{- include "dovetail.labels" . | nindent 2 }}
+{{- with .Values.additionalAnnotations }}
+annotations:
+  {{- toYaml . | nindent 2 }}
+{{- end -}}
+{{- end -}}
+
+{{- define "dovetail.serviceAccountName" -}}
+{{- default (include "dovetail.fullname" .) .Values.serviceAccount.name -}}
+{{- end -}}
+
+{{- define "dovetail.image" -}}
+{{- .Values.controller.image.repository }}:{{ default .Chart.AppVersion .Values.controller.image.tag -}}
+{{- with .Values.controller.image.digest }}@{{ . }}{{ end -}}
+{{- end -}}
+
+{{/* "Key=value,..." in key order, as the controller's list settings read it. */}}
+{{- define "dovetail.keyValues" -}}
+{{- $parts := list -}}
+{{- range $k, $v := . -}}
+{{- $parts = append $parts (printf "%s=%v" $k $v) -}}
+{{- end -}}
+{{- join "," $parts -}}
+{{- end -}}
+
+{{/* Karpenter's chart names feature gates in lowerCamelCase; the controller reads
+them capitalised. */}}
+{{- define "dovetail.featureGates" -}}
+{{- $parts := list -}}
+{{- range $k, $v := . -}}
+{{- $parts = append $parts (printf "%s%s=%t" (substr 0 1 $k | upper) (substr 1 -1 $k) $v) -}}
+{{- end -}}
+{{- join "," $parts -}}
+{{- end -}}
+
+{{/* Terms and constraints that name no pods select the controller's own, so that
+values.yaml can spread replicas without knowing the release name. */}}
+{{- define "dovetail.withSelector" -}}
+{{- $out := list -}}
+{{- range .terms -}}
+{{- if hasKey . "labelSelector" -}}
+{{- $out = append $out . -}}
+{{- else -}}
+{{- $out = append $out (merge (dict "labelSelector" (dict "matchLabels" $.selector)) .) -}}
+{{- end -}}
+{{- end -}}
+{{- toYaml $out -}}
+{{- end -}}
