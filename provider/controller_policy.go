@@ -3,6 +3,7 @@ package provider
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 )
 
 // ControllerPolicyInput names what the controller's permissions are scoped to.
@@ -14,6 +15,13 @@ type ControllerPolicyInput struct {
 	NodeRoleARN string
 	// InterruptionQueueARN is optional; without it no SQS permission is granted.
 	InterruptionQueueARN string
+	// InterruptionQueueKMSKey is the customer managed key that encrypts the queue, as
+	// a key ARN, key ID, alias name or alias ARN (whatever the queue's
+	// kms_master_key_id holds); receiving a message needs kms:Decrypt on it.
+	InterruptionQueueKMSKey string
+	// AMISSMParameterARNs are parameters beyond /aws/service/* the controller may
+	// read, for amiSelectorTerms that name an ssmParameter of the user's.
+	AMISSMParameterARNs []string
 }
 
 type statement struct {
@@ -75,7 +83,7 @@ func ControllerPolicy(in ControllerPolicyInput) (string, error) {
 			Resource:  []string{"*"},
 			Condition: map[string]map[string]any{"StringEquals": {"aws:RequestedRegion": in.Region}}},
 		{Sid: "AllowSSMReadActions", Effect: "Allow", Action: []string{"ssm:GetParameter"},
-			Resource: []string{fmt.Sprintf("arn:%s:ssm:%s::parameter/aws/service/*", p, in.Region)}},
+			Resource: append([]string{fmt.Sprintf("arn:%s:ssm:%s::parameter/aws/service/*", p, in.Region)}, in.AMISSMParameterARNs...)},
 		{Sid: "AllowPricingReadActions", Effect: "Allow", Action: []string{"pricing:GetProducts"}, Resource: []string{"*"}},
 		{Sid: "AllowPassingInstanceRole", Effect: "Allow", Action: []string{"iam:PassRole"}, Resource: []string{in.NodeRoleARN},
 			Condition: map[string]map[string]any{"StringEquals": {"iam:PassedToService": "ec2.amazonaws.com"}}},
@@ -104,6 +112,32 @@ func ControllerPolicy(in ControllerPolicyInput) (string, error) {
 		statements = append(statements, statement{Sid: "AllowInterruptionQueueActions", Effect: "Allow",
 			Action: []string{"sqs:DeleteMessage", "sqs:GetQueueUrl", "sqs:ReceiveMessage"}, Resource: []string{in.InterruptionQueueARN}})
 	}
+	if key := in.InterruptionQueueKMSKey; key != "" {
+		statements = append(statements, queueKeyStatement(key, p, in.Region, account))
+	}
 	b, err := json.Marshal(map[string]any{"Version": "2012-10-17", "Statement": statements})
 	return string(b), err
+}
+
+// queueKeyStatement lets SQS decrypt the queue's messages for the controller, and
+// nothing else: the key is named by ARN when it can be, else by the alias it carries
+// (an alias ARN is not a resource IAM matches key use against).
+func queueKeyStatement(key, partition, region, account string) statement {
+	via := map[string]any{"kms:ViaService": fmt.Sprintf("sqs.%s.amazonaws.com", region)}
+	st := statement{Sid: "AllowInterruptionQueueDecryption", Effect: "Allow", Action: []string{"kms:Decrypt"},
+		Condition: map[string]map[string]any{"StringEquals": via}}
+	keys := fmt.Sprintf("arn:%s:kms:%s:%s:key/", partition, region, account)
+	switch {
+	case strings.HasPrefix(key, "alias/"):
+		st.Resource = []string{keys + "*"}
+		st.Condition["ForAnyValue:StringEquals"] = map[string]any{"kms:ResourceAliases": key}
+	case strings.HasPrefix(key, "arn:") && strings.Contains(key, ":alias/"):
+		st.Resource = []string{keys + "*"}
+		st.Condition["ForAnyValue:StringEquals"] = map[string]any{"kms:ResourceAliases": key[strings.Index(key, ":alias/")+1:]}
+	case strings.HasPrefix(key, "arn:"):
+		st.Resource = []string{key}
+	default:
+		st.Resource = []string{keys + key}
+	}
+	return st
 }

@@ -161,6 +161,60 @@ func TestControllerPolicyScopesInstanceProfileTagging(t *testing.T) {
 	}
 }
 
+// TestControllerPolicyDecryptsOnlyTheQueuesKey evaluates the KMS and SSM grants as IAM
+// would: kms:Decrypt only on the queue's key, only through SQS, whichever way the key
+// is named; extra SSM parameters beside AWS's public ones.
+func TestControllerPolicyDecryptsOnlyTheQueuesKey(t *testing.T) {
+	const keyID = "1234abcd-12ab-34cd-56ef-1234567890ab"
+	const keyARN = "arn:aws:kms:us-west-2:123456789012:key/" + keyID
+	const otherKey = "arn:aws:kms:us-west-2:123456789012:key/ffffffff-12ab-34cd-56ef-1234567890ab"
+	viaSQS := iampolicy.Context{"kms:ViaService": {"sqs.us-west-2.amazonaws.com"}, "aws:RequestedRegion": {"us-west-2"}}
+	direct := iampolicy.Context{"aws:RequestedRegion": {"us-west-2"}}
+	withAlias := func(c iampolicy.Context, alias string) iampolicy.Context {
+		out := iampolicy.Context{"kms:ResourceAliases": {alias}}
+		for k, v := range c {
+			out[k] = v
+		}
+		return out
+	}
+	for _, key := range []string{keyARN, keyID, "alias/dovetail-queue", "arn:aws:kms:us-west-2:123456789012:alias/dovetail-queue"} {
+		doc, err := provider.ControllerPolicy(provider.ControllerPolicyInput{Region: "us-west-2", AccountID: "123456789012", ClusterName: "demo",
+			NodeRoleARN: "arn:aws:iam::123456789012:role/nodes", InterruptionQueueARN: "arn:aws:sqs:us-west-2:123456789012:demo",
+			InterruptionQueueKMSKey: key, AMISSMParameterARNs: []string{"arn:aws:ssm:us-west-2:123456789012:parameter/golden/ami-*"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := iampolicy.Parse(doc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		byAlias := strings.Contains(key, "alias/")
+		ctx := func(c iampolicy.Context, alias string) iampolicy.Context {
+			if byAlias {
+				return withAlias(c, alias)
+			}
+			return c
+		}
+		for _, tc := range []struct {
+			name string
+			req  iampolicy.Request
+			want bool
+		}{
+			{"decrypt the queue's messages", iampolicy.Request{Action: "kms:Decrypt", Resource: keyARN, Context: ctx(viaSQS, "alias/dovetail-queue")}, true},
+			{"decrypt with the key directly", iampolicy.Request{Action: "kms:Decrypt", Resource: keyARN, Context: ctx(direct, "alias/dovetail-queue")}, false},
+			{"decrypt with another key", iampolicy.Request{Action: "kms:Decrypt", Resource: otherKey, Context: ctx(viaSQS, "alias/other")}, false},
+			{"encrypt with the key", iampolicy.Request{Action: "kms:Encrypt", Resource: keyARN, Context: ctx(viaSQS, "alias/dovetail-queue")}, false},
+			{"read the user's AMI parameter", iampolicy.Request{Action: "ssm:GetParameter", Resource: "arn:aws:ssm:us-west-2:123456789012:parameter/golden/ami-al2023", Context: direct}, true},
+			{"read AWS's public parameters", iampolicy.Request{Action: "ssm:GetParameter", Resource: "arn:aws:ssm:us-west-2::parameter/aws/service/eks/optimized-ami/1.33/amazon-linux-2023/x86_64/standard/recommended/image_id", Context: direct}, true},
+			{"read another parameter", iampolicy.Request{Action: "ssm:GetParameter", Resource: "arn:aws:ssm:us-west-2:123456789012:parameter/secrets/db", Context: direct}, false},
+		} {
+			if d := p.Evaluate(tc.req); d.Allowed != tc.want {
+				t.Errorf("key %s: %s: allowed = %v, want %v (%+v)", key, tc.name, d.Allowed, tc.want, d)
+			}
+		}
+	}
+}
+
 // TestControllerPolicyFitsAManagedPolicy: the data source's JSON is meant for
 // aws_iam_policy, which IAM caps at 6,144 characters; the longest EKS cluster name
 // (100 characters) in the longest partition and region must still fit.

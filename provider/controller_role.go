@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -36,6 +37,8 @@ type controllerRoleModel struct {
 	AccountID            types.String `tfsdk:"account_id"`
 	NodeRoleARN          types.String `tfsdk:"node_role_arn"`
 	InterruptionQueueARN types.String `tfsdk:"interruption_queue_arn"`
+	InterruptionQueueKMS types.String `tfsdk:"interruption_queue_kms_key"`
+	AMISSMParameterARNs  types.List   `tfsdk:"ami_id_ssm_parameter_arns"`
 	OIDCProviderARN      types.String `tfsdk:"oidc_provider_arn"`
 	Namespace            types.String `tfsdk:"namespace"`
 	ServiceAccount       types.String `tfsdk:"service_account"`
@@ -65,6 +68,10 @@ func (r *controllerRole) Schema(_ context.Context, _ resource.SchemaRequest, res
 			"account_id":             schema.StringAttribute{Optional: true, Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^[0-9]{12}$`), "must be a 12-digit account ID")}},
 			"node_role_arn":          schema.StringAttribute{Required: true, Validators: []validator.String{arn}},
 			"interruption_queue_arn": schema.StringAttribute{Optional: true, Validators: []validator.String{arn}},
+			"interruption_queue_kms_key": schema.StringAttribute{Optional: true, Description: queueKMSKeyDescription,
+				Validators: []validator.String{stringvalidator.LengthAtLeast(1)}},
+			"ami_id_ssm_parameter_arns": schema.ListAttribute{Optional: true, ElementType: types.StringType, Description: amiSSMParametersDescription,
+				Validators: []validator.List{listvalidator.ValueStringsAre(ssmParameterARN)}},
 			"oidc_provider_arn": schema.StringAttribute{Optional: true, PlanModifiers: replace, Validators: []validator.String{arn},
 				Description: "The cluster's IAM OIDC provider, for IRSA; unset means EKS Pod Identity."},
 			"namespace":       schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("dovetail"), PlanModifiers: replace},
@@ -92,10 +99,13 @@ func (r *controllerRole) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	for _, v := range []types.String{plan.ClusterName, plan.Region, plan.AccountID, plan.NodeRoleARN, plan.InterruptionQueueARN} {
+	for _, v := range []types.String{plan.ClusterName, plan.Region, plan.AccountID, plan.NodeRoleARN, plan.InterruptionQueueARN, plan.InterruptionQueueKMS} {
 		if v.IsUnknown() {
 			return
 		}
+	}
+	if plan.AMISSMParameterARNs.IsUnknown() {
+		return
 	}
 	doc, err := r.policy(&plan)
 	if err != nil {
@@ -107,7 +117,8 @@ func (r *controllerRole) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 
 func (r *controllerRole) policy(m *controllerRoleModel) (string, error) {
 	doc, err := ControllerPolicy(ControllerPolicyInput{Region: m.Region.ValueString(), AccountID: m.AccountID.ValueString(),
-		ClusterName: m.ClusterName.ValueString(), NodeRoleARN: m.NodeRoleARN.ValueString(), InterruptionQueueARN: m.InterruptionQueueARN.ValueString()})
+		ClusterName: m.ClusterName.ValueString(), NodeRoleARN: m.NodeRoleARN.ValueString(), InterruptionQueueARN: m.InterruptionQueueARN.ValueString(),
+		InterruptionQueueKMSKey: m.InterruptionQueueKMS.ValueString(), AMISSMParameterARNs: stringList(m.AMISSMParameterARNs)})
 	if err != nil {
 		return "", err
 	}

@@ -30,6 +30,15 @@ module "dovetail" {
   install_controller        = false
   create_default_node_class = false
   create_default_node_pool  = false
+
+  # What a platform team's account rules usually ask for, named as in
+  # terraform-aws-eks//modules/karpenter.
+  tags                              = var.tags
+  iam_role_path                     = "/dovetail/"
+  iam_role_tags                     = { component = "dovetail-controller" }
+  node_iam_role_additional_policies = { cloudwatch = "arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy" }
+  queue_kms_master_key_id           = var.queue_kms_master_key_id
+  ami_id_ssm_parameter_arns         = var.ami_id_ssm_parameter_arns
 }
 
 output "render_command" {

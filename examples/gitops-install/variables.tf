@@ -23,3 +23,21 @@ variable "security_group_ids" {
   description = "Security groups of the nodes."
   type        = list(string)
 }
+
+variable "tags" {
+  description = "Tags on every AWS resource."
+  type        = map(string)
+  default     = {}
+}
+
+variable "queue_kms_master_key_id" {
+  description = "Customer managed KMS key of the interruption queue; null uses SQS-managed keys."
+  type        = string
+  default     = null
+}
+
+variable "ami_id_ssm_parameter_arns" {
+  description = "SSM parameters of your own AMIs that amiSelectorTerms name."
+  type        = list(string)
+  default     = []
+}

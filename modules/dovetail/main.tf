@@ -1,5 +1,10 @@
 locals {
   node_role_name = coalesce(var.node_role_name, "DovetailNode-${var.cluster_name}")
+  # The node role's default policies (dovetail_node_role's policy_arns default), kept
+  # when node_iam_role_additional_policies adds to them.
+  node_role_default_policies = [for p in ["AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryReadOnly", "AmazonSSMManagedInstanceCore"] : "arn:aws:iam::aws:policy/${p}"]
+  node_role_tags             = merge(var.tags, var.node_iam_role_tags)
+  controller_role_tags       = merge(var.tags, var.iam_role_tags)
   # The service account the controller runs as: IRSA trusts it, Pod Identity associates it.
   service_account = "dovetail"
   discovery       = { "karpenter.sh/discovery" = var.cluster_name }
@@ -14,7 +19,8 @@ resource "dovetail_node_role" "this" {
   create_instance_profile = true
   path                    = var.node_iam_role_path
   permissions_boundary    = var.node_iam_role_permissions_boundary
-  tags                    = length(var.tags) > 0 ? var.tags : null
+  policy_arns             = length(var.node_iam_role_additional_policies) > 0 ? distinct(concat(local.node_role_default_policies, values(var.node_iam_role_additional_policies))) : null
+  tags                    = length(local.node_role_tags) > 0 ? local.node_role_tags : null
 }
 
 resource "dovetail_interruption_queue" "this" {
@@ -28,18 +34,21 @@ resource "dovetail_interruption_queue" "this" {
 
 resource "dovetail_controller_role" "this" {
   count                  = var.create_controller_role ? 1 : 0
-  name                   = "DovetailController-${var.cluster_name}"
+  name                   = coalesce(var.iam_role_name, "DovetailController-${var.cluster_name}")
   cluster_name           = var.cluster_name
   region                 = var.region
   account_id             = var.account_id
   node_role_arn          = var.create_node_role ? dovetail_node_role.this[0].arn : "arn:aws:iam::${coalesce(var.account_id, "000000000000")}:role/${local.node_role_name}"
   interruption_queue_arn = var.create_interruption_queue ? dovetail_interruption_queue.this[0].arn : null
-  oidc_provider_arn      = var.oidc_provider_arn
-  namespace              = var.controller.namespace
-  service_account        = local.service_account
-  path                   = var.iam_role_path
-  permissions_boundary   = var.iam_role_permissions_boundary_arn
-  tags                   = length(var.tags) > 0 ? var.tags : null
+  # SQS decrypts the queue's messages with the controller's permissions.
+  interruption_queue_kms_key = var.create_interruption_queue ? var.queue_kms_master_key_id : null
+  ami_id_ssm_parameter_arns  = length(var.ami_id_ssm_parameter_arns) > 0 ? var.ami_id_ssm_parameter_arns : null
+  oidc_provider_arn          = var.oidc_provider_arn
+  namespace                  = var.controller.namespace
+  service_account            = local.service_account
+  path                       = var.iam_role_path
+  permissions_boundary       = var.iam_role_permissions_boundary_arn
+  tags                       = length(local.controller_role_tags) > 0 ? local.controller_role_tags : null
 
   lifecycle {
     precondition {

@@ -255,7 +255,7 @@ variable "queue_managed_sse_enabled" {
 }
 
 variable "queue_kms_master_key_id" {
-  description = "KMS key that encrypts the interruption queue instead; the controller role then needs kms:Decrypt on it, which the shipped policy does not grant yet."
+  description = "KMS key that encrypts the interruption queue instead (key ARN, key ID, alias name or alias ARN); the controller role is granted kms:Decrypt on it through SQS."
   type        = string
   default     = null
 }
@@ -267,5 +267,47 @@ variable "queue_kms_data_key_reuse_period_seconds" {
   validation {
     condition     = var.queue_kms_data_key_reuse_period_seconds == null ? true : (var.queue_kms_data_key_reuse_period_seconds >= 60 && var.queue_kms_data_key_reuse_period_seconds <= 86400)
     error_message = "queue_kms_data_key_reuse_period_seconds must be between 60 and 86400."
+  }
+}
+
+variable "iam_role_name" {
+  description = "Name of the controller role; null means DovetailController-<cluster_name> (as in terraform-aws-eks//modules/karpenter)."
+  type        = string
+  default     = null
+  validation {
+    condition     = var.iam_role_name == null || can(regex("^[\\w+=,.@-]{1,64}$", var.iam_role_name))
+    error_message = "iam_role_name must be 1-64 letters, digits or +=,.@_-."
+  }
+}
+
+variable "iam_role_tags" {
+  description = "Tags of the controller role, on top of tags (as in terraform-aws-eks//modules/karpenter)."
+  type        = map(string)
+  default     = {}
+}
+
+variable "node_iam_role_tags" {
+  description = "Tags of the node role and its instance profile, on top of tags (as in terraform-aws-eks//modules/karpenter)."
+  type        = map(string)
+  default     = {}
+}
+
+variable "node_iam_role_additional_policies" {
+  description = "Managed policy ARNs attached to the node role besides the four EKS node policies, by any key (as in terraform-aws-eks//modules/karpenter)."
+  type        = map(string)
+  default     = {}
+  validation {
+    condition     = alltrue([for arn in values(var.node_iam_role_additional_policies) : can(regex("^arn:aws[a-z-]*:iam::(aws|[0-9]{12}):policy/.+", arn))])
+    error_message = "node_iam_role_additional_policies must map names to IAM policy ARNs, e.g. { cloudwatch = \"arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy\" }."
+  }
+}
+
+variable "ami_id_ssm_parameter_arns" {
+  description = "SSM parameter ARNs the controller may read besides AWS's public /aws/service/* ones, for amiSelectorTerms that name an ssmParameter (as in terraform-aws-eks//modules/karpenter, which replaces the public ones; here both are readable)."
+  type        = list(string)
+  default     = []
+  validation {
+    condition     = alltrue([for arn in var.ami_id_ssm_parameter_arns : can(regex("^arn:aws[a-z-]*:ssm:[a-z0-9-*]*:[0-9*]*:parameter/.+$", arn))])
+    error_message = "ami_id_ssm_parameter_arns must hold SSM parameter ARNs, e.g. arn:aws:ssm:us-west-2:123456789012:parameter/golden-ami/*."
   }
 }

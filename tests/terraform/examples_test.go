@@ -6,10 +6,12 @@ package terraform_test
 import (
 	"context"
 	"encoding/json"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strings"
 	"testing"
 
@@ -18,6 +20,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
+	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	appsv1 "k8s.io/api/apps/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -50,7 +53,7 @@ type example struct {
 	bootstraps   bool              // creates the IAM roles, queue and discovery tags
 	installs     bool              // installs the CRDs and the controller in the cluster
 	vpcEndpoints bool
-	check        func(t *testing.T, tf *localstack.Terraform)
+	check        func(t *testing.T, tf *localstack.Terraform, clients *dtaws.Clients)
 	checkCluster func(t *testing.T, kube client.Client)
 }
 
@@ -65,7 +68,7 @@ var examples = []example{
 	{dir: "instance-type-exclusions", poolsVars: true, nodePools: []string{"graviton"}, nodeClasses: []string{"graviton"}, check: checkExclusions},
 	{dir: "node-expiry", poolsVars: true, nodePools: []string{"general"}, nodeClasses: []string{"default"},
 		placements: map[string]string{"web": "general"}},
-	{dir: "gitops-install", bootstraps: true, check: checkRenderCommand},
+	{dir: "gitops-install", bootstraps: true, check: checkGitOpsInstall},
 	{dir: "quickstart", nodePools: []string{"default"}, nodeClasses: []string{"default"}, bootstraps: true, installs: true},
 	{dir: "private-cluster", nodePools: []string{"default"}, nodeClasses: []string{"default"}, bootstraps: true, installs: true, vpcEndpoints: true, checkCluster: checkPrivateCluster},
 }
@@ -114,6 +117,9 @@ func TestExamples(t *testing.T) {
 			case ex.dir == "gitops-install":
 				vars["oidc_provider_arn"] = "arn:aws:iam::123456789012:oidc-provider/oidc.eks.us-west-2.amazonaws.com/id/EXAMPLED539D4633E53DE1B71EXAMPLE"
 				vars["subnet_ids"], vars["security_group_ids"] = subnets, []string{seeded.SecurityGroup}
+				vars["tags"] = map[string]string{"cost-center": "platform"}
+				vars["queue_kms_master_key_id"] = "alias/dovetail-queue"
+				vars["ami_id_ssm_parameter_arns"] = []string{"arn:aws:ssm:us-west-2:123456789012:parameter/golden-ami/*"}
 				delete(vars, "kubeconfig_path")
 			case ex.vpcEndpoints:
 				vars["vpc_id"], vars["subnet_ids"], vars["route_table_ids"], vars["security_group_ids"] = seeded.VPC, subnets, []string{seeded.RouteTable}, []string{seeded.SecurityGroup}
@@ -145,7 +151,7 @@ func TestExamples(t *testing.T) {
 				checkPlacements(t, ctx, stack.Client, filepath.Join(tf.Dir, "workload.yaml"), ex.placements)
 			}
 			if ex.check != nil {
-				ex.check(t, tf)
+				ex.check(t, tf, clients)
 			}
 			if ex.checkCluster != nil {
 				ex.checkCluster(t, stack.Client)
@@ -264,7 +270,7 @@ func checkPlacements(t *testing.T, ctx context.Context, kube client.Client, work
 }
 
 // checkExclusions: the pool excludes exactly the region's Graviton types of 64 vCPUs.
-func checkExclusions(t *testing.T, tf *localstack.Terraform) {
+func checkExclusions(t *testing.T, tf *localstack.Terraform, _ *dtaws.Clients) {
 	out, err := tf.Run(context.Background(), "output", "-json", "excluded_instance_types")
 	must(t, err)
 	var excluded []string
@@ -287,6 +293,49 @@ func checkExclusions(t *testing.T, tf *localstack.Terraform) {
 
 // checkRenderCommand runs the command the example prints and checks the manifests
 // carry the IRSA role and queue Terraform made.
+// checkGitOpsInstall: the module's account settings reach AWS (the roles' path, tags
+// and policies, the queue's key), and the render command prints the controller for
+// the roles it made.
+func checkGitOpsInstall(t *testing.T, tf *localstack.Terraform, clients *dtaws.Clients) {
+	ctx := context.Background()
+	role, err := clients.IAM.GetRole(ctx, &iam.GetRoleInput{RoleName: aws.String("DovetailController-demo")})
+	must(t, err)
+	tags := map[string]string{}
+	for _, tag := range role.Role.Tags {
+		tags[aws.ToString(tag.Key)] = aws.ToString(tag.Value)
+	}
+	if aws.ToString(role.Role.Path) != "/dovetail/" || tags["cost-center"] != "platform" || tags["component"] != "dovetail-controller" {
+		t.Errorf("controller role path %s, tags %v", aws.ToString(role.Role.Path), tags)
+	}
+	policy, err := clients.IAM.GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: role.Role.RoleName, PolicyName: aws.String("DovetailController")})
+	must(t, err)
+	doc, err := url.QueryUnescape(aws.ToString(policy.PolicyDocument))
+	must(t, err)
+	for _, want := range []string{`"kms:Decrypt"`, `"kms:ResourceAliases":"alias/dovetail-queue"`, `"arn:aws:ssm:us-west-2:123456789012:parameter/golden-ami/*"`} {
+		if !strings.Contains(strings.Join(strings.Fields(doc), ""), want) {
+			t.Errorf("the controller policy lacks %s:\n%s", want, doc)
+		}
+	}
+	attached, err := clients.IAM.ListAttachedRolePolicies(ctx, &iam.ListAttachedRolePoliciesInput{RoleName: aws.String("DovetailNode-demo")})
+	must(t, err)
+	var names []string
+	for _, p := range attached.AttachedPolicies {
+		names = append(names, aws.ToString(p.PolicyName))
+	}
+	sort.Strings(names)
+	if got := strings.Join(names, ","); got != "AmazonEC2ContainerRegistryReadOnly,AmazonEKSWorkerNodePolicy,AmazonEKS_CNI_Policy,AmazonSSMManagedInstanceCore,CloudWatchAgentServerPolicy" {
+		t.Errorf("node role policies %s", got)
+	}
+	queues, err := clients.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("demo-dovetail")})
+	must(t, err)
+	attrs, err := clients.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: queues.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNameAll}})
+	must(t, err)
+	if attrs.Attributes["KmsMasterKeyId"] != "alias/dovetail-queue" || attrs.Attributes["SqsManagedSseEnabled"] == "true" {
+		t.Errorf("queue encryption %v", attrs.Attributes)
+	}
+	checkRenderCommand(t, tf)
+}
+
 func checkRenderCommand(t *testing.T, tf *localstack.Terraform) {
 	out, err := tf.Run(context.Background(), "output", "-raw", "render_command")
 	must(t, err)
@@ -302,7 +351,7 @@ func checkRenderCommand(t *testing.T, tf *localstack.Terraform) {
 	if err != nil {
 		t.Fatalf("%s: %v", out, err)
 	}
-	for _, want := range []string{"eks.amazonaws.com/role-arn: arn:aws:iam::123456789012:role/DovetailController-demo", "demo-dovetail", "kind: CustomResourceDefinition"} {
+	for _, want := range []string{"eks.amazonaws.com/role-arn: arn:aws:iam::123456789012:role/dovetail/DovetailController-demo", "demo-dovetail", "kind: CustomResourceDefinition"} {
 		if !strings.Contains(string(manifests), want) {
 			t.Errorf("`%s` prints no %q", out, want)
 		}
