@@ -44,6 +44,8 @@ type Offering struct {
 	CapacityType string  `json:"capacityType"`
 	Price        float64 `json:"price"`
 	Available    bool    `json:"available"`
+	// ReservationID names the capacity reservation a reserved offering launches into.
+	ReservationID string `json:"reservationID,omitempty"`
 }
 
 // defaultEphemeralStorage is the root volume Karpenter gives a node when the node
@@ -154,7 +156,7 @@ func (f *File) ForEngine(settings scheduling.AllocatableSettings) []*scheduling.
 	for _, e := range f.InstanceTypes {
 		offerings := make([]scheduling.Offering, len(e.Offerings))
 		for i, o := range e.Offerings {
-			offerings[i] = scheduling.Offering{Zone: o.Zone, CapacityType: o.CapacityType, Price: o.Price, Available: o.Available}
+			offerings[i] = scheduling.Offering{Zone: o.Zone, CapacityType: o.CapacityType, Price: o.Price, Available: o.Available, ReservationID: o.ReservationID}
 		}
 		labels := e.NodeLabels()
 		delete(labels, v1.LabelOS)

@@ -18,6 +18,9 @@ type Offering struct {
 	CapacityType string
 	Price        float64
 	Available    bool
+	// ReservationID names the capacity reservation of a reserved offering; the engine
+	// plans with its price only, launch needs the id.
+	ReservationID string
 }
 
 // InstanceType is what the engine knows of a type: its labels (as requirements), its

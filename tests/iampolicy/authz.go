@@ -36,6 +36,7 @@ type builder func(c *call, input any) ([]Request, error)
 // Authorization Reference: actions, resource types and condition keys per action).
 var mappings = map[string]map[string]builder{
 	"EC2": {
+		"DescribeCapacityReservations":  regional("ec2:DescribeCapacityReservations"),
 		"DescribeImages":                regional("ec2:DescribeImages"),
 		"DescribeInstances":             regional("ec2:DescribeInstances"),
 		"DescribeInstanceTypes":         regional("ec2:DescribeInstanceTypes"),
@@ -241,6 +242,8 @@ func createFleet(c *call, in *ec2.CreateFleetInput) ([]Request, error) {
 		for _, s := range lt.SnapshotIDs {
 			use("snapshot", s)
 		}
+		// A launch into a reservation is authorized on the reservation too.
+		use("capacity-reservation", lt.CapacityReservationID)
 		overrideImages := len(cfg.Overrides) > 0
 		for _, o := range cfg.Overrides {
 			use("subnet", aws.ToString(o.SubnetId))

@@ -40,6 +40,8 @@ type LaunchTemplate struct {
 	SubnetIDs           []string
 	ImageID             string
 	SnapshotIDs         []string
+	// CapacityReservationID is the reservation the template's launches target.
+	CapacityReservationID string
 }
 
 // InstanceProfile is an IAM instance profile as authorization sees it.
@@ -87,6 +89,9 @@ func launchTemplateFromCreate(in *ec2.CreateLaunchTemplateInput) *LaunchTemplate
 		if b.Ebs != nil && b.Ebs.SnapshotId != nil {
 			lt.SnapshotIDs = append(lt.SnapshotIDs, *b.Ebs.SnapshotId)
 		}
+	}
+	if c := d.CapacityReservationSpecification; c != nil && c.CapacityReservationTarget != nil {
+		lt.CapacityReservationID = aws.ToString(c.CapacityReservationTarget.CapacityReservationId)
 	}
 	return lt
 }
@@ -170,6 +175,9 @@ func (l AWSLookup) LaunchTemplate(ctx context.Context, id, name, version string)
 		if b.Ebs != nil && b.Ebs.SnapshotId != nil {
 			lt.SnapshotIDs = append(lt.SnapshotIDs, *b.Ebs.SnapshotId)
 		}
+	}
+	if c := d.CapacityReservationSpecification; c != nil && c.CapacityReservationTarget != nil {
+		lt.CapacityReservationID = aws.ToString(c.CapacityReservationTarget.CapacityReservationId)
 	}
 	return lt, nil
 }

@@ -48,6 +48,10 @@ const (
 	LabelInstanceLocalNVMe           = NodeClassLabelPrefix + "instance-local-nvme"
 	LabelInstanceHypervisor          = NodeClassLabelPrefix + "instance-hypervisor"
 	LabelInstanceEncryptionInTransit = NodeClassLabelPrefix + "instance-encryption-in-transit-supported"
+	// A node launched into a capacity reservation carries its id and type
+	// ("default" or "capacity-block"), as Karpenter's do.
+	LabelCapacityReservationID   = NodeClassLabelPrefix + "capacity-reservation-id"
+	LabelCapacityReservationType = NodeClassLabelPrefix + "capacity-reservation-type"
 )
 
 // Annotations and finalizers.

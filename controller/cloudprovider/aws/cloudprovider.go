@@ -14,6 +14,7 @@ import (
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/nodeclass"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/pricing"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
@@ -23,6 +24,7 @@ type EC2FleetAPI interface {
 	EC2API
 	LaunchTemplateAPI
 	pricing.SpotAPI
+	nodeclass.CapacityReservationAPI
 	CreateFleet(context.Context, *ec2.CreateFleetInput, ...func(*ec2.Options)) (*ec2.CreateFleetOutput, error)
 	DescribeInstances(context.Context, *ec2.DescribeInstancesInput, ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
 	TerminateInstances(context.Context, *ec2.TerminateInstancesInput, ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
@@ -40,6 +42,7 @@ type CloudProvider struct {
 	prices      *pricing.Provider
 	unavailable *UnavailableOfferings
 	templates   *LaunchTemplates
+	reserved    *reservationCounts
 	clock       clock.Clock
 
 	mu    sync.Mutex
@@ -48,6 +51,9 @@ type CloudProvider struct {
 	listed instanceListing
 	// launchFailures counts, per claim, launches EC2 answered with a failure.
 	launchFailures map[string]int
+	// reservedTemplates maps the launch templates that target a capacity
+	// reservation to its id, to label what a fleet launched from them.
+	reservedTemplates map[string]string
 }
 
 // classTypes are the engine's instance types for one version of a class.
@@ -61,10 +67,12 @@ type classTypes struct {
 func New(kube client.Client, api EC2FleetAPI, settings Settings, prices *pricing.Provider, clk clock.Clock) *CloudProvider {
 	return &CloudProvider{
 		kube: kube, ec2: api, settings: settings, prices: prices, clock: clk,
-		types:       NewInstanceTypeProvider(api, settings.Region, settings, clk),
-		unavailable: NewUnavailableOfferings(clk),
-		templates:   NewLaunchTemplates(api, settings.ClusterName, clk),
-		cache:       map[string]classTypes{},
+		types:             NewInstanceTypeProvider(api, settings.Region, settings, clk),
+		unavailable:       NewUnavailableOfferings(clk),
+		templates:         NewLaunchTemplates(api, settings.ClusterName, clk),
+		reserved:          newReservationCounts(api, clk),
+		cache:             map[string]classTypes{},
+		reservedTemplates: map[string]string{},
 	}
 }
 

@@ -3,6 +3,7 @@ package aws_test
 import (
 	"context"
 	"encoding/base64"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -50,6 +51,7 @@ type fixture struct {
 	clock   *clocktesting.FakeClock
 	prices  *pricing.Provider
 	status  *status.Controller
+	amis    *nodeclass.AMIResolver
 	// iam records the provider's AWS calls, checked against the shipped IAM policy
 	// when the test ends.
 	iam *iampolicy.Recorder
@@ -73,6 +75,7 @@ func newFixture(t *testing.T) *fixture {
 	amis := &nodeclass.AMIResolver{EC2: ec2API, SSM: ssm.New(clients.SSM.Options(), func(o *ssm.Options) { o.APIOptions = f.recorded(o.APIOptions) }),
 		SSMPrefix: testenv.SSMPrefix, KubernetesVersion: testenv.KubernetesVersion}
 	iamAPI := iam.New(clients.IAM.Options(), func(o *iam.Options) { o.APIOptions = f.recorded(o.APIOptions) })
+	f.amis = amis
 	f.status = status.NewController(api.Client, ec2API, amis, iamAPI, cluster, region, f.clock)
 	f.prices = pricing.NewProvider(ec2API, nil, region, true, f.clock, logr.Discard())
 	if err := f.prices.UpdateSpot(ctx); err != nil {
@@ -136,6 +139,14 @@ func (f *fixture) checkIAM(t *testing.T) {
 // from one another's options must not share the slice.
 func (f *fixture) recorded(opts []func(*middleware.Stack) error) []func(*middleware.Stack) error {
 	return append(append([]func(*middleware.Stack) error{}, opts...), f.iam.APIOption)
+}
+
+// statusWith resolves classes with the EC2 options given (an emulator of what moto
+// lacks) after the IAM recorder.
+func (f *fixture) statusWith(opts ...func(*ec2.Options)) {
+	opts = append([]func(*ec2.Options){func(o *ec2.Options) { o.APIOptions = f.recorded(o.APIOptions) }}, opts...)
+	iamAPI := iam.New(f.clients.IAM.Options(), func(o *iam.Options) { o.APIOptions = f.recorded(o.APIOptions) })
+	f.status = status.NewController(f.kube, ec2.New(f.clients.EC2.Options(), opts...), f.amis, iamAPI, cluster, region, f.clock)
 }
 
 func (f *fixture) provider(opts ...func(*ec2.Options)) *dtaws.CloudProvider {
@@ -618,5 +629,113 @@ func TestEC2NodeClassFinalizerDeletesLaunchTemplates(t *testing.T) {
 	}
 	if err := f.kube.Get(f.ctx, client.ObjectKeyFromObject(class), class); err == nil {
 		t.Errorf("class still present with finalizers %v", class.Finalizers)
+	}
+}
+
+func reservation(id, instanceType, zone string, available int32, state ec2types.CapacityReservationState, tags map[string]string) ec2types.CapacityReservation {
+	r := ec2types.CapacityReservation{CapacityReservationId: aws.String(id), InstanceType: aws.String(instanceType), AvailabilityZone: aws.String(zone),
+		AvailableInstanceCount: aws.Int32(available), TotalInstanceCount: aws.Int32(available), State: state, OwnerId: aws.String("123456789012"),
+		InstanceMatchCriteria: ec2types.InstanceMatchCriteriaTargeted, ReservationType: ec2types.CapacityReservationTypeDefault}
+	for k, v := range tags {
+		r.Tags = append(r.Tags, ec2types.Tag{Key: aws.String(k), Value: aws.String(v)})
+	}
+	return r
+}
+
+// A class's capacity reservations are resolved into its status, offered to the engine
+// as the cheapest capacity there is, and launched into (the launch template targets
+// the reservation) until they are full; then claims that allow on-demand launch
+// on-demand, and claims that allow only reserved capacity get none. Every call is
+// checked against the shipped IAM policy.
+func TestLaunchesIntoCapacityReservations(t *testing.T) {
+	f := newFixture(t)
+	const ml, other = "cr-0a1b2c3d4e5f60001", "cr-0a1b2c3d4e5f60002"
+	emu := testenv.NewCapacityReservations(f.clients.EC2,
+		reservation(ml, "m5.large", "us-west-2a", 2, ec2types.CapacityReservationStateActive, map[string]string{"team": "ml"}),
+		reservation(other, "m5.xlarge", "us-west-2b", 1, ec2types.CapacityReservationStateActive, nil),
+		reservation("cr-0a1b2c3d4e5f60003", "m5.large", "us-west-2b", 5, ec2types.CapacityReservationStateExpired, map[string]string{"team": "ml"}))
+	f.statusWith(emu.Option)
+	class := f.class(t, "reserved", func(s *awsv1.EC2NodeClassSpec) {
+		s.CapacityReservationSelectorTerms = []awsv1.CapacityReservationSelectorTerm{{Tags: map[string]string{"team": "ml"}}, {ID: other}}
+	})
+	var ids []string
+	for _, r := range class.Status.CapacityReservations {
+		ids = append(ids, r.ID+" "+r.InstanceType+" "+r.AvailabilityZone+" "+r.ReservationType)
+	}
+	if got := strings.Join(ids, ", "); got != ml+" m5.large us-west-2a default, "+other+" m5.xlarge us-west-2b default" {
+		t.Fatalf("status.capacityReservations = %s; want the two active ones the terms select", got)
+	}
+	if !meta.IsStatusConditionTrue(class.Status.Conditions, awsv1.ConditionTypeCapacityReservationsReady) || !meta.IsStatusConditionTrue(class.Status.Conditions, awsv1.ConditionTypeReady) {
+		t.Fatalf("conditions %+v", class.Status.Conditions)
+	}
+
+	cp := f.provider(emu.Option)
+	types, err := cp.GetInstanceTypes(f.ctx, &v1.NodePool{Spec: v1.NodePoolSpec{Template: v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{
+		NodeClassRef: &v1.NodeClassReference{Kind: "EC2NodeClass", Name: "reserved"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range types {
+		if it.Name != "m5.large" {
+			continue
+		}
+		var reserved, onDemand float64
+		for _, o := range it.Offerings {
+			switch {
+			case o.CapacityType == v1.CapacityTypeReserved && o.Zone == "us-west-2a" && o.Available && o.ReservationID == ml:
+				reserved = o.Price
+			case o.CapacityType == v1.CapacityTypeReserved:
+				t.Errorf("unexpected reserved offering %+v", o)
+			case o.CapacityType == v1.CapacityTypeOnDemand:
+				onDemand = o.Price
+			}
+		}
+		if reserved <= 0 || reserved >= onDemand/1000 {
+			t.Errorf("the reservation's offering costs %v against %v on-demand; want it found and far cheaper", reserved, onDemand)
+		}
+	}
+
+	allowed := req(v1.LabelCapacityType, v1.CapacityTypeReserved, v1.CapacityTypeOnDemand)
+	for i := range 3 {
+		launched, err := cp.Create(f.ctx, claim(fmt.Sprintf("r%d", i), "reserved", req(v1.LabelInstanceType, "m5.large"), allowed))
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantType, wantID := v1.CapacityTypeReserved, ml
+		if i == 2 {
+			// The reservation took two instances: the third claim launches on-demand.
+			wantType, wantID = v1.CapacityTypeOnDemand, ""
+		}
+		if got := launched.Labels[v1.LabelCapacityType] + "/" + launched.Labels[v1.LabelCapacityReservationID]; got != wantType+"/"+wantID {
+			t.Errorf("claim %d launched as %s; want %s/%s", i, got, wantType, wantID)
+		}
+		if i < 2 && (launched.Labels[v1.LabelTopologyZone] != "us-west-2a" || launched.Labels[v1.LabelCapacityReservationType] != "default") {
+			t.Errorf("claim %d labels %v", i, launched.Labels)
+		}
+	}
+	// The emulator counts a launch against the reservation only when its launch
+	// template (read back from EC2) targets it.
+	if n := emu.Launched(ml); n != 2 {
+		t.Errorf("%d instances went into the reservation; want 2", n)
+	}
+	targets := map[string]int{}
+	for _, lt := range f.launchTemplates(t) {
+		versions, err := f.clients.EC2.DescribeLaunchTemplateVersions(f.ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: lt.LaunchTemplateId, Versions: []string{"$Latest"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		target := ""
+		if c := versions.LaunchTemplateVersions[0].LaunchTemplateData.CapacityReservationSpecification; c != nil && c.CapacityReservationTarget != nil {
+			target = aws.ToString(c.CapacityReservationTarget.CapacityReservationId)
+		}
+		targets[target]++
+	}
+	if targets[ml] != 1 || targets[""] != 1 || len(targets) != 2 {
+		t.Errorf("launch templates by the reservation they target: %v; want one for %s and one for no reservation", targets, ml)
+	}
+	// Another replica (a fresh provider) counts from EC2 and finds the reservation full.
+	_, err = f.provider(emu.Option).Create(f.ctx, claim("only-reserved", "reserved", req(v1.LabelInstanceType, "m5.large"), req(v1.LabelCapacityType, v1.CapacityTypeReserved)))
+	if !cloudprovider.IsInsufficientCapacity(err) {
+		t.Errorf("a claim only a full reservation satisfies: %v; want InsufficientCapacity", err)
 	}
 }

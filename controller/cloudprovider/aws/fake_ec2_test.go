@@ -432,3 +432,13 @@ func tagMap(tags []ec2types.Tag) map[string]string {
 	}
 	return out
 }
+
+// DescribeCapacityReservations knows no reservations.
+func (f *fakeEC2) DescribeCapacityReservations(_ context.Context, _ *ec2.DescribeCapacityReservationsInput, _ ...func(*ec2.Options)) (*ec2.DescribeCapacityReservationsOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("DescribeCapacityReservations"); err != nil {
+		return nil, err
+	}
+	return &ec2.DescribeCapacityReservationsOutput{}, nil
+}

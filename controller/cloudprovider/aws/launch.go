@@ -21,6 +21,7 @@ import (
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/nodeclass"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/userdata"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
@@ -84,8 +85,9 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 	return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("EC2 refused every offering: %s", strings.Join(refused, ", ")))
 }
 
-// candidates picks the capacity type (spot when the claim allows it and any spot
-// offering is available, as spot is what the claim was priced for) and the cheapest
+// candidates picks the capacity type (a capacity reservation when the claim allows
+// reserved and one has room, else spot when the claim allows it and any spot offering
+// is available, as spot is what the claim was priced for) and the cheapest
 // MaxInstanceTypes types that offer it.
 func (c *CloudProvider) candidates(nc *v1.NodeClaim, reqs scheduling.Requirements, types []*scheduling.InstanceType, priced *catalog.File) (string, []candidate) {
 	requests := scheduling.FromResourceList(nc.Spec.Resources.Requests)
@@ -109,8 +111,12 @@ func (c *CloudProvider) candidates(nc *v1.NodeClaim, reqs scheduling.Requirement
 			byCapacityType[ct] = append(byCapacityType[ct], candidate{it: it, entry: entries[it.Name], offerings: offerings})
 		}
 	}
+	// A reservation is paid for already: fill it before buying spot or on-demand.
 	capacityType := v1.CapacityTypeOnDemand
-	if len(byCapacityType[v1.CapacityTypeSpot]) > 0 {
+	switch {
+	case len(byCapacityType[v1.CapacityTypeReserved]) > 0:
+		capacityType = v1.CapacityTypeReserved
+	case len(byCapacityType[v1.CapacityTypeSpot]) > 0:
 		capacityType = v1.CapacityTypeSpot
 	}
 	out := byCapacityType[capacityType]
@@ -168,7 +174,7 @@ func (c *CloudProvider) launch(ctx context.Context, nc *v1.NodeClaim, class *aws
 		if len(inst.InstanceIds) == 0 {
 			continue
 		}
-		return c.launched(nc, class, inst, candidates), nil, nil
+		return c.launched(nc, class, inst, capacityType, candidates), nil, nil
 	}
 	if len(other) > 0 && len(refused) == 0 {
 		return nil, nil, fmt.Errorf("creating fleet: %s", strings.Join(other, "; "))
@@ -216,7 +222,7 @@ func (c *CloudProvider) createFleet(ctx context.Context, nc *v1.NodeClaim, class
 		LaunchTemplateConfigs: configs,
 		TargetCapacitySpecification: &ec2types.TargetCapacitySpecificationRequest{
 			TotalTargetCapacity:       aws.Int32(1),
-			DefaultTargetCapacityType: ec2types.DefaultTargetCapacityType(capacityType),
+			DefaultTargetCapacityType: fleetCapacityType(class, capacityType, candidates),
 		},
 		OnDemandOptions: &ec2types.OnDemandOptionsRequest{AllocationStrategy: ec2types.FleetOnDemandAllocationStrategyLowestPrice},
 		SpotOptions:     &ec2types.SpotOptionsRequest{AllocationStrategy: ec2types.SpotAllocationStrategyPriceCapacityOptimized},
@@ -242,6 +248,22 @@ func (c *CloudProvider) createFleet(ctx context.Context, nc *v1.NodeClaim, class
 	return out, nil
 }
 
+// fleetCapacityType is the fleet's market: reservations are on-demand capacity (the
+// launch template targets the reservation), except capacity blocks, their own market.
+func fleetCapacityType(class *awsv1.EC2NodeClass, capacityType string, candidates []candidate) ec2types.DefaultTargetCapacityType {
+	if capacityType != v1.CapacityTypeReserved {
+		return ec2types.DefaultTargetCapacityType(capacityType)
+	}
+	for _, cand := range candidates {
+		for _, o := range cand.offerings {
+			if reservationType(class, o.ReservationID) == nodeclass.ReservationTypeCapacityBlock {
+				return ec2types.DefaultTargetCapacityTypeCapacityBlock
+			}
+		}
+	}
+	return ec2types.DefaultTargetCapacityTypeOnDemand
+}
+
 // launchTemplateNotFound says whether EC2 answered that a launch template of the
 // request does not exist, for the whole request or for a part of it.
 func launchTemplateNotFound(out *ec2.CreateFleetOutput, err error) bool {
@@ -262,11 +284,14 @@ func launchTemplateNotFound(out *ec2.CreateFleetOutput, err error) bool {
 var launchTemplateNotFoundCodes = []string{"InvalidLaunchTemplateName.NotFoundException", "InvalidLaunchTemplateId.NotFound", "InvalidLaunchTemplateId.VersionNotFound"}
 
 // launched describes the instance CreateFleet returned as the launched claim.
-func (c *CloudProvider) launched(nc *v1.NodeClaim, class *awsv1.EC2NodeClass, inst ec2types.CreateFleetInstance, candidates []candidate) *v1.NodeClaim {
-	var zone, imageID string
+func (c *CloudProvider) launched(nc *v1.NodeClaim, class *awsv1.EC2NodeClass, inst ec2types.CreateFleetInstance, fleetCapacityType string, candidates []candidate) *v1.NodeClaim {
+	var zone, imageID, template string
 	if lt := inst.LaunchTemplateAndOverrides; lt != nil && lt.Overrides != nil {
 		zone = aws.ToString(lt.Overrides.AvailabilityZone)
 		imageID = aws.ToString(lt.Overrides.ImageId)
+		if lt.LaunchTemplateSpecification != nil {
+			template = aws.ToString(lt.LaunchTemplateSpecification.LaunchTemplateName)
+		}
 	}
 	capacityType := v1.CapacityTypeOnDemand
 	if inst.Lifecycle == ec2types.InstanceLifecycleSpot {
@@ -278,7 +303,26 @@ func (c *CloudProvider) launched(nc *v1.NodeClaim, class *awsv1.EC2NodeClass, in
 			chosen = cand
 		}
 	}
-	return launchedClaim(nc, class, inst.InstanceIds[0], string(inst.InstanceType), zone, imageID, capacityType, chosen)
+	out := launchedClaim(nc, class, inst.InstanceIds[0], string(inst.InstanceType), zone, imageID, capacityType, chosen)
+	if fleetCapacityType == v1.CapacityTypeReserved {
+		c.mu.Lock()
+		id := c.reservedTemplates[template]
+		c.mu.Unlock()
+		if id == "" {
+			// The emulator does not echo the template: the offering of the type and
+			// zone says which reservation.
+			for _, o := range chosen.offerings {
+				if o.Zone == zone && o.ReservationID != "" {
+					id = o.ReservationID
+				}
+			}
+		}
+		if id != "" {
+			labelReservation(out, class, id)
+			c.reserved.launched(id)
+		}
+	}
+	return out
 }
 
 // launchedClaim is the claim as launched: its instance's type, zone, capacity type,
@@ -361,7 +405,11 @@ func (c *CloudProvider) existing(ctx context.Context, nc *v1.NodeClaim, class *a
 	if inst.Placement != nil {
 		zone = aws.ToString(inst.Placement.AvailabilityZone)
 	}
-	return launchedClaim(nc, class, aws.ToString(inst.InstanceId), string(inst.InstanceType), zone, aws.ToString(inst.ImageId), capacityType, chosen), nil
+	claim := launchedClaim(nc, class, aws.ToString(inst.InstanceId), string(inst.InstanceType), zone, aws.ToString(inst.ImageId), capacityType, chosen)
+	if id := aws.ToString(inst.CapacityReservationId); id != "" {
+		labelReservation(claim, class, id)
+	}
+	return claim, nil
 }
 
 // clientToken makes CreateFleet idempotent for one launch attempt: the claim's UID
@@ -502,28 +550,36 @@ func (c *CloudProvider) launchTemplateConfigs(ctx context.Context, nc *v1.NodeCl
 		for i, g := range class.Status.SecurityGroups {
 			groups[i] = g.ID
 		}
-		lt := &LaunchTemplate{
-			ClassName: class.Name, ImageID: image, UserData: ud, SecurityGroupIDs: groups,
-			InstanceProfile: class.Status.InstanceProfile, BlockDeviceMappings: devices, MetadataOptions: class.Spec.MetadataOptions,
-			DetailedMonitoring: aws.ToBool(class.Spec.DetailedMonitoring), AssociatePublicIP: class.Spec.AssociatePublicIPAddress,
-			Tags: tags, Spot: capacityType == v1.CapacityTypeSpot,
-		}
-		name, err := c.templates.Ensure(ctx, lt)
-		if err != nil {
-			return nil, err
-		}
-		i, ok := index[name]
-		if !ok {
-			i = len(configs)
-			index[name] = i
-			configs = append(configs, ec2types.FleetLaunchTemplateConfigRequest{
-				LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{LaunchTemplateName: aws.String(name), Version: aws.String("$Latest")},
-			})
-		}
 		for _, o := range cand.offerings {
 			subnet, ok := subnets[o.Zone]
 			if !ok {
 				continue
+			}
+			// Each reservation has its own template, which targets it.
+			lt := &LaunchTemplate{
+				ClassName: class.Name, ImageID: image, UserData: ud, SecurityGroupIDs: groups,
+				InstanceProfile: class.Status.InstanceProfile, BlockDeviceMappings: devices, MetadataOptions: class.Spec.MetadataOptions,
+				DetailedMonitoring: aws.ToBool(class.Spec.DetailedMonitoring), AssociatePublicIP: class.Spec.AssociatePublicIPAddress,
+				Tags: tags, Spot: capacityType == v1.CapacityTypeSpot,
+				CapacityReservationID: o.ReservationID,
+				CapacityBlock:         o.ReservationID != "" && reservationType(class, o.ReservationID) == nodeclass.ReservationTypeCapacityBlock,
+			}
+			name, err := c.templates.Ensure(ctx, lt)
+			if err != nil {
+				return nil, err
+			}
+			if o.ReservationID != "" {
+				c.mu.Lock()
+				c.reservedTemplates[name] = o.ReservationID
+				c.mu.Unlock()
+			}
+			i, ok := index[name]
+			if !ok {
+				i = len(configs)
+				index[name] = i
+				configs = append(configs, ec2types.FleetLaunchTemplateConfigRequest{
+					LaunchTemplateSpecification: &ec2types.FleetLaunchTemplateSpecificationRequest{LaunchTemplateName: aws.String(name), Version: aws.String("$Latest")},
+				})
 			}
 			configs[i].Overrides = append(configs[i].Overrides, ec2types.FleetLaunchTemplateOverridesRequest{
 				InstanceType: ec2types.InstanceType(cand.it.Name), SubnetId: aws.String(subnet), AvailabilityZone: aws.String(o.Zone), ImageId: aws.String(image),

@@ -61,6 +61,10 @@ type LaunchTemplate struct {
 	Tags map[string]string `json:"tags,omitempty"`
 	// Spot templates also tag the spot request; EC2 refuses that tag on on-demand launches.
 	Spot bool `json:"spot,omitempty"`
+	// CapacityReservationID targets the template's instances at one reservation; a
+	// capacity block also needs its market type.
+	CapacityReservationID string `json:"capacityReservationID,omitempty"`
+	CapacityBlock         bool   `json:"capacityBlock,omitempty"`
 }
 
 // Name is the template's name: the cluster and a hash of its contents.
@@ -128,6 +132,13 @@ func (l *LaunchTemplates) create(ctx context.Context, name string, t *LaunchTemp
 		BlockDeviceMappings: blockDevices(t.BlockDeviceMappings),
 		MetadataOptions:     metadataOptions(t.MetadataOptions),
 		Monitoring:          &ec2types.LaunchTemplatesMonitoringRequest{Enabled: aws.Bool(t.DetailedMonitoring)},
+	}
+	if t.CapacityReservationID != "" {
+		data.CapacityReservationSpecification = &ec2types.LaunchTemplateCapacityReservationSpecificationRequest{
+			CapacityReservationTarget: &ec2types.CapacityReservationTarget{CapacityReservationId: aws.String(t.CapacityReservationID)}}
+		if t.CapacityBlock {
+			data.InstanceMarketOptions = &ec2types.LaunchTemplateInstanceMarketOptionsRequest{MarketType: ec2types.MarketTypeCapacityBlock}
+		}
 	}
 	instanceTags := ec2Tags(t.Tags)
 	data.TagSpecifications = []ec2types.LaunchTemplateTagSpecificationRequest{{ResourceType: ec2types.ResourceTypeNetworkInterface, Tags: instanceTags}}

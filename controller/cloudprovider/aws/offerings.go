@@ -36,7 +36,12 @@ func (c *CloudProvider) instanceTypes(ctx context.Context, class *awsv1.EC2NodeC
 		zones.Insert(s.Zone)
 	}
 	unavailableSeq := c.unavailable.Purge()
-	key := fmt.Sprintf("%s/%d/%v/%d/%d/%p", class.UID, class.Generation, sets.List(zones), c.prices.Version(), unavailableSeq, f)
+	c.reserved.refresh(ctx, class.Status.CapacityReservations)
+	reservations := make([]string, 0, len(class.Status.CapacityReservations))
+	for _, r := range class.Status.CapacityReservations {
+		reservations = append(reservations, r.ID+"@"+r.AvailabilityZone+"/"+r.InstanceType)
+	}
+	key := fmt.Sprintf("%s/%d/%v/%d/%d/%p/%v/%d", class.UID, class.Generation, sets.List(zones), c.prices.Version(), unavailableSeq, f, reservations, c.reserved.seq())
 	c.mu.Lock()
 	cached, ok := c.cache[class.Name]
 	c.mu.Unlock()
@@ -77,11 +82,34 @@ func (c *CloudProvider) priced(f *catalog.File, class *awsv1.EC2NodeClass, zones
 			o.Available = !c.unavailable.IsUnavailable(e.Name, o.Zone, o.CapacityType)
 			offerings = append(offerings, o)
 		}
+		offerings = append(offerings, c.reservedOfferings(e, class, zones)...)
 		if len(offerings) == 0 {
 			continue
 		}
 		e.Offerings = offerings
 		out.InstanceTypes = append(out.InstanceTypes, e)
+	}
+	return out
+}
+
+// reservedOfferings are the class's active capacity reservations of the type in its
+// zones, one offering each.
+func (c *CloudProvider) reservedOfferings(e catalog.Entry, class *awsv1.EC2NodeClass, zones sets.Set[string]) []catalog.Offering {
+	instanceType := e.Name
+	price, ok := c.prices.OnDemand(instanceType)
+	for _, o := range e.Offerings {
+		if !ok && o.CapacityType == v1.CapacityTypeOnDemand {
+			price, ok = o.Price, true
+		}
+	}
+	var out []catalog.Offering
+	for _, r := range class.Status.CapacityReservations {
+		if !ok || r.InstanceType != instanceType || !zones.Has(r.AvailabilityZone) || (r.State != "" && r.State != "active") {
+			continue
+		}
+		out = append(out, catalog.Offering{Zone: r.AvailabilityZone, CapacityType: v1.CapacityTypeReserved, Price: price * reservedPriceFactor,
+			Available:     c.reserved.available(r.ID) && !c.unavailable.IsUnavailable(instanceType, r.AvailabilityZone, v1.CapacityTypeReserved),
+			ReservationID: r.ID})
 	}
 	return out
 }

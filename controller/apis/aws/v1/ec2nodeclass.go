@@ -383,8 +383,11 @@ const (
 	ConditionTypeSecurityGroupsReady  = "SecurityGroupsReady"
 	ConditionTypeAMIsReady            = "AMIsReady"
 	ConditionTypeInstanceProfileReady = "InstanceProfileReady"
-	ConditionTypeValidationSucceeded  = "ValidationSucceeded"
-	ConditionTypeReady                = "Ready"
+	// CapacityReservationsReady is False only when EC2 could not be asked; a class
+	// whose terms match no active reservation launches on-demand and spot.
+	ConditionTypeCapacityReservationsReady = "CapacityReservationsReady"
+	ConditionTypeValidationSucceeded       = "ValidationSucceeded"
+	ConditionTypeReady                     = "Ready"
 )
 
 // EC2NodeClass is how nodes are launched on EC2.

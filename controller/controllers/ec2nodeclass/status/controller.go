@@ -55,6 +55,7 @@ const RetireAfter = 5 * time.Minute
 // finding the instances that still use a profile it retires.
 type EC2API interface {
 	nodeclass.EC2API
+	nodeclass.CapacityReservationAPI
 	DescribeInstances(context.Context, *ec2.DescribeInstancesInput, ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
 }
 
@@ -130,11 +131,24 @@ func (c *Controller) Reconcile(ctx context.Context, nc *awsv1.EC2NodeClass) (rec
 	nc.Status.InstanceProfile = profile
 	record(awsv1.ConditionTypeInstanceProfileReady, profileErr)
 
+	if len(nc.Spec.CapacityReservationSelectorTerms) > 0 || len(nc.Status.CapacityReservations) > 0 {
+		reservations, err := nodeclass.CapacityReservations(ctx, c.ec2, nc.Spec.CapacityReservationSelectorTerms)
+		if err == nil {
+			// On an error the reservations already in status stay: nodes are
+			// launched into them until EC2 answers again.
+			nc.Status.CapacityReservations = nil
+			for _, r := range reservations {
+				nc.Status.CapacityReservations = append(nc.Status.CapacityReservations, r.CapacityReservation)
+			}
+		}
+		record(awsv1.ConditionTypeCapacityReservationsReady, err)
+	}
+
 	record(awsv1.ConditionTypeValidationSucceeded, unsupported(nc))
 
 	readyErr := error(nil)
 	if !ready {
-		readyErr = fmt.Errorf("one or more of SubnetsReady, SecurityGroupsReady, AMIsReady, InstanceProfileReady, ValidationSucceeded is False; see their messages")
+		readyErr = fmt.Errorf("one or more of SubnetsReady, SecurityGroupsReady, AMIsReady, InstanceProfileReady, CapacityReservationsReady, ValidationSucceeded is False; see their messages")
 	}
 	record(awsv1.ConditionTypeReady, readyErr)
 	if err := c.kube.Status().Patch(ctx, nc, patch); err != nil {
@@ -159,9 +173,6 @@ func unsupported(nc *awsv1.EC2NodeClass) error {
 		if strings.HasPrefix(strings.ToLower(term.Alias), "windows") {
 			what = append(what, fmt.Sprintf("amiSelectorTerms alias %s (Windows nodes are not supported yet)", term.Alias))
 		}
-	}
-	if len(nc.Spec.CapacityReservationSelectorTerms) > 0 {
-		what = append(what, "capacityReservationSelectorTerms (launching into capacity reservations is not supported yet; remove them to launch on-demand and spot)")
 	}
 	if nc.Spec.IPPrefixCount != nil {
 		what = append(what, "ipPrefixCount (assigning IPv4 prefixes is not supported yet; remove it)")

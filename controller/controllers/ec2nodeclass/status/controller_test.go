@@ -113,8 +113,7 @@ func TestEC2NodeClassStatus(t *testing.T) {
 	// Settings the API accepts but Dovetail cannot carry out keep the class from
 	// being used, and say so, instead of launching nodes that silently lack them.
 	prefixes := int32(2)
-	unsupported := class("reserved", func(s *awsv1.EC2NodeClassSpec) {
-		s.CapacityReservationSelectorTerms = []awsv1.CapacityReservationSelectorTerm{{ID: "cr-0123456789abcdef0"}}
+	unsupported := class("prefixes", func(s *awsv1.EC2NodeClassSpec) {
 		s.IPPrefixCount = &prefixes
 	})
 	if err := c.Create(ctx, unsupported); err != nil {
@@ -125,8 +124,7 @@ func TestEC2NodeClassStatus(t *testing.T) {
 			return err
 		}
 		v := meta.FindStatusCondition(unsupported.Status.Conditions, awsv1.ConditionTypeValidationSucceeded)
-		if v == nil || v.Status != metav1.ConditionFalse || !strings.Contains(v.Message, "capacityReservationSelectorTerms (launching into capacity reservations is not supported yet") ||
-			!strings.Contains(v.Message, "ipPrefixCount") {
+		if v == nil || v.Status != metav1.ConditionFalse || !strings.Contains(v.Message, "ipPrefixCount (assigning IPv4 prefixes is not supported yet; remove it)") {
 			return fmt.Errorf("ValidationSucceeded = %+v", v)
 		}
 		if !meta.IsStatusConditionFalse(unsupported.Status.Conditions, awsv1.ConditionTypeReady) {
