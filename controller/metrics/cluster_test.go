@@ -1,7 +1,11 @@
 package metrics
 
 import (
+	"context"
+	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -9,6 +13,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	clocktesting "k8s.io/utils/clock/testing"
+	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 )
 
@@ -53,4 +60,73 @@ func TestClusterCollectorSums(t *testing.T) {
 			t.Errorf("%s cpu = %v (present %v), want %v", desc, v, ok, want)
 		}
 	}
+}
+
+// Pods that become ready while the controller runs are counted once in the startup
+// histogram; pods ready before it started are not; an unreadable cache reports how
+// long it has been unreadable.
+func TestClusterCollectorPodStartupAndUnsyncedTime(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(start)
+	pod := func(name string, created, ready time.Time) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name), CreationTimestamp: metav1.NewTime(created)},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(ready)}}}}
+	}
+	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(
+		pod("old", start.Add(-time.Hour), start.Add(-59*time.Minute)),
+		pod("new", start.Add(-10*time.Second), start.Add(20*time.Second)),
+	).Build()
+	collector := &ClusterCollector{Reader: kube, Clock: clk}
+	startups := func() (uint64, float64) {
+		ch := make(chan prometheus.Metric, 100)
+		collector.Collect(ch)
+		close(ch)
+		for m := range ch {
+			if strings.Contains(m.Desc().String(), "karpenter_pods_startup_duration_seconds") {
+				var pb dto.Metric
+				if err := m.Write(&pb); err != nil {
+					t.Fatal(err)
+				}
+				return pb.GetHistogram().GetSampleCount(), pb.GetHistogram().GetSampleSum()
+			}
+		}
+		t.Fatal("no karpenter_pods_startup_duration_seconds")
+		return 0, 0
+	}
+	for range 2 {
+		if n, sum := startups(); n != 1 || sum != 30 {
+			t.Errorf("startup histogram has %d samples summing to %vs; want the new pod's 30s once", n, sum)
+		}
+	}
+
+	broken := &ClusterCollector{Reader: failingReader{}, Clock: clk}
+	ch := make(chan prometheus.Metric, 10)
+	broken.Collect(ch)
+	clk.Step(45 * time.Second)
+	ch = make(chan prometheus.Metric, 10)
+	broken.Collect(ch)
+	close(ch)
+	for m := range ch {
+		if m.Desc() == descUnsyncedTime {
+			var pb dto.Metric
+			if err := m.Write(&pb); err != nil {
+				t.Fatal(err)
+			}
+			if got := pb.GetGauge().GetValue(); got != 45 {
+				t.Errorf("unsynced time %v, want 45", got)
+			}
+			return
+		}
+	}
+	t.Error("no karpenter_cluster_state_unsynced_time_seconds")
+}
+
+type failingReader struct{ client.Reader }
+
+func (failingReader) List(context.Context, client.ObjectList, ...client.ListOption) error {
+	return errors.New("cache not readable")
 }

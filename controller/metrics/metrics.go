@@ -83,11 +83,43 @@ var (
 	}, []string{"action_type", "message_type"})
 )
 
+// Node and decision timings, named as Karpenter v1 names them.
+var (
+	NodesCreated = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "karpenter", Subsystem: "nodes", Name: "created_total",
+		Help: "Nodes that registered for a NodeClaim, by nodepool.",
+	}, []string{"nodepool"})
+	NodesDrained = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "karpenter", Subsystem: "nodes", Name: "drained_total",
+		Help: "Nodes drained before their instance was terminated, by nodepool.",
+	}, []string{"nodepool"})
+	NodesTerminated = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "karpenter", Subsystem: "nodes", Name: "terminated_total",
+		Help: "Nodes deleted once drained and their instance terminated, by nodepool.",
+	}, []string{"nodepool"})
+	NodesTerminationDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "karpenter", Subsystem: "nodes", Name: "termination_duration_seconds",
+		Help:    "Time from a NodeClaim's deletion to its Node's: the drain and the instance's termination, by nodepool.",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 14),
+	}, []string{"nodepool"})
+	NodesLifetime = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "karpenter", Subsystem: "nodes", Name: "lifetime_duration_seconds",
+		Help:    "Time from a Node's creation to its deletion, by nodepool.",
+		Buckets: prometheus.ExponentialBuckets(60, 2, 14),
+	}, []string{"nodepool"})
+	DecisionEvaluationDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "karpenter", Subsystem: "voluntary_disruption", Name: "decision_evaluation_duration_seconds",
+		Help:    "Time to evaluate a disruption decision, by method and consolidation type.",
+		Buckets: prometheus.ExponentialBuckets(0.01, 2, 12),
+	}, []string{"method", "consolidation_type"})
+)
+
 // Static are the package's own collectors, registered at start.
 var Static = []prometheus.Collector{NodeClaimsCreated, NodeClaimsLaunched, NodeClaimsRegistered, NodeClaimsInitialized,
 	NodeClaimsTerminated, SchedulingDuration, PodsPending, PodsUnschedulable, NodePoolUsage, NodePoolLimit,
 	NodeClaimsDisrupted, VoluntaryDisruptionDecisions, VoluntaryDisruptionEligibleNodes, NodePoolAllowedDisruptions,
-	InterruptionReceivedMessages, InterruptionDeletedMessages, InterruptionActions, InterruptionQueueDuration}
+	InterruptionReceivedMessages, InterruptionDeletedMessages, InterruptionActions, InterruptionQueueDuration,
+	NodesCreated, NodesDrained, NodesTerminated, NodesTerminationDuration, NodesLifetime, DecisionEvaluationDuration}
 
 func init() {
 	crmetrics.Registry.MustRegister(Static...)

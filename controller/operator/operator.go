@@ -110,7 +110,12 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(manager
 	if err != nil {
 		return err
 	}
-	cloud := cpmetrics.Decorate(built.Provider, clock.RealClock{})
+	// Each caller has its own decorator, so the cloudprovider metrics say which
+	// controller made a call, as Karpenter's do.
+	cloudFor := func(controller string) cloudprovider.CloudProvider {
+		return cpmetrics.Decorate(built.Provider, clock.RealClock{}, controller)
+	}
+	cloud := cloudFor("provisioner")
 	metrics.RegisterCluster(mgr.GetClient())
 	for _, r := range built.Runnables {
 		if err := mgr.Add(r); err != nil {
@@ -126,13 +131,13 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(manager
 	}
 	controllers := []Controller{
 		provisioning.NewPodController(mgr.GetClient(), provisioner),
-		lifecycle.NewController(mgr.GetClient(), cloud, clk, recorder, opts.RegistrationTTL),
-		termination.NewController(mgr.GetClient(), cloud, clk, recorder),
+		lifecycle.NewController(mgr.GetClient(), cloudFor("nodeclaim.lifecycle"), clk, recorder, opts.RegistrationTTL),
+		termination.NewController(mgr.GetClient(), cloudFor("nodeclaim.termination"), clk, recorder),
 		counter.NewController(mgr.GetClient(), clk),
-		garbagecollection.NewController(mgr.GetClient(), cloud, clk),
+		garbagecollection.NewController(mgr.GetClient(), cloudFor("nodeclaim.garbagecollection"), clk),
 		expiration.NewController(mgr.GetClient(), clk, recorder),
 		claimhash.NewController(mgr.GetClient()),
-		disruption.NewController(mgr.GetClient(), cloud, provisioner, clk, recorder, disruption.Options{
+		disruption.NewController(mgr.GetClient(), cloudFor("disruption"), provisioner, clk, recorder, disruption.Options{
 			Period: opts.DisruptionPeriod, ValidationDelay: opts.ConsolidationValidationDelay,
 			ReplacementTimeout: disruption.DefaultOptions().ReplacementTimeout, SpotToSpotConsolidation: opts.FeatureGates.SpotToSpotConsolidation,
 		}),

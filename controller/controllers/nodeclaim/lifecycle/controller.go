@@ -424,6 +424,7 @@ func (c *Controller) register(ctx context.Context, nc *v1.NodeClaim, node *corev
 		return fmt.Errorf("recording registration, %w", err)
 	}
 	metrics.NodeClaimsRegistered.WithLabelValues(nc.Labels[v1.LabelNodePool]).Inc()
+	metrics.NodesCreated.WithLabelValues(nc.Labels[v1.LabelNodePool]).Inc()
 	return nil
 }
 

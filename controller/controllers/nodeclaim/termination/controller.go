@@ -87,6 +87,7 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 		if err := c.kube.Delete(ctx, node); client.IgnoreNotFound(err) != nil {
 			return reconcile.Result{}, fmt.Errorf("deleting node, %w", err)
 		}
+
 		// Nodes Karpenter registered carry its termination finalizer; with the
 		// instance gone nothing else would ever release them.
 		if controllerutil.ContainsFinalizer(node, v1.TerminationFinalizer) {
@@ -103,6 +104,14 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
 	metrics.NodeClaimsTerminated.WithLabelValues("deleted", nc.Labels[v1.LabelNodePool]).Inc()
+	if node != nil {
+		// Counted once the claim is released, which happens once.
+		pool := nc.Labels[v1.LabelNodePool]
+		metrics.NodesDrained.WithLabelValues(pool).Inc()
+		metrics.NodesTerminated.WithLabelValues(pool).Inc()
+		metrics.NodesTerminationDuration.WithLabelValues(pool).Observe(c.clock.Since(nc.DeletionTimestamp.Time).Seconds())
+		metrics.NodesLifetime.WithLabelValues(pool).Observe(c.clock.Since(node.CreationTimestamp.Time).Seconds())
+	}
 	log.FromContext(ctx).Info("terminated nodeclaim", "providerID", nc.Status.ProviderID)
 	return reconcile.Result{}, nil
 }
