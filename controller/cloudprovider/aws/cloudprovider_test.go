@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -17,6 +18,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 	"github.com/go-logr/logr"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -737,5 +739,62 @@ func TestLaunchesIntoCapacityReservations(t *testing.T) {
 	_, err = f.provider(emu.Option).Create(f.ctx, claim("only-reserved", "reserved", req(v1.LabelInstanceType, "m5.large"), req(v1.LabelCapacityType, v1.CapacityTypeReserved)))
 	if !cloudprovider.IsInsufficientCapacity(err) {
 		t.Errorf("a claim only a full reservation satisfies: %v; want InsufficientCapacity", err)
+	}
+}
+
+// A node's ephemeral storage is what its kubelet root sits on, as Karpenter counts
+// it: the striped instance store under RAID0, else the root volume's size.
+func TestEphemeralStorageFollowsTheClass(t *testing.T) {
+	f := newFixture(t)
+	raid0 := awsv1.InstanceStorePolicyRAID0
+	f.class(t, "default", nil)
+	f.class(t, "big-root", func(s *awsv1.EC2NodeClassSpec) {
+		size := resource.MustParse("100Gi")
+		s.BlockDeviceMappings = []*awsv1.BlockDeviceMapping{
+			{DeviceName: aws.String("/dev/xvda"), RootVolume: true, EBS: &awsv1.BlockDevice{VolumeSize: &size}},
+		}
+	})
+	f.class(t, "raid0", func(s *awsv1.EC2NodeClassSpec) { s.InstanceStorePolicy = &raid0 })
+	cp := f.provider()
+	storage := func(class, instanceType string) string {
+		t.Helper()
+		types, err := cp.GetInstanceTypes(f.ctx, &v1.NodePool{Spec: v1.NodePoolSpec{Template: v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{
+			NodeClassRef: &v1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: class}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range types {
+			if it.Name == instanceType {
+				return resource.NewQuantity(it.Capacity.EphemeralStorage, resource.BinarySI).String()
+			}
+		}
+		t.Fatalf("no %s for class %s", instanceType, class)
+		return ""
+	}
+	nvme := ""
+	types, err := cp.GetInstanceTypes(f.ctx, &v1.NodePool{Spec: v1.NodePoolSpec{Template: v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{
+		NodeClassRef: &v1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: "raid0"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range types {
+		if it.Name == "m5d.large" {
+			nvme = it.Requirements.Get(v1.LabelInstanceLocalNVMe).Values()[0]
+		}
+	}
+	if nvme == "" {
+		t.Fatal("m5d.large has no instance-local-nvme label in the emulator's catalog")
+	}
+	gb, _ := strconv.ParseInt(nvme, 10, 64)
+	for _, c := range []struct{ class, instanceType, want string }{
+		{"default", "m5.large", "20Gi"},
+		{"default", "m5d.large", "20Gi"},
+		{"big-root", "m5.large", "100Gi"},
+		{"raid0", "m5.large", "20Gi"},
+		{"raid0", "m5d.large", resource.NewQuantity(gb*1000*1000*1000, resource.BinarySI).String()},
+	} {
+		if got := storage(c.class, c.instanceType); got != c.want {
+			t.Errorf("class %s, %s: ephemeral storage %s, want %s", c.class, c.instanceType, got, c.want)
+		}
 	}
 }

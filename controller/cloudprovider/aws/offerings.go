@@ -11,6 +11,7 @@ import (
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/userdata"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
@@ -63,6 +64,7 @@ func (c *CloudProvider) priced(f *catalog.File, class *awsv1.EC2NodeClass, zones
 	out := &catalog.File{InstanceTypes: make([]catalog.Entry, 0, len(f.InstanceTypes))}
 	for _, e := range f.InstanceTypes {
 		e.Pods = maxPods(e, class.Spec.Kubelet)
+		e.EphemeralStorage = ephemeralStorage(class, e)
 		offerings := make([]catalog.Offering, 0, len(e.Offerings))
 		for _, o := range e.Offerings {
 			if !zones.Has(o.Zone) {
@@ -112,6 +114,45 @@ func (c *CloudProvider) reservedOfferings(e catalog.Entry, class *awsv1.EC2NodeC
 			ReservationID: r.ID})
 	}
 	return out
+}
+
+// ephemeralStorage is what the kubelet's root directory sits on, as Karpenter counts
+// it: the instance-store disks striped together under instanceStorePolicy RAID0 (on
+// types that have them), else the volume marked rootVolume, else the family's data
+// volume (the root volume, or Bottlerocket's second one) as the class or the family's
+// defaults size it.
+func ephemeralStorage(class *awsv1.EC2NodeClass, e catalog.Entry) string {
+	if p := class.Spec.InstanceStorePolicy; p != nil && *p == awsv1.InstanceStorePolicyRAID0 {
+		if gb := e.Labels[v1.LabelInstanceLocalNVMe]; gb != "" && gb != "0" {
+			return gb + "G"
+		}
+	}
+	fam := family(class)
+	devices := class.Spec.BlockDeviceMappings
+	if len(devices) == 0 {
+		devices = DefaultBlockDevices(fam)
+	}
+	dataDevice := "/dev/xvda"
+	if fam == userdata.FamilyBottlerocket {
+		dataDevice = "/dev/xvdb"
+	}
+	var chosen *awsv1.BlockDeviceMapping
+	for _, d := range devices {
+		if d == nil || d.EBS == nil || d.EBS.VolumeSize == nil {
+			continue
+		}
+		if d.RootVolume {
+			chosen = d
+			break
+		}
+		if d.DeviceName != nil && *d.DeviceName == dataDevice && chosen == nil {
+			chosen = d
+		}
+	}
+	if chosen == nil {
+		return e.EphemeralStorage
+	}
+	return chosen.EBS.VolumeSize.String()
 }
 
 // maxPods applies the class's kubelet limits to the ENI-derived pod count.
