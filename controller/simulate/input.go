@@ -16,6 +16,7 @@ import (
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
@@ -41,6 +42,11 @@ type Inputs struct {
 	PDBs       []*policyv1.PodDisruptionBudget
 	// BoundPods are pods with spec.nodeName set: existing load on those nodes.
 	BoundPods []*corev1.Pod
+	// Claims, Volumes and StorageClasses decide the zones of pods with volumes, as
+	// in the cluster.
+	Claims         []corev1.PersistentVolumeClaim
+	Volumes        []corev1.PersistentVolume
+	StorageClasses []storagev1.StorageClass
 	// Warnings are notes for the user: objects ignored, unknown fields dropped.
 	Warnings []string
 }
@@ -48,9 +54,9 @@ type Inputs struct {
 // ignoredKinds carry no scheduling constraints; workload files commonly include them.
 var ignoredKinds = map[string]bool{
 	"Namespace": true, "Service": true, "ConfigMap": true, "Secret": true, "ServiceAccount": true,
-	"PersistentVolumeClaim": true, "Role": true, "RoleBinding": true,
+	"Role": true, "RoleBinding": true,
 	"ClusterRole": true, "ClusterRoleBinding": true, "HorizontalPodAutoscaler": true, "Ingress": true,
-	"NetworkPolicy": true, "PriorityClass": true, "StorageClass": true,
+	"NetworkPolicy": true, "PriorityClass": true,
 }
 
 // Read decodes every document of a multi-document YAML (or JSON) stream. Errors name
@@ -148,6 +154,25 @@ func (in *Inputs) add(raw []byte, where string, listAllowed bool) error {
 		} else {
 			in.Pods = append(in.Pods, p)
 		}
+	case "v1/PersistentVolumeClaim":
+		pvc := corev1.PersistentVolumeClaim{}
+		if err := decode(&pvc); err != nil {
+			return err
+		}
+		defaultNamespace(&pvc.ObjectMeta)
+		in.Claims = append(in.Claims, pvc)
+	case "v1/PersistentVolume":
+		pv := corev1.PersistentVolume{}
+		if err := decode(&pv); err != nil {
+			return err
+		}
+		in.Volumes = append(in.Volumes, pv)
+	case "storage.k8s.io/v1/StorageClass":
+		sc := storagev1.StorageClass{}
+		if err := decode(&sc); err != nil {
+			return err
+		}
+		in.StorageClasses = append(in.StorageClasses, sc)
 	case "apps/v1/Deployment":
 		d := &appsv1.Deployment{}
 		if err := decode(d); err != nil {
@@ -243,7 +268,7 @@ func (in *Inputs) add(raw []byte, where string, listAllowed bool) error {
 			in.Warnings = append(in.Warnings, fmt.Sprintf("%s: ignoring %s: it does not affect scheduling", where, meta.Kind))
 			return nil
 		}
-		return fmt.Errorf("%s: unsupported kind %s %s; simulate reads Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets, Nodes, NodePools, NodeClaims, EC2NodeClasses, PodDisruptionBudgets and Lists of them", where, meta.APIVersion, meta.Kind)
+		return fmt.Errorf("%s: unsupported kind %s %s; simulate reads Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets, Nodes, NodePools, NodeClaims, EC2NodeClasses, PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes, StorageClasses and Lists of them", where, meta.APIVersion, meta.Kind)
 	}
 	return nil
 }

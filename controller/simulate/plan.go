@@ -10,6 +10,7 @@ import (
 	"text/tabwriter"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
@@ -62,6 +63,8 @@ func Run(in *Inputs, instanceTypes []*scheduling.InstanceType, costs scheduling.
 	for _, np := range in.NodePools {
 		input.InstanceTypes[np.Name] = instanceTypes
 	}
+	var refused []Unschedulable
+	input.Pods, input.VolumeRequirements, refused = volumeRequirements(in)
 	for _, n := range in.Nodes {
 		en := &scheduling.ExistingNode{
 			Name: n.Name, Labels: n.Labels, Taints: n.Spec.Taints, NodePool: n.Labels[v1.LabelNodePool],
@@ -92,11 +95,44 @@ func Run(in *Inputs, instanceTypes []*scheduling.InstanceType, costs scheduling.
 	for _, u := range results.Unschedulable {
 		plan.Unschedulable = append(plan.Unschedulable, Unschedulable{Pod: u.Pod.Namespace + "/" + u.Pod.Name, Reason: u.Reason})
 	}
+	plan.Unschedulable = append(plan.Unschedulable, refused...)
 	plan.Summary.Pods = len(in.Pods)
 	plan.Summary.NodeClaims = len(plan.NodeClaims)
 	plan.Summary.PricePerHour = round(results.PricePerHour())
 	plan.Summary.SolveSeconds = elapsed.Seconds()
 	return plan
+}
+
+// volumeRequirements holds pods with volumes to their volumes' zones, as the
+// controller does, when the inputs include claims, volumes or storage classes. Pods
+// whose volumes keep kube-scheduler from placing them anywhere (a claim missing or
+// unbound with Immediate binding) are not planned: the controller would not launch
+// nodes for them either.
+func volumeRequirements(in *Inputs) ([]*corev1.Pod, map[types.UID]scheduling.Requirements, []Unschedulable) {
+	if len(in.Claims)+len(in.Volumes)+len(in.StorageClasses) == 0 {
+		return in.Pods, nil, nil
+	}
+	volumes := scheduling.NewVolumes(in.Claims, in.Volumes, in.StorageClasses)
+	byPod := map[types.UID]scheduling.Requirements{}
+	var pods []*corev1.Pod
+	var refused []Unschedulable
+	for _, p := range in.Pods {
+		reqs, err := volumes.Requirements(p)
+		if err != nil {
+			refused = append(refused, Unschedulable{Pod: p.Namespace + "/" + p.Name, Reason: err.Error()})
+			continue
+		}
+		if reqs != nil {
+			if p.UID == "" {
+				// The engine keys volume requirements by UID; files seldom carry one.
+				p = p.DeepCopy()
+				p.UID = types.UID("simulate:" + p.Namespace + "/" + p.Name)
+			}
+			byPod[p.UID] = reqs
+		}
+		pods = append(pods, p)
+	}
+	return pods, byPod, refused
 }
 
 func plannedNodeClaim(nc *scheduling.NodeClaimPlan) PlannedNodeClaim {

@@ -1,0 +1,116 @@
+package simulate
+
+import (
+	"strings"
+	"testing"
+
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/dovetail-sh/dovetail/controller/catalog"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
+)
+
+// Volumes decide zones offline as they do in the cluster: a bound volume's node
+// affinity, a WaitForFirstConsumer class's allowed topologies; a pod whose claim is
+// missing is not planned, and says why.
+func TestSimulatePlansPodsInTheirVolumesZones(t *testing.T) {
+	const manifests = `
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+        - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+---
+apiVersion: storage.k8s.io/v1
+kind: StorageClass
+metadata: {name: gp3-zonal}
+provisioner: ebs.csi.aws.com
+volumeBindingMode: WaitForFirstConsumer
+allowedTopologies:
+  - matchLabelExpressions:
+      - {key: topology.ebs.csi.aws.com/zone, values: [us-west-2b]}
+---
+apiVersion: v1
+kind: PersistentVolume
+metadata: {name: pv-data}
+spec:
+  capacity: {storage: 10Gi}
+  accessModes: [ReadWriteOnce]
+  csi: {driver: ebs.csi.aws.com, volumeHandle: vol-0123456789abcdef0}
+  nodeAffinity:
+    required:
+      nodeSelectorTerms:
+        - matchExpressions:
+            - {key: topology.ebs.csi.aws.com/zone, operator: In, values: [us-west-2c]}
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata:
+  name: data
+  annotations: {pv.kubernetes.io/bind-completed: "yes"}
+spec:
+  accessModes: [ReadWriteOnce]
+  resources: {requests: {storage: 10Gi}}
+  volumeName: pv-data
+---
+apiVersion: v1
+kind: PersistentVolumeClaim
+metadata: {name: scratch}
+spec:
+  accessModes: [ReadWriteOnce]
+  storageClassName: gp3-zonal
+  resources: {requests: {storage: 10Gi}}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: db}
+spec:
+  containers: [{name: db, image: postgres, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+  volumes: [{name: data, persistentVolumeClaim: {claimName: data}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: cache}
+spec:
+  containers: [{name: cache, image: redis, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+  volumes: [{name: scratch, persistentVolumeClaim: {claimName: scratch}}]
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: orphan}
+spec:
+  containers: [{name: app, image: app, resources: {requests: {cpu: "1", memory: 1Gi}}}]
+  volumes: [{name: gone, persistentVolumeClaim: {claimName: missing}}]
+`
+	in := &Inputs{}
+	if err := in.Read(strings.NewReader(manifests), "volumes.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := catalog.EmbeddedAWS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	types := cat.InZones([]string{"us-west-2a", "us-west-2b", "us-west-2c"}).ForEngine(scheduling.DefaultAllocatableSettings())
+	plan := Run(in, types, scheduling.DefaultNodeCosts(), clocktesting.NewFakePassiveClock(fakeNow))
+	zoneOf := map[string]string{}
+	for _, nc := range plan.NodeClaims {
+		for _, p := range nc.Pods {
+			zoneOf[p] = nc.Zone
+		}
+	}
+	if zoneOf["default/db"] != "us-west-2c" || zoneOf["default/cache"] != "us-west-2b" {
+		t.Errorf("zones planned: %v; want db with its volume in us-west-2c and cache where its class provisions, us-west-2b", zoneOf)
+	}
+	if len(plan.Unschedulable) != 1 || plan.Unschedulable[0].Pod != "default/orphan" || !strings.Contains(plan.Unschedulable[0].Reason, "persistentvolumeclaim default/missing not found") {
+		t.Errorf("unschedulable: %+v; want the pod whose claim is missing, saying so", plan.Unschedulable)
+	}
+	for _, w := range in.Warnings {
+		if strings.Contains(w, "PersistentVolumeClaim") || strings.Contains(w, "StorageClass") {
+			t.Errorf("volumes were ignored: %s", w)
+		}
+	}
+}
