@@ -99,13 +99,13 @@ func addCreateRoleError(diags *diag.Diagnostics, summary string, err error) {
 
 // createInstanceProfile creates the profile with a fresh creation token tag and, on
 // EntityAlreadyExists, keeps it only if it is the one this call made (see createRole).
-func createInstanceProfile(ctx context.Context, api *iam.Client, name, path string) error {
+func createInstanceProfile(ctx context.Context, api *iam.Client, name, path string, tags map[string]string) error {
 	token, err := creationToken()
 	if err != nil {
 		return err
 	}
 	_, err = api.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: aws.String(name), Path: aws.String(path),
-		Tags: []iamtypes.Tag{{Key: aws.String(CreationTokenTag), Value: aws.String(token)}}})
+		Tags: append(iamTags(tags), iamtypes.Tag{Key: aws.String(CreationTokenTag), Value: aws.String(token)})})
 	if err == nil || !isCode(err, "EntityAlreadyExists") {
 		return err
 	}

@@ -90,6 +90,23 @@ func updateRoleSettings(ctx context.Context, api *iam.Client, role string, oldTa
 	return nil
 }
 
+// updateProfileTags brings the instance profile's user tags from what the state says
+// to what the plan says, as the role's.
+func updateProfileTags(ctx context.Context, api *iam.Client, profile string, oldTags, newTags map[string]string) error {
+	drop, changed := tagDiff(oldTags, newTags)
+	if len(drop) > 0 {
+		if _, err := api.UntagInstanceProfile(ctx, &iam.UntagInstanceProfileInput{InstanceProfileName: aws.String(profile), TagKeys: drop}); err != nil {
+			return fmt.Errorf("removing tags from instance profile %s, %w", profile, err)
+		}
+	}
+	if len(changed) > 0 {
+		if _, err := api.TagInstanceProfile(ctx, &iam.TagInstanceProfileInput{InstanceProfileName: aws.String(profile), Tags: iamTags(changed)}); err != nil {
+			return fmt.Errorf("tagging instance profile %s, %w", profile, err)
+		}
+	}
+	return nil
+}
+
 // readRoleSettings puts the role's user tags and boundary into the state's values,
 // keeping an unset tags attribute unset when the role has no user tags.
 func readRoleSettings(role *iamtypes.Role, tags *types.Map, boundary *types.String) {

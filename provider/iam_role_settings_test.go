@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
+	"github.com/dovetail-sh/dovetail/provider"
 	"github.com/dovetail-sh/dovetail/tests/testenv"
 )
 
@@ -35,10 +36,11 @@ func TestAccRoleTagsBoundaryAndPath(t *testing.T) {
 	config := func(tags, boundary string) string {
 		return awsProvider(moto.Endpoint, "iam") + fmt.Sprintf(`
 resource "dovetail_node_role" "this" {
-  name                 = "KarpenterNodeRole-demo"
-  path                 = "/dovetail/"
-  permissions_boundary = %q
-  tags                 = %s
+  name                    = "KarpenterNodeRole-demo"
+  path                    = "/dovetail/"
+  permissions_boundary    = %q
+  tags                    = %s
+  create_instance_profile = true
 }
 resource "dovetail_controller_role" "this" {
   name                 = "DovetailController-demo"
@@ -79,8 +81,26 @@ resource "dovetail_controller_role" "this" {
 			return nil
 		}
 	}
+	profileIs := func(tags map[string]string) resource.TestCheckFunc {
+		return func(*terraform.State) error {
+			out, err := api.GetInstanceProfile(ctx, &iam.GetInstanceProfileInput{InstanceProfileName: aws.String("KarpenterNodeRole-demo")})
+			if err != nil {
+				return err
+			}
+			got := map[string]string{}
+			for _, tag := range out.InstanceProfile.Tags {
+				if k := aws.ToString(tag.Key); k != provider.CreationTokenTag {
+					got[k] = aws.ToString(tag.Value)
+				}
+			}
+			if fmt.Sprint(got) != fmt.Sprint(tags) {
+				return fmt.Errorf("instance profile tags %v, want %v", got, tags)
+			}
+			return nil
+		}
+	}
 	both := func(boundary string, tags map[string]string) resource.TestCheckFunc {
-		return resource.ComposeTestCheckFunc(roleIs("KarpenterNodeRole-demo", boundary, tags), roleIs("DovetailController-demo", boundary, tags))
+		return resource.ComposeTestCheckFunc(roleIs("KarpenterNodeRole-demo", boundary, tags), roleIs("DovetailController-demo", boundary, tags), profileIs(tags))
 	}
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,

@@ -125,7 +125,7 @@ func (r *nodeRole) Create(ctx context.Context, req resource.CreateRequest, resp 
 		return
 	}
 	if plan.CreateInstanceProfile.ValueBool() {
-		if err := createInstanceProfile(ctx, api, plan.Name.ValueString(), plan.Path.ValueString()); err != nil {
+		if err := createInstanceProfile(ctx, api, plan.Name.ValueString(), plan.Path.ValueString(), roleTags(ctx, plan.Tags, &resp.Diagnostics)); err != nil {
 			resp.Diagnostics.AddError("Cannot create the instance profile", err.Error())
 			return
 		}
@@ -224,6 +224,12 @@ func (r *nodeRole) Update(ctx context.Context, req resource.UpdateRequest, resp 
 		state.PermissionsBoundary.ValueString(), plan.PermissionsBoundary.ValueString()); err != nil {
 		resp.Diagnostics.AddError("Cannot update the node role", err.Error())
 		return
+	}
+	if state.CreateInstanceProfile.ValueBool() {
+		if err := updateProfileTags(ctx, r.clients.AWS.IAM, plan.Name.ValueString(), roleTags(ctx, state.Tags, &resp.Diagnostics), roleTags(ctx, plan.Tags, &resp.Diagnostics)); err != nil {
+			resp.Diagnostics.AddError("Cannot update the node role's instance profile", err.Error())
+			return
+		}
 	}
 	want, have := sets.New(setStrings(ctx, plan.PolicyARNs)...), sets.New(setStrings(ctx, state.PolicyARNs)...)
 	if err := r.attach(ctx, plan.Name.ValueString(), sets.List(want.Difference(have)), sets.List(have.Difference(want))); err != nil {
