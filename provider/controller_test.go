@@ -267,7 +267,8 @@ resource "dovetail_controller" "this" {
 	cases := map[string]struct{ config, want string }{
 		"bad duration":         {controller(`aws_region = "us-west-2"` + "\n" + `batch_idle_duration = "1 second"`), `"1 second" is not a positive duration; write it like 10s, 5m or 1h30m`},
 		"bad quantity":         {controller(`aws_region = "us-west-2"` + "\n" + `memory = "1 GB"`), `"1 GB" is not a Kubernetes quantity`},
-		"unknown feature gate": {controller(`aws_region = "us-west-2"` + "\n" + `feature_gates = { Drift = true }`), `value must be one of: \["SpotToSpotConsolidation" "NodeRepair"\]`},
+		"unknown feature gate": {controller(`aws_region = "us-west-2"` + "\n" + `feature_gates = { Drift = true }`), `value must be one of: \["SpotToSpotConsolidation" "ReservedCapacity" "NodeRepair" "NodeOverlay" "StaticCapacity"\], got: "Drift"`},
+		"static capacity gate": {controller(`aws_region = "us-west-2"` + "\n" + `feature_gates = { StaticCapacity = true }`), `StaticCapacity must be false: static NodePool \(spec.replicas\) support is not implemented yet`},
 		"node repair gate":     {controller(`aws_region = "us-west-2"` + "\n" + `feature_gates = { NodeRepair = true }`), `NodeRepair must be false: node repair is not implemented yet`},
 		"role name, not ARN":   {controller(`aws_region = "us-west-2"` + "\n" + `irsa_role_arn = "dovetail"`), `must be an IAM role ARN`},
 		"no region":            {controller(``), `Set aws_region on dovetail_controller, or add aws { region = "..." }`},

@@ -30,7 +30,7 @@ func newAWSCloud(ctx context.Context, opts Options, cfg *rest.Config, mgr manage
 		ClusterName: opts.ClusterName, ClusterEndpoint: opts.ClusterEndpoint, Region: opts.AWSRegion,
 		Endpoints: opts.AWSEndpoints, IsolatedVPC: opts.IsolatedVPC, ReservedENIs: opts.ReservedENIs,
 		VMMemoryOverheadPercent: opts.VMMemoryOverheadPercent, SSMPrefix: opts.SSMParameterPrefix,
-		APIOptions: opts.AWSAPIOptions,
+		APIOptions: opts.AWSAPIOptions, DisableReservedCapacity: !opts.FeatureGates.ReservedCapacityOn(),
 	}
 	clients, err := dtaws.NewClients(ctx, settings)
 	if err != nil {

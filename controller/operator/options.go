@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -54,7 +55,12 @@ type Options struct {
 	// AllowRepeatedControllers lets one process run several managers, as tests do;
 	// controller-runtime otherwise refuses a controller name it has seen.
 	AllowRepeatedControllers bool
+	// envErrors are environment variables the flags could not parse.
+	envErrors []string
 }
+
+// envInUsage finds the environment variable a flag's usage names, as "[NAME]".
+var envInUsage = regexp.MustCompile(`\[([A-Z][A-Z0-9_]*)\]$`)
 
 // Endpoints are per-service AWS endpoint overrides, "ec2=URL,ssm=URL".
 type Endpoints map[string]string
@@ -98,14 +104,27 @@ func (e *Endpoints) Set(v string) error {
 	return nil
 }
 
-// FeatureGates are the toggles Karpenter users know.
+// FeatureGates are the toggles Karpenter users know, by Karpenter's names, so that a
+// Karpenter configuration carries over.
 type FeatureGates struct {
 	SpotToSpotConsolidation bool
 	NodeRepair              bool
+	// ReservedCapacity is on unless turned off: capacity reservations the classes
+	// select are offered as reserved capacity.
+	ReservedCapacity bool
+	NodeOverlay      bool
+	StaticCapacity   bool
+	// reservedCapacitySet records that ReservedCapacity was given.
+	reservedCapacitySet bool
 }
 
+// ReservedCapacityOn says whether reserved capacity is offered: on by default, as
+// in Karpenter since v1.6.
+func (f *FeatureGates) ReservedCapacityOn() bool { return !f.reservedCapacitySet || f.ReservedCapacity }
+
 func (f *FeatureGates) String() string {
-	return fmt.Sprintf("SpotToSpotConsolidation=%t,NodeRepair=%t", f.SpotToSpotConsolidation, f.NodeRepair)
+	return fmt.Sprintf("SpotToSpotConsolidation=%t,NodeRepair=%t,ReservedCapacity=%t,NodeOverlay=%t,StaticCapacity=%t",
+		f.SpotToSpotConsolidation, f.NodeRepair, f.ReservedCapacityOn(), f.NodeOverlay, f.StaticCapacity)
 }
 
 // Set parses "Name=bool,Name=bool".
@@ -128,8 +147,14 @@ func (f *FeatureGates) Set(v string) error {
 			f.SpotToSpotConsolidation = b
 		case "NodeRepair":
 			f.NodeRepair = b
+		case "ReservedCapacity":
+			f.ReservedCapacity, f.reservedCapacitySet = b, true
+		case "NodeOverlay":
+			f.NodeOverlay = b
+		case "StaticCapacity":
+			f.StaticCapacity = b
 		default:
-			return fmt.Errorf("unknown feature gate %q; known gates are SpotToSpotConsolidation and NodeRepair", name)
+			return fmt.Errorf("unknown feature gate %q; known gates are SpotToSpotConsolidation, NodeRepair, ReservedCapacity, NodeOverlay and StaticCapacity", name)
 		}
 	}
 	return nil
@@ -149,7 +174,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.KwokCatalog, "kwok-catalog", env("KWOK_CATALOG", ""), "instance-type catalog for the kwok provider; default: the embedded AWS catalog [KWOK_CATALOG]")
 	fs.DurationVar(&o.BatchIdleDuration, "batch-idle-duration", envDuration("BATCH_IDLE_DURATION", time.Second), "close a provisioning batch after this long without new pending pods [BATCH_IDLE_DURATION]")
 	fs.DurationVar(&o.BatchMaxDuration, "batch-max-duration", envDuration("BATCH_MAX_DURATION", 10*time.Second), "close a provisioning batch after this long regardless [BATCH_MAX_DURATION]")
-	fs.Var(&o.FeatureGates, "feature-gates", "Name=bool,... (SpotToSpotConsolidation, NodeRepair) [FEATURE_GATES]")
+	fs.Var(&o.FeatureGates, "feature-gates", "Name=bool,... (SpotToSpotConsolidation, ReservedCapacity; NodeRepair, NodeOverlay and StaticCapacity only =false) [FEATURE_GATES]")
 	fs.StringVar(&o.BindAddress, "bind-address", env("BIND_ADDRESS", ""), "address the metrics and health servers listen on; empty means all [BIND_ADDRESS]")
 	fs.IntVar(&o.MetricsPort, "metrics-port", envInt("METRICS_PORT", 8080), "port of the Prometheus /metrics endpoint; 0 turns it off [METRICS_PORT]")
 	fs.IntVar(&o.HealthProbePort, "health-probe-port", envInt("HEALTH_PROBE_PORT", 8081), "port of /healthz and /readyz; 0 turns them off [HEALTH_PROBE_PORT]")
@@ -163,17 +188,26 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&o.KubeClientQPS, "kube-client-qps", envFloat("KUBE_CLIENT_QPS", 200), "requests per second to the API server [KUBE_CLIENT_QPS]")
 	fs.IntVar(&o.KubeClientBurst, "kube-client-burst", envInt("KUBE_CLIENT_BURST", 300), "burst of requests to the API server [KUBE_CLIENT_BURST]")
 	nodecosts.AddFlags(fs, &o.NodeCosts)
-	if v := os.Getenv("FEATURE_GATES"); v != "" {
-		_ = o.FeatureGates.Set(v)
-	}
-	if v := os.Getenv("AWS_ENDPOINTS"); v != "" {
-		_ = o.AWSEndpoints.Set(v)
-	}
+	// The environment gives the defaults above; each variable set is also parsed by
+	// its flag, so one that does not parse is an error at start, not a silent
+	// default (FEATURE_GATES and AWS_ENDPOINTS are only read here).
+	o.envErrors = nil
+	fs.VisitAll(func(f *flag.Flag) {
+		m := envInUsage.FindStringSubmatch(f.Usage)
+		if m == nil {
+			return
+		}
+		if v, ok := os.LookupEnv(m[1]); ok {
+			if err := f.Value.Set(v); err != nil {
+				o.envErrors = append(o.envErrors, fmt.Sprintf("%s=%q (--%s): %v", m[1], v, f.Name, err))
+			}
+		}
+	})
 }
 
 // Validate reports bad settings by flag name, with the fix.
 func (o *Options) Validate() error {
-	var errs []string
+	errs := append([]string(nil), o.envErrors...)
 	if o.BatchIdleDuration <= 0 {
 		errs = append(errs, "--batch-idle-duration must be positive")
 	}
@@ -200,6 +234,12 @@ func (o *Options) Validate() error {
 		// Accepting the gate and repairing nothing would leave users believing
 		// unhealthy nodes are replaced.
 		errs = append(errs, "--feature-gates NodeRepair=true: node repair is not implemented yet; set NodeRepair=false (unhealthy nodes are not replaced automatically)")
+	}
+	if o.FeatureGates.NodeOverlay {
+		errs = append(errs, "--feature-gates NodeOverlay=true: NodeOverlays are not implemented yet; set NodeOverlay=false")
+	}
+	if o.FeatureGates.StaticCapacity {
+		errs = append(errs, "--feature-gates StaticCapacity=true: static NodePools (spec.replicas) are not implemented yet; set StaticCapacity=false")
 	}
 	if o.DisruptionPeriod <= 0 {
 		errs = append(errs, "--disruption-period must be positive")

@@ -1,6 +1,7 @@
 package operator
 
 import (
+	"flag"
 	"strings"
 	"testing"
 	"time"
@@ -51,5 +52,43 @@ func TestNodeRepairGateIsRefused(t *testing.T) {
 	}
 	if err := o.Validate(); err != nil {
 		t.Errorf("NodeRepair=false refused: %v", err)
+	}
+}
+
+// An environment variable that does not parse stops the controller and names itself,
+// instead of leaving the setting at its default.
+func TestBadEnvironmentIsRefused(t *testing.T) {
+	t.Setenv("BATCH_IDLE_DURATION", "soon")
+	t.Setenv("FEATURE_GATES", "SpotToSpot=true")
+	t.Setenv("AWS_ENDPOINTS", "ec2=https://vpce.example")
+	t.Setenv("CLOUD_PROVIDER", "kwok")
+	var o Options
+	fs := flag.NewFlagSet("test", flag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse(nil); err != nil {
+		t.Fatal(err)
+	}
+	err := o.Validate()
+	for _, want := range []string{`BATCH_IDLE_DURATION="soon" (--batch-idle-duration)`, `FEATURE_GATES="SpotToSpot=true" (--feature-gates): unknown feature gate "SpotToSpot"`} {
+		if err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("Validate() = %v; want it to name %s", err, want)
+		}
+	}
+	if o.AWSEndpoints["ec2"] != "https://vpce.example" {
+		t.Errorf("AWS_ENDPOINTS was not read: %v", o.AWSEndpoints)
+	}
+	t.Setenv("BATCH_IDLE_DURATION", "2s")
+	t.Setenv("FEATURE_GATES", "SpotToSpotConsolidation=true")
+	o = Options{}
+	fs = flag.NewFlagSet("test", flag.ContinueOnError)
+	o.AddFlags(fs)
+	if err := fs.Parse([]string{"--batch-idle-duration", "3s"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := o.Validate(); err != nil {
+		t.Fatalf("valid environment refused: %v", err)
+	}
+	if o.BatchIdleDuration != 3*time.Second || !o.FeatureGates.SpotToSpotConsolidation {
+		t.Errorf("the flag should win over the environment and the gate be on: %v, %+v", o.BatchIdleDuration, o.FeatureGates)
 	}
 }

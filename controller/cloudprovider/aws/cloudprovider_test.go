@@ -740,6 +740,21 @@ func TestLaunchesIntoCapacityReservations(t *testing.T) {
 	if !cloudprovider.IsInsufficientCapacity(err) {
 		t.Errorf("a claim only a full reservation satisfies: %v; want InsufficientCapacity", err)
 	}
+	// The ReservedCapacity=false gate leaves reservations unused.
+	off := dtaws.New(f.kube, ec2.New(f.clients.EC2.Options(), emu.Option), dtaws.Settings{ClusterName: cluster, Region: region, ClusterEndpoint: "https://moto.example",
+		ClusterCABundle: "Q0E=", VMMemoryOverheadPercent: 0.075, DisableReservedCapacity: true}, f.prices, f.clock)
+	types, err = off.GetInstanceTypes(f.ctx, &v1.NodePool{Spec: v1.NodePoolSpec{Template: v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{
+		NodeClassRef: &v1.NodeClassReference{Kind: "EC2NodeClass", Name: "reserved"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, it := range types {
+		for _, o := range it.Offerings {
+			if o.CapacityType == v1.CapacityTypeReserved {
+				t.Fatalf("with ReservedCapacity off, %s still offers %+v", it.Name, o)
+			}
+		}
+	}
 }
 
 // A node's ephemeral storage is what its kubelet root sits on, as Karpenter counts

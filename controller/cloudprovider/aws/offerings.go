@@ -97,6 +97,9 @@ func (c *CloudProvider) priced(f *catalog.File, class *awsv1.EC2NodeClass, zones
 // reservedOfferings are the class's active capacity reservations of the type in its
 // zones, one offering each.
 func (c *CloudProvider) reservedOfferings(e catalog.Entry, class *awsv1.EC2NodeClass, zones sets.Set[string]) []catalog.Offering {
+	if c.settings.DisableReservedCapacity {
+		return nil
+	}
 	instanceType := e.Name
 	price, ok := c.prices.OnDemand(instanceType)
 	for _, o := range e.Offerings {

@@ -39,6 +39,9 @@ type Settings struct {
 	SSMPrefix string
 	// KubernetesVersion ("1.33") picks the image parameters of aliases.
 	KubernetesVersion string
+	// DisableReservedCapacity (the ReservedCapacity=false feature gate) leaves the
+	// classes' capacity reservations unused.
+	DisableReservedCapacity bool
 	// APIOptions are added to every client's middleware stack: tests record each
 	// call there and check it against the IAM policy Dovetail ships.
 	APIOptions []func(*middleware.Stack) error
