@@ -234,6 +234,35 @@ func TestHelmRefusesAChartWithoutAClusterName(t *testing.T) {
 	}
 }
 
+// values.schema.json refuses values the controller would refuse, naming the value,
+// before anything is installed.
+func TestHelmRefusesBadValuesNamingThem(t *testing.T) {
+	for name, c := range map[string]struct {
+		vals map[string]any
+		want string
+	}{
+		"log level":    {map[string]any{"logLevel": "verbose"}, "logLevel"},
+		"feature gate": {map[string]any{"settings": map[string]any{"featureGates": map[string]any{"drift": true}}}, "featureGates"},
+		"replicas":     {map[string]any{"replicas": 0}, "replicas"},
+		"duration":     {map[string]any{"settings": map[string]any{"batchIdleDuration": "1 second"}}, "batchIdleDuration"},
+		"endpoint":     {map[string]any{"settings": map[string]any{"awsEndpoints": map[string]any{"s3": "https://x"}}}, "awsEndpoints"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			vals := c.vals
+			settings, _ := vals["settings"].(map[string]any)
+			if settings == nil {
+				settings = map[string]any{}
+				vals["settings"] = settings
+			}
+			settings["clusterName"] = "demo"
+			_, err := helmTemplate(t, "dovetail", "dovetail", vals)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("helm template gave %v; want a schema error naming %s", err, c.want)
+			}
+		})
+	}
+}
+
 func TestChartLints(t *testing.T) {
 	result := lint.All("dovetail", map[string]any{"settings": map[string]any{"clusterName": "demo"}}, "dovetail", false)
 	for _, m := range result.Messages {
