@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -63,6 +64,7 @@ type controllerModel struct {
 	WaitForRollout             types.Bool   `tfsdk:"wait_for_rollout"`
 	RolloutTimeout             types.String `tfsdk:"rollout_timeout"`
 	ManifestsSHA256            types.String `tfsdk:"manifests_sha256"`
+	Values                     types.List   `tfsdk:"values"`
 }
 
 func (r *controllerResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -116,6 +118,9 @@ func (r *controllerResource) Schema(_ context.Context, _ resource.SchemaRequest,
 				Description: "How much more per unit of demand, as a fraction (0.02 is 2%), a plan may pay to use fewer, larger nodes."},
 			"wait_for_rollout": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true), Description: "Wait until every replica of the new version is available."},
 			"rollout_timeout":  schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("5m"), Validators: duration, Description: "How long to wait for the rollout."},
+			"values": schema.ListAttribute{Optional: true, ElementType: types.StringType, Validators: []validator.List{listvalidator.ValueStringsAre(chartValuesDocument{})},
+				Description: "Further values of the Helm chart the manifests come from (charts/dovetail, named like Karpenter's chart: tolerations, nodeSelector, affinity, topologySpreadConstraints, priorityClassName, podAnnotations, controller.env, serviceMonitor, ...), " +
+					"as YAML documents like helm_release's values (write them with yamlencode); later documents win. What the attributes above set (replicas, image, settings, ...) is set there, not here: the plan fails naming the attribute. The chart's schema checks them at plan time."},
 			"manifests_sha256": schema.StringAttribute{Computed: true, Description: "Digest of the applied manifests. When the objects in the cluster differ from them (say, after kubectl edit or scale), refresh records what drifted here and the plan applies them again."},
 		},
 	}
@@ -123,7 +128,7 @@ func (r *controllerResource) Schema(_ context.Context, _ resource.SchemaRequest,
 
 var clusterNameValidator = stringvalidator.RegexMatches(regexp.MustCompile(`^[0-9A-Za-z][A-Za-z0-9\-_]{0,99}$`), "must be an EKS cluster name: 1-100 letters, digits, - and _, starting with a letter or digit")
 
-func (r *controllerResource) values(m *controllerModel) templates.Values {
+func (r *controllerResource) values(m *controllerModel) (templates.Values, error) {
 	v := templates.Values{
 		Name: m.Name.ValueString(), Namespace: m.Namespace.ValueString(), CreateNamespace: m.CreateNamespace.ValueBool(),
 		ServiceAccount: m.ServiceAccount.ValueString(), Image: m.Image.ValueString(), Replicas: int(m.Replicas.ValueInt64()),
@@ -148,7 +153,9 @@ func (r *controllerResource) values(m *controllerModel) templates.Values {
 			}
 		}
 	}
-	return v
+	extra, err := chartValues(m.Values)
+	v.ExtraChartValues = extra
+	return v, err
 }
 
 // render is everything applied, CRDs first, and the digest the plan shows.
@@ -157,7 +164,11 @@ func (r *controllerResource) render(m *controllerModel) ([]*unstructured.Unstruc
 	if err != nil {
 		return nil, "", err
 	}
-	objs, err := templates.Manifests(r.values(m))
+	v, err := r.values(m)
+	if err != nil {
+		return nil, "", err
+	}
+	objs, err := templates.Manifests(v)
 	if err != nil {
 		return nil, "", err
 	}

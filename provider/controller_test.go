@@ -28,7 +28,13 @@ import (
 
 // controllerConfig installs the controller and, depending on it, a node class and a
 // pool: the CRDs they need arrive in the same apply.
-func controllerConfig(kubeconfig string, replicas int, logLevel, timeout string) string {
+// chartValues are chart values a Karpenter user sets in Helm, as helm_release takes them.
+const chartValues = `values = [yamlencode({
+    podAnnotations = { "example.com/team" = "platform" }
+    tolerations    = [{ key = "CriticalAddonsOnly", operator = "Exists" }, { key = "dedicated", operator = "Equal", value = "system", effect = "NoSchedule" }]
+  })]`
+
+func controllerConfig(kubeconfig string, replicas int, logLevel, timeout string, values ...string) string {
 	return kubeProvider(kubeconfig) + fmt.Sprintf(`
 resource "dovetail_controller" "this" {
   cluster_name       = "demo"
@@ -42,6 +48,7 @@ resource "dovetail_controller" "this" {
   # Nodes in private subnets; a stronger preference for fewer nodes.
   public_ipv4_price_per_hour = 0
   fewer_nodes_tolerance      = 0.05
+  %s
 }
 `+nodeClassConfig("", "depends_on = [dovetail_controller.this]")+`
 
@@ -57,7 +64,7 @@ resource "dovetail_node_pool" "general" {
   }
   depends_on = [dovetail_controller.this]
 }
-`, replicas, logLevel, timeout)
+`, replicas, logLevel, timeout, strings.Join(values, "\n"))
 }
 
 func TestAccController(t *testing.T) {
@@ -70,7 +77,7 @@ func TestAccController(t *testing.T) {
 		d := &appsv1.Deployment{}
 		return d, kube.Get(ctx, client.ObjectKey{Namespace: "dovetail", Name: "dovetail"}, d)
 	}
-	rolledOut := func(replicas int32, logLevel string) resource.TestCheckFunc {
+	rolledOut := func(replicas int32, logLevel string, withValues bool) resource.TestCheckFunc {
 		return func(*terraform.State) error {
 			d, err := deployment()
 			if err != nil {
@@ -82,6 +89,9 @@ func TestAccController(t *testing.T) {
 			env := map[string]string{}
 			for _, e := range d.Spec.Template.Spec.Containers[0].Env {
 				env[e.Name] = e.Value
+			}
+			if has := d.Spec.Template.Annotations["example.com/team"] == "platform" && len(d.Spec.Template.Spec.Tolerations) == 2; has != withValues {
+				return fmt.Errorf("chart values given %v, but the pods have annotations %v, tolerations %v", withValues, d.Spec.Template.Annotations, d.Spec.Template.Spec.Tolerations)
 			}
 			if env["LOG_LEVEL"] != logLevel || env["CLUSTER_NAME"] != "demo" || env["INTERRUPTION_QUEUE"] != "demo-interruptions" || env["FEATURE_GATES"] != "SpotToSpotConsolidation=true" ||
 				env["PUBLIC_IPV4_PRICE_PER_HOUR"] != "0" || env["FEWER_NODES_TOLERANCE"] != "0.05" {
@@ -131,14 +141,14 @@ func TestAccController(t *testing.T) {
 		},
 		Steps: []resource.TestStep{
 			{
-				Config: controllerConfig(stack.Kubeconfig, 2, "info", "2m"),
-				Check: resource.ComposeTestCheckFunc(installed, rolledOut(2, "info"),
+				Config: controllerConfig(stack.Kubeconfig, 2, "info", "2m", chartValues),
+				Check: resource.ComposeTestCheckFunc(installed, rolledOut(2, "info", true),
 					func(*terraform.State) error { return provisionsAsServiceAccount(t, stack) }),
 			},
 			{
-				Config:           controllerConfig(stack.Kubeconfig, 2, "debug", "2m"),
+				Config:           controllerConfig(stack.Kubeconfig, 2, "debug", "2m", chartValues),
 				ConfigPlanChecks: update,
-				Check:            rolledOut(2, "debug"),
+				Check:            rolledOut(2, "debug", true),
 			},
 			{
 				// kubectl scale is drift, put back by the next apply.
@@ -153,18 +163,20 @@ func TestAccController(t *testing.T) {
 						t.Fatal(err)
 					}
 				},
-				Config:           controllerConfig(stack.Kubeconfig, 2, "debug", "2m"),
+				Config:           controllerConfig(stack.Kubeconfig, 2, "debug", "2m", chartValues),
 				ConfigPlanChecks: update,
-				Check:            rolledOut(2, "debug"),
+				Check:            rolledOut(2, "debug", true),
 			},
 			{
 				// A third replica has no node of its own: the apply says so.
-				Config:      controllerConfig(stack.Kubeconfig, 3, "debug", "10s"),
+				Config:      controllerConfig(stack.Kubeconfig, 3, "debug", "10s", chartValues),
 				ExpectError: regexp.MustCompile(`(?s)did not roll out.*pod dovetail-\S+ is\s+not\s+scheduled:.*anti-affinity`),
 			},
 			{
+				// Values removed are removed from the pods; import reads what is
+				// there, which values no longer add to.
 				Config: controllerConfig(stack.Kubeconfig, 2, "debug", "2m"),
-				Check:  rolledOut(2, "debug"),
+				Check:  rolledOut(2, "debug", false),
 			},
 			{
 				ResourceName:            addr,
@@ -184,9 +196,9 @@ func TestAccController(t *testing.T) {
 						t.Fatal(err)
 					}
 				},
-				Config:           controllerConfig(stack.Kubeconfig, 2, "debug", "2m"),
+				Config:           controllerConfig(stack.Kubeconfig, 2, "debug", "2m", chartValues),
 				ConfigPlanChecks: update,
-				Check:            rolledOut(2, "debug"),
+				Check:            rolledOut(2, "debug", true),
 			},
 		},
 	})
@@ -265,15 +277,18 @@ resource "dovetail_controller" "this" {
 }`
 	}
 	cases := map[string]struct{ config, want string }{
-		"bad duration":         {controller(`aws_region = "us-west-2"` + "\n" + `batch_idle_duration = "1 second"`), `"1 second" is not a positive duration; write it like 10s, 5m or 1h30m`},
-		"bad quantity":         {controller(`aws_region = "us-west-2"` + "\n" + `memory = "1 GB"`), `"1 GB" is not a Kubernetes quantity`},
-		"unknown feature gate": {controller(`aws_region = "us-west-2"` + "\n" + `feature_gates = { Drift = true }`), `value must be one of: \["SpotToSpotConsolidation" "ReservedCapacity" "NodeRepair" "NodeOverlay" "StaticCapacity"\], got: "Drift"`},
-		"static capacity gate": {controller(`aws_region = "us-west-2"` + "\n" + `feature_gates = { StaticCapacity = true }`), `StaticCapacity must be false: static NodePool \(spec.replicas\) support is not implemented yet`},
-		"node repair gate":     {controller(`aws_region = "us-west-2"` + "\n" + `feature_gates = { NodeRepair = true }`), `NodeRepair must be false: node repair is not implemented yet`},
-		"role name, not ARN":   {controller(`aws_region = "us-west-2"` + "\n" + `irsa_role_arn = "dovetail"`), `must be an IAM role ARN`},
-		"no region":            {controller(``), `Set aws_region on dovetail_controller, or add aws { region = "..." }`},
-		"negative node cost":   {controller(`aws_region = "us-west-2"` + "\n" + `node_overhead_price_per_hour = -0.01`), `"-0.01" is not a decimal number of at least 0, such as 0.005`},
-		"tolerance over 50%":   {controller(`aws_region = "us-west-2"` + "\n" + `fewer_nodes_tolerance = 2`), `"2" is not a decimal number from 0 to 0.5, such as 0.02`},
+		"bad duration":             {controller(`aws_region = "us-west-2"` + "\n" + `batch_idle_duration = "1 second"`), `"1 second" is not a positive duration; write it like 10s, 5m or 1h30m`},
+		"bad quantity":             {controller(`aws_region = "us-west-2"` + "\n" + `memory = "1 GB"`), `"1 GB" is not a Kubernetes quantity`},
+		"unknown feature gate":     {controller(`aws_region = "us-west-2"` + "\n" + `feature_gates = { Drift = true }`), `value must be one of: \["SpotToSpotConsolidation" "ReservedCapacity" "NodeRepair" "NodeOverlay" "StaticCapacity"\], got: "Drift"`},
+		"values set an attribute":  {controller(`aws_region = "us-west-2"` + "\n" + `values = [yamlencode({ replicas = 3 })]`), `replicas is set by this resource's replicas attribute; set it there, not in values`},
+		"values not a mapping":     {controller(`aws_region = "us-west-2"` + "\n" + `values = ["- a\n- b"]`), `not a YAML mapping of chart values`},
+		"values the chart refuses": {controller(`aws_region = "us-west-2"` + "\n" + `values = [yamlencode({ dnsPolicy = "Sometimes" })]`), `dnsPolicy`},
+		"static capacity gate":     {controller(`aws_region = "us-west-2"` + "\n" + `feature_gates = { StaticCapacity = true }`), `StaticCapacity must be false: static NodePool \(spec.replicas\) support is not implemented yet`},
+		"node repair gate":         {controller(`aws_region = "us-west-2"` + "\n" + `feature_gates = { NodeRepair = true }`), `NodeRepair must be false: node repair is not implemented yet`},
+		"role name, not ARN":       {controller(`aws_region = "us-west-2"` + "\n" + `irsa_role_arn = "dovetail"`), `must be an IAM role ARN`},
+		"no region":                {controller(``), `Set aws_region on dovetail_controller, or add aws { region = "..." }`},
+		"negative node cost":       {controller(`aws_region = "us-west-2"` + "\n" + `node_overhead_price_per_hour = -0.01`), `"-0.01" is not a decimal number of at least 0, such as 0.005`},
+		"tolerance over 50%":       {controller(`aws_region = "us-west-2"` + "\n" + `fewer_nodes_tolerance = 2`), `"2" is not a decimal number from 0 to 0.5, such as 0.02`},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -117,7 +117,7 @@ variable "install_controller" {
 }
 
 variable "controller" {
-  description = "Settings of the controller: namespace, image, replicas, log level, feature gates, isolated VPC (no Pricing API), AWS endpoint overrides, whether to wait for the rollout, and node_costs: what each node costs beyond its instance when plans are compared (root_volume_price_per_gib_month, public_ipv4_price_per_hour, node_overhead_price_per_hour, fewer_nodes_tolerance; unset ones keep the controller's AWS defaults)."
+  description = "Settings of the controller: namespace, image, replicas, log level, feature gates, isolated VPC (no Pricing API), AWS endpoint overrides, whether to wait for the rollout, values (further Helm chart values as YAML documents, e.g. yamlencode({ tolerations = [...] }), named like Karpenter's chart), and node_costs: what each node costs beyond its instance when plans are compared (root_volume_price_per_gib_month, public_ipv4_price_per_hour, node_overhead_price_per_hour, fewer_nodes_tolerance; unset ones keep the controller's AWS defaults)."
   type = object({
     namespace        = optional(string, "dovetail")
     image            = optional(string)
@@ -127,6 +127,7 @@ variable "controller" {
     isolated_vpc     = optional(bool, false)
     aws_endpoints    = optional(map(string), {})
     wait_for_rollout = optional(bool, true)
+    values           = optional(list(string), [])
     node_costs = optional(object({
       root_volume_price_per_gib_month = optional(number)
       public_ipv4_price_per_hour      = optional(number)
