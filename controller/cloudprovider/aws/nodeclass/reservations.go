@@ -2,7 +2,6 @@ package nodeclass
 
 import (
 	"context"
-	"fmt"
 	"sort"
 	"strings"
 
@@ -50,15 +49,7 @@ func CapacityReservations(ctx context.Context, api CapacityReservationAPI, terms
 				in.Filters = append(in.Filters, ec2types.Filter{Name: aws.String("instance-match-criteria"), Values: []string{term.InstanceMatchCriteria}})
 			}
 		}
-		pages := ec2.NewDescribeCapacityReservationsPaginator(api, in)
-		for pages.HasMorePages() {
-			page, err := pages.NextPage(ctx)
-			if err != nil {
-				if term.ID != "" && strings.Contains(err.Error(), "NotFound") {
-					break
-				}
-				return nil, fmt.Errorf("describing capacity reservations for %s, %w", describeReservationTerm(term), err)
-			}
+		err := eachPage(ctx, ec2.NewDescribeCapacityReservationsPaginator(api, in), term.ID != "", "capacity reservations for "+describeReservationTerm(term), func(page *ec2.DescribeCapacityReservationsOutput) {
 			for _, r := range page.CapacityReservations {
 				if r.State != ec2types.CapacityReservationStateActive {
 					continue
@@ -77,6 +68,9 @@ func CapacityReservations(ctx context.Context, api CapacityReservationAPI, terms
 				}
 				seen[out.ID] = out
 			}
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	out := make([]Reservation, 0, len(seen))

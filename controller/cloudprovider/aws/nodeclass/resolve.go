@@ -74,6 +74,29 @@ func formatTags(tags map[string]string) string {
 	return "{" + strings.Join(parts, ", ") + "}"
 }
 
+// paginator is an EC2 Describe paginator of any output type.
+type paginator[O any] interface {
+	HasMorePages() bool
+	NextPage(context.Context, ...func(*ec2.Options)) (O, error)
+}
+
+// eachPage visits every page of one term's Describe call. A term naming an id EC2
+// does not know matches nothing, as a tag term matching nothing does; the caller
+// says what matched nothing at all.
+func eachPage[O any](ctx context.Context, pages paginator[O], byID bool, what string, visit func(O)) error {
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			if byID && strings.Contains(err.Error(), "NotFound") {
+				return nil
+			}
+			return fmt.Errorf("describing %s, %w", what, err)
+		}
+		visit(page)
+	}
+	return nil
+}
+
 // Subnets resolves subnet selector terms. An error says which terms matched nothing
 // and what to check, so the class's status can tell a person what to fix.
 func Subnets(ctx context.Context, api EC2API, terms []awsv1.SubnetSelectorTerm) ([]Subnet, error) {
@@ -85,21 +108,16 @@ func Subnets(ctx context.Context, api EC2API, terms []awsv1.SubnetSelectorTerm) 
 		} else {
 			in.Filters = tagFilters(term.Tags)
 		}
-		pages := ec2.NewDescribeSubnetsPaginator(api, in)
-		for pages.HasMorePages() {
-			page, err := pages.NextPage(ctx)
-			if err != nil {
-				if term.ID != "" && strings.Contains(err.Error(), "NotFound") {
-					break
-				}
-				return nil, fmt.Errorf("describing subnets for %s, %w", describeTerm(term), err)
-			}
+		err := eachPage(ctx, ec2.NewDescribeSubnetsPaginator(api, in), term.ID != "", "subnets for "+describeTerm(term), func(page *ec2.DescribeSubnetsOutput) {
 			for _, s := range page.Subnets {
 				seen[aws.ToString(s.SubnetId)] = Subnet{
 					Subnet:       awsv1.Subnet{ID: aws.ToString(s.SubnetId), Zone: aws.ToString(s.AvailabilityZone), ZoneID: aws.ToString(s.AvailabilityZoneId)},
 					AvailableIPs: aws.ToInt32(s.AvailableIpAddressCount),
 				}
 			}
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	if len(seen) == 0 {
@@ -136,18 +154,13 @@ func SecurityGroups(ctx context.Context, api EC2API, terms []awsv1.SecurityGroup
 		default:
 			in.Filters = tagFilters(term.Tags)
 		}
-		pages := ec2.NewDescribeSecurityGroupsPaginator(api, in)
-		for pages.HasMorePages() {
-			page, err := pages.NextPage(ctx)
-			if err != nil {
-				if term.ID != "" && strings.Contains(err.Error(), "NotFound") {
-					break
-				}
-				return nil, fmt.Errorf("describing security groups for %s, %w", describeTerm(term), err)
-			}
+		err := eachPage(ctx, ec2.NewDescribeSecurityGroupsPaginator(api, in), term.ID != "", "security groups for "+describeTerm(term), func(page *ec2.DescribeSecurityGroupsOutput) {
 			for _, g := range page.SecurityGroups {
 				seen[aws.ToString(g.GroupId)] = awsv1.SecurityGroup{ID: aws.ToString(g.GroupId), Name: aws.ToString(g.GroupName)}
 			}
+		})
+		if err != nil {
+			return nil, err
 		}
 	}
 	if len(seen) == 0 {
