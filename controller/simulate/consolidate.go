@@ -112,10 +112,10 @@ type KeptNode struct {
 // its requirements allow, as in Run.
 func Consolidate(in *Inputs, instanceTypes []*scheduling.InstanceType, costs scheduling.NodeCosts, now time.Time, spotToSpot bool) (*ConsolidationReport, error) {
 	if len(in.NodePools) == 0 {
-		return nil, errors.New("the snapshot has no NodePools, and consolidation acts only on their nodes: include nodepools in `kubectl get nodes,nodeclaims,nodepools,pods,pdb,daemonsets -A -o yaml`")
+		return nil, errors.New("the snapshot has no NodePools, and consolidation acts only on their nodes: include nodepools in `kubectl get nodes,nodeclaims,nodepools,pods,pdb,daemonsets,pvc,pv,storageclasses -A -o yaml`")
 	}
 	if len(in.Nodes) == 0 {
-		return nil, errors.New("the snapshot has no Nodes: include nodes in `kubectl get nodes,nodeclaims,nodepools,pods,pdb,daemonsets -A -o yaml`")
+		return nil, errors.New("the snapshot has no Nodes: include nodes in `kubectl get nodes,nodeclaims,nodepools,pods,pdb,daemonsets,pvc,pv,storageclasses -A -o yaml`")
 	}
 	view, warnings, err := viewOf(in)
 	if err != nil {
@@ -265,6 +265,8 @@ func viewOf(in *Inputs) (*state.View, []string, error) {
 		ds[i] = *d
 	}
 	view := state.NewView(pods, nodes, claims, pools, pdbs, ds)
+	// Moved pods stay with their volumes, as in the cluster.
+	view.PVCs, view.PVs, view.StorageClasses = in.Claims, in.Volumes, in.StorageClasses
 	for i := range view.Claims {
 		nc := &view.Claims[i]
 		if view.NodeOf(nc) == nil && nc.DeletionTimestamp == nil {

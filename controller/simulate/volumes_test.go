@@ -1,9 +1,12 @@
 package simulate
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/dovetail-sh/dovetail/controller/catalog"
@@ -112,5 +115,31 @@ spec:
 		if strings.Contains(w, "PersistentVolumeClaim") || strings.Contains(w, "StorageClass") {
 			t.Errorf("volumes were ignored: %s", w)
 		}
+	}
+}
+
+// Consolidation moves no pod away from a volume that holds it: with every pod of the
+// half-empty nodes on a local volume of its node, nothing can be removed.
+func TestConsolidateKeepsPodsWithTheirVolumes(t *testing.T) {
+	in := readSnapshot(t, "half-empty.yaml")
+	if r := consolidate(t, in, fakeNow); len(r.Remove) == 0 {
+		t.Fatal("without volumes the snapshot should consolidate")
+	}
+	in = readSnapshot(t, "half-empty.yaml")
+	for i, p := range in.BoundPods {
+		claim, volume := fmt.Sprintf("data-%d", i), fmt.Sprintf("local-%d", i)
+		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}})
+		in.Claims = append(in.Claims, corev1.PersistentVolumeClaim{
+			ObjectMeta: metav1.ObjectMeta{Name: claim, Namespace: p.Namespace, Annotations: map[string]string{"pv.kubernetes.io/bind-completed": "yes"}},
+			Spec:       corev1.PersistentVolumeClaimSpec{VolumeName: volume},
+		})
+		in.Volumes = append(in.Volumes, corev1.PersistentVolume{ObjectMeta: metav1.ObjectMeta{Name: volume}, Spec: corev1.PersistentVolumeSpec{
+			NodeAffinity: &corev1.VolumeNodeAffinity{Required: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{MatchExpressions: []corev1.NodeSelectorRequirement{
+				{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: []string{p.Spec.NodeName}}}}}}},
+		}})
+	}
+	r := consolidate(t, in, fakeNow)
+	if len(r.Remove) != 0 || len(r.PodsMoved) != 0 {
+		t.Errorf("removed %d nodes and moved %d pods though every pod is held by a local volume", len(r.Remove), len(r.PodsMoved))
 	}
 }
