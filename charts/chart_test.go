@@ -20,6 +20,7 @@ import (
 	"helm.sh/helm/v3/pkg/lint/support"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
@@ -246,6 +247,20 @@ func TestHelmRefusesBadValuesNamingThem(t *testing.T) {
 		"replicas":     {map[string]any{"replicas": 0}, "replicas"},
 		"duration":     {map[string]any{"settings": map[string]any{"batchIdleDuration": "1 second"}}, "batchIdleDuration"},
 		"endpoint":     {map[string]any{"settings": map[string]any{"awsEndpoints": map[string]any{"s3": "https://x"}}}, "awsEndpoints"},
+		// A value no template reads would be accepted and ignored.
+		"unknown value":          {map[string]any{"podLabel": map[string]any{"team": "a"}}, "podLabel"},
+		"unknown setting":        {map[string]any{"settings": map[string]any{"assumeRoleARN": "arn:aws:iam::1:role/x"}}, "assumeRoleARN"},
+		"unknown controller key": {map[string]any{"controller": map[string]any{"imagePullPolicy": "Always"}}, "imagePullPolicy"},
+		"privileged container":   {map[string]any{"controller": map[string]any{"securityContext": map[string]any{"privileged": true}}}, "privileged"},
+		"logs to a file":         {map[string]any{"logOutputPaths": []any{"/var/log/karpenter.log"}}, "logOutputPaths"},
+		"memory overhead":        {map[string]any{"settings": map[string]any{"vmMemoryOverheadPercent": 1.5}}, "vmMemoryOverheadPercent"},
+		"reserved ENIs":          {map[string]any{"settings": map[string]any{"reservedENIs": "one"}}, "reservedENIs"},
+		"preferences ignored":    {map[string]any{"settings": map[string]any{"preferencePolicy": "Ignore"}}, "settings.preferencePolicy: Ignore is not supported yet"},
+		"best-effort minValues":  {map[string]any{"settings": map[string]any{"minValuesPolicy": "BestEffort"}}, "settings.minValuesPolicy: BestEffort is not supported yet"},
+		"DRA planned":            {map[string]any{"settings": map[string]any{"ignoreDRARequests": false}}, "settings.ignoreDRARequests: false is not supported yet"},
+		"cluster state metrics":  {map[string]any{"settings": map[string]any{"disableClusterStateObservability": true}}, "settings.disableClusterStateObservability: true is not supported yet"},
+		"CA bundle not PEM":      {map[string]any{"settings": map[string]any{"clusterCABundle": "aGVsbG8="}}, "settings.clusterCABundle: not a base64-encoded PEM certificate"},
+		"a conversion webhook":   {map[string]any{"webhook": map[string]any{"enabled": true}}, "webhook.enabled"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			vals := c.vals
@@ -286,12 +301,13 @@ func TestHelmChartInstallsOnTheLocalStack(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, "the ServiceMonitor CRD is served", func() error {
 		return kube.List(ctx, &unstructured.UnstructuredList{Object: map[string]any{"apiVersion": "monitoring.coreos.com/v1", "kind": "ServiceMonitorList"}})
 	})
-	vals := map[string]any{
-		"createNamespace": true,
-		"settings":        map[string]any{"clusterName": "demo", "interruptionQueue": "demo-queue", "featureGates": map[string]any{"spotToSpotConsolidation": true}},
-		"serviceAccount":  map[string]any{"annotations": map[string]any{"eks.amazonaws.com/role-arn": "arn:aws:iam::123456789012:role/dovetail"}},
-		"podAnnotations":  map[string]any{"example.com/owner": "platform"},
-		"serviceMonitor":  map[string]any{"enabled": true},
+	raw, err := os.ReadFile("testdata/karpenter-v1-values.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var vals map[string]any
+	if err := yaml.Unmarshal(raw, &vals); err != nil {
+		t.Fatal(err)
 	}
 	objs, err := helmTemplate(t, "karpenter", "karpenter", vals)
 	if err != nil {
@@ -353,6 +369,7 @@ func TestHelmChartInstallsOnTheLocalStack(t *testing.T) {
 		if p.Annotations["example.com/owner"] != "platform" || p.Spec.ServiceAccountName != "karpenter" {
 			t.Errorf("pod %s: annotations %v, service account %s", p.Name, p.Annotations, p.Spec.ServiceAccountName)
 		}
+		checkKarpenterPodValues(t, p)
 	}
 	if len(pods.Items) != 2 || len(nodes) != 2 {
 		t.Errorf("%d pods on %d nodes, want 2 on 2 (the anti-affinity term names the controller's pods)", len(pods.Items), len(nodes))
@@ -370,6 +387,52 @@ func TestHelmChartInstallsOnTheLocalStack(t *testing.T) {
 	ns := &corev1.Namespace{}
 	if err := kube.Get(ctx, client.ObjectKey{Name: "karpenter"}, ns); err != nil {
 		t.Fatal(err)
+	}
+	role := &rbacv1.ClusterRole{}
+	if err := kube.Get(ctx, client.ObjectKey{Name: "karpenter"}, role); err != nil {
+		t.Fatal(err)
+	}
+	if last := role.Rules[len(role.Rules)-1]; fmt.Sprint(last.APIGroups, last.Resources, last.Verbs) != "[coordination.k8s.io] [leases] [get list]" {
+		t.Errorf("additionalClusterRoleRules: the ClusterRole's last rule is %v", last)
+	}
+}
+
+// checkKarpenterPodValues checks that what testdata/karpenter-v1-values.yaml sets
+// reached the running controller pod.
+func checkKarpenterPodValues(t *testing.T, p corev1.Pod) {
+	t.Helper()
+	spec := p.Spec
+	if len(spec.ImagePullSecrets) != 1 || spec.ImagePullSecrets[0].Name != "registry-credentials" {
+		t.Errorf("pod %s: imagePullSecrets %v", p.Name, spec.ImagePullSecrets)
+	}
+	if spec.DNSConfig == nil || len(spec.DNSConfig.Options) != 1 || spec.SchedulerName != "default-scheduler" {
+		t.Errorf("pod %s: dnsConfig %v, schedulerName %q", p.Name, spec.DNSConfig, spec.SchedulerName)
+	}
+	if len(spec.InitContainers) != 1 || spec.InitContainers[0].Name != "wait-for-proxy" {
+		t.Errorf("pod %s: initContainers %v", p.Name, spec.InitContainers)
+	}
+	if len(spec.Containers) != 2 {
+		t.Fatalf("pod %s has %d containers, want the controller and the sidecar", p.Name, len(spec.Containers))
+	}
+	controller, sidecar := spec.Containers[0], spec.Containers[1]
+	if controller.Name != "controller" || controller.ImagePullPolicy != corev1.PullAlways {
+		t.Errorf("pod %s: container %s pulls %s", p.Name, controller.Name, controller.ImagePullPolicy)
+	}
+	sc := controller.SecurityContext
+	if sc == nil || sc.SeccompProfile == nil || sc.SeccompProfile.Type != corev1.SeccompProfileTypeRuntimeDefault || sc.ReadOnlyRootFilesystem == nil || !*sc.ReadOnlyRootFilesystem {
+		t.Errorf("pod %s: controller securityContext %v", p.Name, sc)
+	}
+	env := map[string]string{}
+	for _, e := range controller.Env {
+		env[e.Name] = e.Value
+	}
+	for k, want := range map[string]string{"VM_MEMORY_OVERHEAD_PERCENT": "0.075", "RESERVED_ENIS": "0", "LOG_OUTPUT_PATHS": "stdout", "LOG_ERROR_OUTPUT_PATHS": "stderr", "AWS_REGION": "eu-west-1"} {
+		if env[k] != want {
+			t.Errorf("pod %s: env %s=%q, want %q", p.Name, k, env[k], want)
+		}
+	}
+	if sidecar.Name != "log-shipper" || len(sidecar.VolumeMounts) != 1 || sidecar.VolumeMounts[0].Name != "aws-iam-token" {
+		t.Errorf("pod %s: sidecar %s mounts %v, want extraVolumeMounts too", p.Name, sidecar.Name, sidecar.VolumeMounts)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
@@ -23,6 +24,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
+	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
@@ -120,7 +122,7 @@ func (r *controllerResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			"rollout_timeout":  schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("5m"), Validators: duration, Description: "How long to wait for the rollout."},
 			"values": schema.ListAttribute{Optional: true, ElementType: types.StringType, Validators: []validator.List{listvalidator.ValueStringsAre(chartValuesDocument{})},
 				Description: "Further values of the Helm chart the manifests come from (charts/dovetail, named like Karpenter's chart: tolerations, nodeSelector, affinity, topologySpreadConstraints, priorityClassName, podAnnotations, controller.env, serviceMonitor, ...), " +
-					"as YAML documents like helm_release's values (write them with yamlencode); later documents win. What the attributes above set (replicas, image, settings, ...) is set there, not here: the plan fails naming the attribute. The chart's schema checks them at plan time."},
+					"as YAML documents like helm_release's values (write them with yamlencode); later documents win. What the attributes above set (replicas, image, settings.clusterName, ...) is set there, not here: the plan fails naming the attribute; Karpenter's settings no attribute sets (settings.vmMemoryOverheadPercent, settings.reservedENIs, ...) go here. The chart renders at plan time, so its schema and refusals fail the plan."},
 			"manifests_sha256": schema.StringAttribute{Computed: true, Description: "Digest of the applied manifests. When the objects in the cluster differ from them (say, after kubectl edit or scale), refresh records what drifted here and the plan applies them again."},
 		},
 	}
@@ -199,7 +201,9 @@ func (r *controllerResource) ModifyPlan(ctx context.Context, req resource.Modify
 			"Set aws_region on dovetail_controller, or add aws { region = \"...\" } to the provider \"dovetail\" block.")
 		return
 	}
-	if !req.Plan.Raw.IsFullyKnown() {
+	known, diags := renderInputsKnown(ctx, req.Plan, plan)
+	resp.Diagnostics.Append(diags...)
+	if !known {
 		plan.ManifestsSHA256 = types.StringUnknown()
 	} else if _, digest, err := r.render(&plan); err != nil {
 		resp.Diagnostics.AddError("Cannot render the controller's manifests", err.Error())
@@ -209,6 +213,15 @@ func (r *controllerResource) ModifyPlan(ctx context.Context, req resource.Modify
 	}
 	plan.ID = types.StringValue(plan.Namespace.ValueString() + "/" + plan.Name.ValueString())
 	resp.Diagnostics.Append(resp.Plan.Set(ctx, &plan)...)
+}
+
+// renderInputsKnown reports whether every attribute the manifests come from is known.
+// The computed id and digest are unknown in the plan of any create or change, which
+// is exactly when the chart must check the values, so they do not count.
+func renderInputsKnown(ctx context.Context, probe tfsdk.Plan, m controllerModel) (bool, diag.Diagnostics) {
+	m.ID, m.ManifestsSHA256 = types.StringValue(""), types.StringValue("")
+	diags := probe.Set(ctx, &m)
+	return !diags.HasError() && probe.Raw.IsFullyKnown(), diags
 }
 
 func (r *controllerResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {

@@ -32,6 +32,7 @@ import (
 const chartValues = `values = [yamlencode({
     podAnnotations = { "example.com/team" = "platform" }
     tolerations    = [{ key = "CriticalAddonsOnly", operator = "Exists" }, { key = "dedicated", operator = "Equal", value = "system", effect = "NoSchedule" }]
+    settings       = { vmMemoryOverheadPercent = 0.1, reservedENIs = "1" }
   })]`
 
 func controllerConfig(kubeconfig string, replicas int, logLevel, timeout string, values ...string) string {
@@ -90,8 +91,9 @@ func TestAccController(t *testing.T) {
 			for _, e := range d.Spec.Template.Spec.Containers[0].Env {
 				env[e.Name] = e.Value
 			}
-			if has := d.Spec.Template.Annotations["example.com/team"] == "platform" && len(d.Spec.Template.Spec.Tolerations) == 2; has != withValues {
-				return fmt.Errorf("chart values given %v, but the pods have annotations %v, tolerations %v", withValues, d.Spec.Template.Annotations, d.Spec.Template.Spec.Tolerations)
+			if has := d.Spec.Template.Annotations["example.com/team"] == "platform" && len(d.Spec.Template.Spec.Tolerations) == 2 &&
+				env["VM_MEMORY_OVERHEAD_PERCENT"] == "0.1" && env["RESERVED_ENIS"] == "1"; has != withValues {
+				return fmt.Errorf("chart values given %v, but the pods have annotations %v, tolerations %v, env %v", withValues, d.Spec.Template.Annotations, d.Spec.Template.Spec.Tolerations, env)
 			}
 			if env["LOG_LEVEL"] != logLevel || env["CLUSTER_NAME"] != "demo" || env["INTERRUPTION_QUEUE"] != "demo-interruptions" || env["FEATURE_GATES"] != "SpotToSpotConsolidation=true" ||
 				env["PUBLIC_IPV4_PRICE_PER_HOUR"] != "0" || env["FEWER_NODES_TOLERANCE"] != "0.05" {
@@ -282,13 +284,17 @@ resource "dovetail_controller" "this" {
 		"unknown feature gate":     {controller(`aws_region = "us-west-2"` + "\n" + `feature_gates = { Drift = true }`), `value must be one of: \["SpotToSpotConsolidation" "ReservedCapacity" "NodeRepair" "NodeOverlay" "StaticCapacity"\], got: "Drift"`},
 		"values set an attribute":  {controller(`aws_region = "us-west-2"` + "\n" + `values = [yamlencode({ replicas = 3 })]`), `replicas is set by this resource's replicas attribute; set it there, not in values`},
 		"values not a mapping":     {controller(`aws_region = "us-west-2"` + "\n" + `values = ["- a\n- b"]`), `not a YAML mapping of chart values`},
-		"values the chart refuses": {controller(`aws_region = "us-west-2"` + "\n" + `values = [yamlencode({ dnsPolicy = "Sometimes" })]`), `dnsPolicy`},
-		"static capacity gate":     {controller(`aws_region = "us-west-2"` + "\n" + `feature_gates = { StaticCapacity = true }`), `StaticCapacity must be false: static NodePool \(spec.replicas\) support is not implemented yet`},
-		"node repair gate":         {controller(`aws_region = "us-west-2"` + "\n" + `feature_gates = { NodeRepair = true }`), `NodeRepair must be false: node repair is not implemented yet`},
-		"role name, not ARN":       {controller(`aws_region = "us-west-2"` + "\n" + `irsa_role_arn = "dovetail"`), `must be an IAM role ARN`},
-		"no region":                {controller(``), `Set aws_region on dovetail_controller, or add aws { region = "..." }`},
-		"negative node cost":       {controller(`aws_region = "us-west-2"` + "\n" + `node_overhead_price_per_hour = -0.01`), `"-0.01" is not a decimal number of at least 0, such as 0.005`},
-		"tolerance over 50%":       {controller(`aws_region = "us-west-2"` + "\n" + `fewer_nodes_tolerance = 2`), `"2" is not a decimal number from 0 to 0.5, such as 0.02`},
+		"values the chart refuses": {controller(`aws_region = "us-west-2"` + "\n" + `values = [yamlencode({ dnsPolicy = "Sometimes" })]`), `at '/dnsPolicy': value must be one of 'ClusterFirst'`},
+		"values set a setting attribute": {controller(`aws_region = "us-west-2"` + "\n" + `values = [yamlencode({ settings = { clusterName = "other" } })]`),
+			`settings.clusterName is set by this resource's cluster_name attribute`},
+		"values a setting not supported": {controller(`aws_region = "us-west-2"` + "\n" + `values = [yamlencode({ settings = { minValuesPolicy = "BestEffort" } })]`),
+			`settings.minValuesPolicy: BestEffort is not supported yet`},
+		"static capacity gate": {controller(`aws_region = "us-west-2"` + "\n" + `feature_gates = { StaticCapacity = true }`), `StaticCapacity must be false: static NodePool \(spec.replicas\) support is not implemented yet`},
+		"node repair gate":     {controller(`aws_region = "us-west-2"` + "\n" + `feature_gates = { NodeRepair = true }`), `NodeRepair must be false: node repair is not implemented yet`},
+		"role name, not ARN":   {controller(`aws_region = "us-west-2"` + "\n" + `irsa_role_arn = "dovetail"`), `must be an IAM role ARN`},
+		"no region":            {controller(``), `Set aws_region on dovetail_controller, or add aws { region = "..." }`},
+		"negative node cost":   {controller(`aws_region = "us-west-2"` + "\n" + `node_overhead_price_per_hour = -0.01`), `"-0.01" is not a decimal number of at least 0, such as 0.005`},
+		"tolerance over 50%":   {controller(`aws_region = "us-west-2"` + "\n" + `fewer_nodes_tolerance = 2`), `"2" is not a decimal number from 0 to 0.5, such as 0.02`},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -3,6 +3,9 @@
 package operator
 
 import (
+	"crypto/x509"
+	"encoding/base64"
+	"encoding/pem"
 	"flag"
 	"fmt"
 	"os"
@@ -32,6 +35,10 @@ type Options struct {
 	LeaderElect             bool
 	LeaderElectionNamespace string
 	LogLevel                string
+	// LogOutputPaths and LogErrorOutputPaths are Karpenter's: where logs and the
+	// logger's own errors go, each stdout or stderr (comma-separated).
+	LogOutputPaths          string
+	LogErrorOutputPaths     string
 	VMMemoryOverheadPercent float64
 	RegistrationTTL         time.Duration
 	// DisruptionPeriod and ConsolidationValidationDelay pace voluntary disruption.
@@ -47,6 +54,21 @@ type Options struct {
 	AWSEndpoints       Endpoints
 	SSMParameterPrefix string
 	InterruptionQueue  string
+	// ClusterCABundle is the API server's CA (base64 PEM) written into node user data;
+	// empty takes it from EKS DescribeCluster or else the controller's own kubeconfig.
+	ClusterCABundle string
+	// EKSControlPlane reads the CA and service CIDR from EKS DescribeCluster even when
+	// the endpoint is given.
+	EKSControlPlane bool
+	// Karpenter settings Dovetail takes only at the value that describes what it does,
+	// so that a Karpenter values file or env carries over and a value that would
+	// change behaviour is refused instead of ignored. Their zero values are
+	// Dovetail's behaviour; PlanDRARequests is --ignore-dra-requests inverted.
+	PreferencePolicy                 string
+	MinValuesPolicy                  string
+	PlanDRARequests                  bool
+	DisableClusterStateObservability bool
+	DisableDryRun                    bool
 	// AWSAPIOptions are added to every AWS client's middleware stack; not a flag:
 	// tests record the controller's AWS calls with them.
 	AWSAPIOptions []func(*middleware.Stack) error
@@ -170,6 +192,14 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.ReservedENIs, "reserved-enis", envInt("RESERVED_ENIS", 0), "ENIs per instance kept for other uses, lowering max pods [RESERVED_ENIS]")
 	fs.Var(&o.AWSEndpoints, "aws-endpoints", "per-service endpoint overrides, service=URL,... (ec2, ssm, iam, eks, pricing, sqs) [AWS_ENDPOINTS]")
 	fs.StringVar(&o.InterruptionQueue, "interruption-queue", env("INTERRUPTION_QUEUE", ""), "SQS queue EventBridge sends spot interruptions, rebalance recommendations, state changes and scheduled maintenance to; empty turns interruption handling off [INTERRUPTION_QUEUE]")
+	fs.StringVar(&o.ClusterCABundle, "cluster-ca-bundle", env("CLUSTER_CA_BUNDLE", ""), "API server CA (base64 PEM) nodes trust; default: from EKS DescribeCluster, else the controller's kubeconfig [CLUSTER_CA_BUNDLE]")
+	fs.BoolVar(&o.EKSControlPlane, "eks-control-plane", envBool("EKS_CONTROL_PLANE", false), "read the CA and service CIDR from EKS DescribeCluster even when --cluster-endpoint is set [EKS_CONTROL_PLANE]")
+	fs.StringVar(&o.PreferencePolicy, "preference-policy", env("PREFERENCE_POLICY", "Respect"), "how preferred affinities and ScheduleAnyway spreads are treated: Respect (held, then relaxed one at a time); Ignore is not supported yet [PREFERENCE_POLICY]")
+	fs.StringVar(&o.MinValuesPolicy, "min-values-policy", env("MIN_VALUES_POLICY", "Strict"), "a requirement's minValues that cannot be met: Strict (nothing is launched); BestEffort is not supported yet [MIN_VALUES_POLICY]")
+	o.PlanDRARequests = !envBool("IGNORE_DRA_REQUESTS", true)
+	fs.Var(invertedBool{&o.PlanDRARequests}, "ignore-dra-requests", "pods' dynamic resource allocation claims are not planned for; false is not supported yet [IGNORE_DRA_REQUESTS]")
+	fs.BoolVar(&o.DisableClusterStateObservability, "disable-cluster-state-observability", envBool("DISABLE_CLUSTER_STATE_OBSERVABILITY", false), "cluster state metrics are always exposed; true is not supported yet [DISABLE_CLUSTER_STATE_OBSERVABILITY]")
+	fs.BoolVar(&o.DisableDryRun, "disable-dry-run", envBool("DISABLE_DRY_RUN", false), "accepted for Karpenter compatibility: Dovetail validates an EC2NodeClass by its Describe calls and makes no dry-run calls either way [DISABLE_DRY_RUN]")
 	fs.StringVar(&o.SSMParameterPrefix, "ssm-parameter-prefix", env("SSM_PARAMETER_PREFIX", "/aws/service"), "SSM path under which amiSelectorTerms aliases find EKS images [SSM_PARAMETER_PREFIX]")
 	fs.StringVar(&o.KwokCatalog, "kwok-catalog", env("KWOK_CATALOG", ""), "instance-type catalog for the kwok provider; default: the embedded AWS catalog [KWOK_CATALOG]")
 	fs.DurationVar(&o.BatchIdleDuration, "batch-idle-duration", envDuration("BATCH_IDLE_DURATION", time.Second), "close a provisioning batch after this long without new pending pods [BATCH_IDLE_DURATION]")
@@ -181,6 +211,8 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.LeaderElect, "leader-elect", envBool("LEADER_ELECT", true), "elect a leader so replicas do not act twice [LEADER_ELECT]")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", env("POD_NAMESPACE", "kube-system"), "namespace of the leader-election lease [POD_NAMESPACE]")
 	fs.StringVar(&o.LogLevel, "log-level", env("LOG_LEVEL", "info"), "debug, info or error [LOG_LEVEL]")
+	fs.StringVar(&o.LogOutputPaths, "log-output-paths", env("LOG_OUTPUT_PATHS", "stderr"), "where logs go: stdout, stderr or both, comma-separated [LOG_OUTPUT_PATHS]")
+	fs.StringVar(&o.LogErrorOutputPaths, "log-error-output-paths", env("LOG_ERROR_OUTPUT_PATHS", "stderr"), "where the logger's own errors go: stdout, stderr or both [LOG_ERROR_OUTPUT_PATHS]")
 	fs.Float64Var(&o.VMMemoryOverheadPercent, "vm-memory-overhead-percent", envFloat("VM_MEMORY_OVERHEAD_PERCENT", 0.075), "share of instance memory the hypervisor keeps [VM_MEMORY_OVERHEAD_PERCENT]")
 	fs.DurationVar(&o.RegistrationTTL, "registration-ttl", envDuration("REGISTRATION_TTL", 15*time.Minute), "delete a NodeClaim whose node has not registered after this long [REGISTRATION_TTL]")
 	fs.DurationVar(&o.DisruptionPeriod, "disruption-period", envDuration("DISRUPTION_PERIOD", 10*time.Second), "how often disruption looks for nodes to remove or replace [DISRUPTION_PERIOD]")
@@ -226,6 +258,9 @@ func (o *Options) Validate() error {
 		if o.ReservedENIs < 0 {
 			errs = append(errs, "--reserved-enis must not be negative")
 		}
+		if err := validateCABundle(o.ClusterCABundle); err != nil {
+			errs = append(errs, "--cluster-ca-bundle (CLUSTER_CA_BUNDLE): "+err.Error())
+		}
 	default:
 		errs = append(errs, fmt.Sprintf("--cloud-provider %q is not available; use aws or kwok", o.CloudProvider))
 	}
@@ -241,6 +276,7 @@ func (o *Options) Validate() error {
 	if o.FeatureGates.StaticCapacity {
 		errs = append(errs, "--feature-gates StaticCapacity=true: static NodePools (spec.replicas) are not implemented yet; set StaticCapacity=false")
 	}
+	errs = append(errs, o.unsupportedKarpenterSettings()...)
 	if o.DisruptionPeriod <= 0 {
 		errs = append(errs, "--disruption-period must be positive")
 	}
@@ -250,6 +286,11 @@ func (o *Options) Validate() error {
 	if o.VMMemoryOverheadPercent < 0 || o.VMMemoryOverheadPercent >= 1 {
 		errs = append(errs, "--vm-memory-overhead-percent must be in [0, 1), e.g. 0.075")
 	}
+	for flagName, paths := range map[string]string{"--log-output-paths (LOG_OUTPUT_PATHS)": o.LogOutputPaths, "--log-error-output-paths (LOG_ERROR_OUTPUT_PATHS)": o.LogErrorOutputPaths} {
+		if _, err := LogStreams(paths); err != nil {
+			errs = append(errs, flagName+": "+err.Error())
+		}
+	}
 	switch o.LogLevel {
 	case "debug", "info", "error":
 	default:
@@ -257,6 +298,93 @@ func (o *Options) Validate() error {
 	}
 	if len(errs) > 0 {
 		return fmt.Errorf("invalid options: %s", strings.Join(errs, "; "))
+	}
+	return nil
+}
+
+// unsupportedKarpenterSettings refuses the values of Karpenter's settings that would
+// change behaviour Dovetail does not have yet.
+func (o *Options) unsupportedKarpenterSettings() []string {
+	var errs []string
+	switch o.PreferencePolicy {
+	case "", "Respect":
+	case "Ignore":
+		errs = append(errs, "--preference-policy (PREFERENCE_POLICY) Ignore is not supported yet: preferences are held and relaxed one at a time, as with Respect; remove it or set Respect")
+	default:
+		errs = append(errs, fmt.Sprintf("--preference-policy (PREFERENCE_POLICY) %q: use Respect", o.PreferencePolicy))
+	}
+	switch o.MinValuesPolicy {
+	case "", "Strict":
+	case "BestEffort":
+		errs = append(errs, "--min-values-policy (MIN_VALUES_POLICY) BestEffort is not supported yet: minValues that cannot be met launch nothing, as with Strict; remove it or set Strict")
+	default:
+		errs = append(errs, fmt.Sprintf("--min-values-policy (MIN_VALUES_POLICY) %q: use Strict", o.MinValuesPolicy))
+	}
+	if o.PlanDRARequests {
+		errs = append(errs, "--ignore-dra-requests=false (IGNORE_DRA_REQUESTS): planning for dynamic resource allocation claims is not supported yet; remove it or set true")
+	}
+	if o.DisableClusterStateObservability {
+		errs = append(errs, "--disable-cluster-state-observability (DISABLE_CLUSTER_STATE_OBSERVABILITY): turning cluster state metrics off is not supported yet; remove it or set false")
+	}
+	return errs
+}
+
+// LogStreams reads a log output path list; empty is stderr. Files are refused: in a
+// pod the container log collects stdout and stderr, and a file would need a volume.
+func LogStreams(paths string) ([]*os.File, error) {
+	if strings.TrimSpace(paths) == "" {
+		return []*os.File{os.Stderr}, nil
+	}
+	var out []*os.File
+	for _, p := range strings.Split(paths, ",") {
+		switch strings.TrimSpace(p) {
+		case "stdout":
+			out = append(out, os.Stdout)
+		case "stderr":
+			out = append(out, os.Stderr)
+		default:
+			return nil, fmt.Errorf("%q: writing logs to files is not supported yet; use stdout or stderr, which the container log collects", strings.TrimSpace(p))
+		}
+	}
+	return out, nil
+}
+
+// invertedBool is a boolean flag that stores its negation.
+type invertedBool struct{ p *bool }
+
+func (b invertedBool) String() string {
+	if b.p == nil {
+		return "true"
+	}
+	return strconv.FormatBool(!*b.p)
+}
+
+func (b invertedBool) Set(s string) error {
+	v, err := strconv.ParseBool(s)
+	if err != nil {
+		return err
+	}
+	*b.p = !v
+	return nil
+}
+
+func (invertedBool) IsBoolFlag() bool { return true }
+
+// validateCABundle checks the bundle is what EKS returns: base64 of PEM certificates.
+func validateCABundle(bundle string) error {
+	if bundle == "" {
+		return nil
+	}
+	raw, err := base64.StdEncoding.DecodeString(bundle)
+	if err != nil {
+		return fmt.Errorf("not base64 (%v); give the PEM certificate base64-encoded, as `aws eks describe-cluster` prints certificateAuthority.data", err)
+	}
+	block, _ := pem.Decode(raw)
+	if block == nil || block.Type != "CERTIFICATE" {
+		return fmt.Errorf("does not decode to a PEM certificate; give the PEM certificate base64-encoded, as `aws eks describe-cluster` prints certificateAuthority.data")
+	}
+	if _, err := x509.ParseCertificate(block.Bytes); err != nil {
+		return fmt.Errorf("its PEM block is not an X.509 certificate (%v): nodes could not trust the API server with it", err)
 	}
 	return nil
 }

@@ -1,7 +1,17 @@
 package operator
 
 import (
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/base64"
+	"encoding/pem"
 	"flag"
+	"fmt"
+	"math/big"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -91,4 +101,81 @@ func TestBadEnvironmentIsRefused(t *testing.T) {
 	if o.BatchIdleDuration != 3*time.Second || !o.FeatureGates.SpotToSpotConsolidation {
 		t.Errorf("the flag should win over the environment and the gate be on: %v, %+v", o.BatchIdleDuration, o.FeatureGates)
 	}
+}
+
+// Karpenter's settings carry over at the values that describe what Dovetail does; a
+// value that would change behaviour Dovetail lacks stops it at start, naming the
+// setting and the fix, whether it comes as a flag or as Karpenter's env variable.
+func TestKarpenterSettingsCarryOverOrAreRefused(t *testing.T) {
+	ca := selfSignedCABundle(t)
+	notCert := base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: []byte("not DER")}))
+	for name, c := range map[string]struct {
+		env  map[string]string
+		args []string
+		want string // empty: accepted
+	}{
+		"Karpenter's defaults as env": {env: map[string]string{"PREFERENCE_POLICY": "Respect", "MIN_VALUES_POLICY": "Strict", "IGNORE_DRA_REQUESTS": "true",
+			"DISABLE_CLUSTER_STATE_OBSERVABILITY": "false", "DISABLE_DRY_RUN": "false", "EKS_CONTROL_PLANE": "true", "CLUSTER_CA_BUNDLE": ca}},
+		"dry runs off":          {args: []string{"--disable-dry-run"}},
+		"Karpenter's log paths": {env: map[string]string{"LOG_OUTPUT_PATHS": "stdout", "LOG_ERROR_OUTPUT_PATHS": "stderr"}},
+		"logs to a file":        {env: map[string]string{"LOG_OUTPUT_PATHS": "stdout,/var/log/dovetail.log"}, want: `--log-output-paths (LOG_OUTPUT_PATHS): "/var/log/dovetail.log": writing logs to files is not supported yet`},
+		"preferences ignored":   {env: map[string]string{"PREFERENCE_POLICY": "Ignore"}, want: "--preference-policy (PREFERENCE_POLICY) Ignore is not supported yet"},
+		"a policy misspelt":     {args: []string{"--preference-policy", "respect"}, want: `--preference-policy (PREFERENCE_POLICY) "respect": use Respect`},
+		"best-effort minValues": {args: []string{"--min-values-policy", "BestEffort"}, want: "--min-values-policy (MIN_VALUES_POLICY) BestEffort is not supported yet"},
+		"DRA planned":           {env: map[string]string{"IGNORE_DRA_REQUESTS": "false"}, want: "--ignore-dra-requests=false (IGNORE_DRA_REQUESTS)"},
+		"DRA flag":              {args: []string{"--ignore-dra-requests=false"}, want: "--ignore-dra-requests=false (IGNORE_DRA_REQUESTS)"},
+		"DRA env unparsable":    {env: map[string]string{"IGNORE_DRA_REQUESTS": "yes please"}, want: `IGNORE_DRA_REQUESTS="yes please" (--ignore-dra-requests)`},
+		"state metrics off":     {env: map[string]string{"DISABLE_CLUSTER_STATE_OBSERVABILITY": "true"}, want: "--disable-cluster-state-observability (DISABLE_CLUSTER_STATE_OBSERVABILITY)"},
+		"CA not base64":         {env: map[string]string{"CLUSTER_CA_BUNDLE": "-----BEGIN CERTIFICATE-----"}, want: "--cluster-ca-bundle (CLUSTER_CA_BUNDLE): not base64"},
+		"CA not PEM":            {args: []string{"--cluster-ca-bundle", "aGVsbG8="}, want: "--cluster-ca-bundle (CLUSTER_CA_BUNDLE): does not decode to a PEM certificate"},
+		"CA not a certificate":  {args: []string{"--cluster-ca-bundle", notCert}, want: "--cluster-ca-bundle (CLUSTER_CA_BUNDLE): its PEM block is not an X.509 certificate"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			for k, v := range c.env {
+				t.Setenv(k, v)
+			}
+			t.Setenv("AWS_REGION", "us-west-2")
+			var o Options
+			fs := flag.NewFlagSet("test", flag.ContinueOnError)
+			o.AddFlags(fs)
+			if err := fs.Parse(append([]string{"--cluster-name", "prod"}, c.args...)); err != nil {
+				t.Fatal(err)
+			}
+			err := o.Validate()
+			if c.want == "" {
+				if err != nil {
+					t.Fatalf("refused: %v", err)
+				}
+				return
+			}
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Fatalf("Validate() = %v; want it to say %s", err, c.want)
+			}
+		})
+	}
+}
+
+func TestLogStreams(t *testing.T) {
+	for in, want := range map[string][]*os.File{"": {os.Stderr}, "stdout": {os.Stdout}, "stderr, stdout": {os.Stderr, os.Stdout}} {
+		got, err := LogStreams(in)
+		if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("LogStreams(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+}
+
+// selfSignedCABundle is a CA certificate as EKS gives one: base64 of its PEM.
+func selfSignedCABundle(t *testing.T) string {
+	t.Helper()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "kubernetes"}, IsCA: true,
+		NotBefore: time.Now(), NotAfter: time.Now().Add(time.Hour), BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return base64.StdEncoding.EncodeToString(pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: der}))
 }

@@ -73,3 +73,32 @@ values.yaml can spread replicas without knowing the release name. */}}
 {{- end -}}
 {{- toYaml $out -}}
 {{- end -}}
+
+{{/* Karpenter's settings Dovetail takes only at the values that describe what it
+does: any other value stops the render (and so a Terraform plan) with the fix, rather
+than installing a controller that ignores it or refuses to start. The controller
+checks the same settings when they reach it as env. */}}
+{{- define "dovetail.refuseUnsupported" -}}
+{{- $s := .Values.settings -}}
+{{- if eq $s.preferencePolicy "Ignore" -}}
+{{- fail "settings.preferencePolicy: Ignore is not supported yet; Dovetail holds preferred affinities and ScheduleAnyway spreads and relaxes them one at a time, as Karpenter's Respect does. Remove it or set Respect." -}}
+{{- end -}}
+{{- if eq $s.minValuesPolicy "BestEffort" -}}
+{{- fail "settings.minValuesPolicy: BestEffort is not supported yet; minValues that cannot be met launch nothing, as Karpenter's Strict does. Remove it or set Strict." -}}
+{{- end -}}
+{{- if not $s.ignoreDRARequests -}}
+{{- fail "settings.ignoreDRARequests: false is not supported yet; Dovetail does not plan for pods' dynamic resource allocation claims. Remove it or set true." -}}
+{{- end -}}
+{{- if $s.disableClusterStateObservability -}}
+{{- fail "settings.disableClusterStateObservability: true is not supported yet; cluster state metrics are always exposed. Remove it or set false." -}}
+{{- end -}}
+{{- if .Values.webhook.enabled -}}
+{{- fail "webhook.enabled: Dovetail serves only the v1 API and has no conversion webhook; convert older objects with `dovetail migrate` and set webhook.enabled=false." -}}
+{{- end -}}
+{{- with $s.clusterCABundle -}}
+{{- $pem := b64dec . -}}
+{{- if not (contains "-----BEGIN CERTIFICATE-----" $pem) -}}
+{{- fail "settings.clusterCABundle: not a base64-encoded PEM certificate; give it as `aws eks describe-cluster` prints certificateAuthority.data, or leave it empty to read it from EKS." -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}

@@ -19,13 +19,15 @@ import (
 type Settings struct {
 	ClusterName string
 	// ClusterEndpoint and ClusterCABundle go into node user data; when the endpoint
-	// is empty both are read from EKS DescribeCluster.
+	// is empty, what is not set is read from EKS DescribeCluster.
 	ClusterEndpoint string
 	ClusterCABundle string
 	// ClusterCIDR is the service CIDR, which AL2023's nodeadm needs; read from EKS
 	// with the endpoint.
 	ClusterCIDR string
-	Region      string
+	// EKSControlPlane reads EKS DescribeCluster even when the endpoint is set.
+	EKSControlPlane bool
+	Region          string
 	// Endpoints overrides the endpoint of a service ("ec2", "ssm", "iam", "sqs",
 	// "pricing", "eks"): private clusters use VPC endpoint URLs, tests the emulator.
 	Endpoints map[string]string
@@ -98,22 +100,24 @@ type EKSAPI interface {
 	DescribeCluster(context.Context, *eks.DescribeClusterInput, ...func(*eks.Options)) (*eks.DescribeClusterOutput, error)
 }
 
-// DiscoverCluster fills the cluster endpoint, CA bundle and service CIDR from EKS
-// when the endpoint is not set.
+// DiscoverCluster fills what is not set of the cluster endpoint, CA bundle and service
+// CIDR from EKS: when the endpoint is not set, or always with EKSControlPlane.
 func DiscoverCluster(ctx context.Context, api EKSAPI, s *Settings) error {
-	if s.ClusterEndpoint != "" {
+	if s.ClusterEndpoint != "" && !s.EKSControlPlane {
 		return nil
 	}
 	out, err := api.DescribeCluster(ctx, &eks.DescribeClusterInput{Name: aws.String(s.ClusterName)})
 	if err != nil {
-		return fmt.Errorf("discovering the endpoint of cluster %q from EKS (set --cluster-endpoint to skip this), %w", s.ClusterName, err)
+		return fmt.Errorf("discovering cluster %q from EKS (set --cluster-endpoint, without --eks-control-plane, to skip this), %w", s.ClusterName, err)
 	}
 	c := out.Cluster
-	if c == nil || c.Endpoint == nil {
+	if c == nil || (c.Endpoint == nil && s.ClusterEndpoint == "") {
 		return fmt.Errorf("EKS cluster %q has no endpoint yet; wait until it is ACTIVE or set --cluster-endpoint", s.ClusterName)
 	}
-	s.ClusterEndpoint = *c.Endpoint
-	if c.CertificateAuthority != nil && c.CertificateAuthority.Data != nil {
+	if s.ClusterEndpoint == "" {
+		s.ClusterEndpoint = *c.Endpoint
+	}
+	if c.CertificateAuthority != nil && c.CertificateAuthority.Data != nil && s.ClusterCABundle == "" {
 		s.ClusterCABundle = *c.CertificateAuthority.Data
 	}
 	if c.KubernetesNetworkConfig != nil && s.ClusterCIDR == "" {
