@@ -306,19 +306,17 @@ func (o *Options) Validate() error {
 // change behaviour Dovetail does not have yet.
 func (o *Options) unsupportedKarpenterSettings() []string {
 	var errs []string
-	switch o.PreferencePolicy {
-	case "", "Respect":
-	case "Ignore":
-		errs = append(errs, "--preference-policy (PREFERENCE_POLICY) Ignore is not supported yet: preferences are held and relaxed one at a time, as with Respect; remove it or set Respect")
-	default:
-		errs = append(errs, fmt.Sprintf("--preference-policy (PREFERENCE_POLICY) %q: use Respect", o.PreferencePolicy))
-	}
-	switch o.MinValuesPolicy {
-	case "", "Strict":
-	case "BestEffort":
-		errs = append(errs, "--min-values-policy (MIN_VALUES_POLICY) BestEffort is not supported yet: minValues that cannot be met launch nothing, as with Strict; remove it or set Strict")
-	default:
-		errs = append(errs, fmt.Sprintf("--min-values-policy (MIN_VALUES_POLICY) %q: use Strict", o.MinValuesPolicy))
+	for _, p := range []struct{ flag, env, value, supported, known, why string }{
+		{"--preference-policy", "PREFERENCE_POLICY", o.PreferencePolicy, "Respect", "Ignore", "preferences are held and relaxed one at a time, as with Respect"},
+		{"--min-values-policy", "MIN_VALUES_POLICY", o.MinValuesPolicy, "Strict", "BestEffort", "minValues that cannot be met launch nothing, as with Strict"},
+	} {
+		switch p.value {
+		case "", p.supported:
+		case p.known:
+			errs = append(errs, fmt.Sprintf("%s (%s) %s is not supported yet: %s; remove it or set %s", p.flag, p.env, p.value, p.why, p.supported))
+		default:
+			errs = append(errs, fmt.Sprintf("%s (%s) %q: use %s", p.flag, p.env, p.value, p.supported))
+		}
 	}
 	if o.PlanDRARequests {
 		errs = append(errs, "--ignore-dra-requests=false (IGNORE_DRA_REQUESTS): planning for dynamic resource allocation claims is not supported yet; remove it or set true")
