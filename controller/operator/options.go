@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aws/smithy-go/middleware"
+	"go.uber.org/zap/zapcore"
 
 	"github.com/dovetail-sh/dovetail/controller/operator/nodecosts"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
@@ -329,11 +330,11 @@ func (o *Options) unsupportedKarpenterSettings() []string {
 
 // LogStreams reads a log output path list; empty is stderr. Files are refused: in a
 // pod the container log collects stdout and stderr, and a file would need a volume.
-func LogStreams(paths string) ([]*os.File, error) {
+func LogStreams(paths string) ([]zapcore.WriteSyncer, error) {
 	if strings.TrimSpace(paths) == "" {
-		return []*os.File{os.Stderr}, nil
+		return []zapcore.WriteSyncer{os.Stderr}, nil
 	}
-	var out []*os.File
+	var out []zapcore.WriteSyncer
 	for _, p := range strings.Split(paths, ",") {
 		switch strings.TrimSpace(p) {
 		case "stdout":

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"go.uber.org/zap/zapcore"
 )
 
 func TestEndpointsFlag(t *testing.T) {
@@ -156,7 +158,7 @@ func TestKarpenterSettingsCarryOverOrAreRefused(t *testing.T) {
 }
 
 func TestLogStreams(t *testing.T) {
-	for in, want := range map[string][]*os.File{"": {os.Stderr}, "stdout": {os.Stdout}, "stderr, stdout": {os.Stderr, os.Stdout}} {
+	for in, want := range map[string][]zapcore.WriteSyncer{"": {os.Stderr}, "stdout": {os.Stdout}, "stderr, stdout": {os.Stderr, os.Stdout}} {
 		got, err := LogStreams(in)
 		if err != nil || fmt.Sprint(got) != fmt.Sprint(want) {
 			t.Errorf("LogStreams(%q) = %v, %v; want %v", in, got, err, want)

@@ -5,11 +5,9 @@ package main
 import (
 	"flag"
 	"fmt"
-	"io"
 	"os"
 
 	uberzap "go.uber.org/zap"
-
 	"go.uber.org/zap/zapcore"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
@@ -17,27 +15,16 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/operator"
 )
 
-func writers(files []*os.File) io.Writer {
-	if len(files) == 0 {
-		return os.Stderr
-	}
-	ws := make([]io.Writer, len(files))
-	for i, f := range files {
-		ws[i] = f
-	}
-	return io.MultiWriter(ws...)
-}
-
 func main() {
 	var opts operator.Options
 	opts.AddFlags(flag.CommandLine)
 	flag.Parse()
 	level := map[string]zapcore.Level{"debug": zapcore.DebugLevel, "info": zapcore.InfoLevel, "error": zapcore.ErrorLevel}[opts.LogLevel]
-	// Bad paths are reported by Run's validation; until then stderr serves.
+	// Bad paths are reported by Run's validation, before anything is logged.
 	out, _ := operator.LogStreams(opts.LogOutputPaths)
 	errOut, _ := operator.LogStreams(opts.LogErrorOutputPaths)
-	ctrl.SetLogger(zap.New(zap.UseDevMode(false), zap.Level(level), zap.JSONEncoder(), zap.WriteTo(writers(out)),
-		zap.RawZapOpts(uberzap.ErrorOutput(zapcore.AddSync(writers(errOut))))))
+	ctrl.SetLogger(zap.New(zap.UseDevMode(false), zap.Level(level), zap.JSONEncoder(), zap.WriteTo(zapcore.NewMultiWriteSyncer(out...)),
+		zap.RawZapOpts(uberzap.ErrorOutput(zapcore.NewMultiWriteSyncer(errOut...)))))
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "dovetail-controller: finding the cluster (set --kubeconfig or KUBECONFIG, or run in a pod): %v\n", err)
