@@ -92,7 +92,7 @@ func (s *solver) addToClaim(c *claim, p *podInfo) error {
 	c.remaining = target.Allocatable.Sub(total)
 	c.pods = append(c.pods, p)
 	c.hostPorts = append(c.hostPorts, p.hostPorts...)
-	s.topology.record(s.topology.matchingPod(p), p.topology, claimDomain(c))
+	s.topology.record(s.topology.matchingPod(p), p.topology, claimDomain(c), claimCounts(c))
 	return nil
 }
 
@@ -156,13 +156,16 @@ func (s *solver) pinTopology(c *claim, p *podInfo, reqs Requirements) (Requireme
 		keys.Insert(g.key)
 	}
 	for _, g := range s.topology.matchingPod(p) {
-		if g.kind == topologyAntiAffinity && !g.preference {
+		// Another pod's anti-affinity keeps p out of domains; another pod's required
+		// affinity to p, while nothing it matches is placed, needs p's domain known
+		// so that pod can join it (a claim open to three zones is in none yet).
+		if !g.preference && (g.kind == topologyAntiAffinity || (g.kind == topologyAffinity && g.total == 0)) {
 			keys.Insert(g.key)
 		}
 	}
 	if keys.Has(v1.LabelHostname) {
-		if s.topologyBlocksKey(p, v1.LabelHostname, c.name) {
-			return nil, fmt.Errorf("topology on %s", v1.LabelHostname)
+		if err := s.topologyBlocksKey(p, v1.LabelHostname, c.name); err != nil {
+			return nil, err
 		}
 		keys.Delete(v1.LabelHostname)
 	}
@@ -181,14 +184,22 @@ func (s *solver) pinTopology(c *claim, p *podInfo, reqs Requirements) (Requireme
 			}
 		}
 		chosen := ""
+		var blocked error
 		for _, d := range candidates {
-			if !s.topologyBlocksKey(p, key, d) {
+			err := s.topologyBlocksKey(p, key, d)
+			if err == nil {
 				chosen = d
 				break
 			}
+			if blocked == nil {
+				blocked = err
+			}
 		}
 		if chosen == "" {
-			return nil, fmt.Errorf("no %s domain satisfies the pod's topology", key)
+			if blocked == nil {
+				return nil, fmt.Errorf("no %s domain is left to the node (its requirements allow none)", key)
+			}
+			return nil, fmt.Errorf("no %s domain satisfies the pod's topology: in %s, %w", key, strings.Join(candidates, ", "), blocked)
 		}
 		if r.Len() != 1 {
 			if sameRequirements(reqs, c.reqs) {
@@ -200,7 +211,8 @@ func (s *solver) pinTopology(c *claim, p *podInfo, reqs Requirements) (Requireme
 	return reqs, nil
 }
 
-func (s *solver) topologyBlocksKey(p *podInfo, key, d string) bool {
+// topologyBlocksKey says which rule, if any, keeps p out of domain d of key.
+func (s *solver) topologyBlocksKey(p *podInfo, key, d string) error {
 	domainOf := func(k string) (string, bool) {
 		if k == key {
 			return d, true
@@ -208,11 +220,13 @@ func (s *solver) topologyBlocksKey(p *podInfo, key, d string) bool {
 		return "", false
 	}
 	for _, g := range p.topology {
-		if g.key == key && g.allows(p, d) != nil {
-			return true
+		if g.key == key {
+			if err := g.allows(p, d); err != nil {
+				return err
+			}
 		}
 	}
-	return s.topology.inverseAllows(p, domainOf) != nil
+	return s.topology.inverseAllows(p, domainOf)
 }
 
 // claimDomains lists the values of key a claim could still take, from its options.
@@ -325,6 +339,9 @@ func (s *solver) openClaim(ps *poolState, p *podInfo) (*claim, error) {
 	if err := s.admits(ps, p); err != nil {
 		return nil, err
 	}
+	if hostPortsConflict(ps.daemonHostPorts, p.hostPorts) {
+		return nil, fmt.Errorf("a DaemonSet that runs on every node of the pool holds one of the pod's host ports")
+	}
 	if n, ok := ps.limits[v1.ResourceNodes]; ok && ps.nodes+1 > n.Value() {
 		return nil, fmt.Errorf("limit of %d nodes reached", n.Value())
 	}
@@ -334,7 +351,7 @@ func (s *solver) openClaim(ps *poolState, p *podInfo) (*claim, error) {
 	}
 	c := &claim{name: fmt.Sprintf("%s-%d", ps.np.Name, len(s.claims)+1), pool: ps, reqs: reqs}
 	need := p.requests.Add(ps.daemonOverhead)
-	k := admitKey{p.class, p.term, p.preferred, ps.index}
+	k := admitKey{p.class, p.term, p.vterm, p.preferred, ps.index}
 	compatible, ok := s.optionCache[k]
 	if !ok {
 		for _, it := range ps.instanceTypes {
@@ -371,14 +388,14 @@ func (s *solver) openClaim(ps *poolState, p *podInfo) (*claim, error) {
 	c.requests = ps.daemonOverhead.Add(p.requests)
 	c.remaining = c.target.Allocatable.Sub(c.requests)
 	c.pods = []*podInfo{p}
-	c.hostPorts = append(c.hostPorts, p.hostPorts...)
+	c.hostPorts = append(append([]hostPort(nil), ps.daemonHostPorts...), p.hostPorts...)
 	ps.usage = ps.usage.Add(c.target.Capacity)
 	ps.nodes++
 	s.claims = append(s.claims, c)
 	if s.minPod.Fits(c.remaining) {
 		s.active = append(s.active, c)
 	}
-	s.topology.record(s.topology.matchingPod(p), p.topology, claimDomain(c))
+	s.topology.record(s.topology.matchingPod(p), p.topology, claimDomain(c), claimCounts(c))
 	return c, nil
 }
 

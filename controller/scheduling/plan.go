@@ -32,7 +32,7 @@ type Input struct {
 	PoolUsage map[string]PoolUsage
 	// VolumeRequirements are, per pod, what its volumes require of its node (see
 	// Volumes.Requirements): a pod with a bound zonal volume goes to that zone.
-	VolumeRequirements map[types.UID]Requirements
+	VolumeRequirements map[types.UID]VolumeTopology
 }
 
 // ExistingNode is capacity that already exists or is already being launched.

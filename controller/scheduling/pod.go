@@ -5,7 +5,6 @@ import (
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 )
@@ -23,8 +22,10 @@ type podInfo struct {
 	// domains a topology spread counts come from the pod's own node affinity, as
 	// kube-scheduler counts them.
 	ownRequirements Requirements
-	// volume is what the pod's volumes require of its node (a bound volume's zone).
-	volume Requirements
+	// volume is what the pod's volumes require of its node (a bound volume's zone),
+	// as alternatives; vterm is the one in use.
+	volume VolumeTopology
+	vterm  int
 	// requiredTerms are the OR-ed required node-affinity terms; term is the index in use.
 	requiredTerms []Requirements
 	term          int
@@ -56,7 +57,7 @@ type hostPort struct {
 	port     int32
 }
 
-func newPodInfo(pod *corev1.Pod, volume Requirements) (*podInfo, error) {
+func newPodInfo(pod *corev1.Pod, volume VolumeTopology) (*podInfo, error) {
 	p := &podInfo{pod: pod, key: pod.Namespace + "/" + pod.Name, requests: PodRequests(pod), tolerations: pod.Spec.Tolerations, volume: volume}
 	base := Requirements{}
 	for k, v := range pod.Spec.NodeSelector {
@@ -101,8 +102,10 @@ func newPodInfo(pod *corev1.Pod, volume Requirements) (*podInfo, error) {
 func (p *podInfo) rebuildRequirements() {
 	own := p.requiredTerms[p.term].Copy()
 	all := own.Copy()
-	for _, r := range p.volume {
-		all.Add(r)
+	if len(p.volume) > 0 {
+		for _, r := range p.volume[p.vterm] {
+			all.Add(r)
+		}
 	}
 	for _, pref := range p.preferredTerms[:p.preferred] {
 		// A preference that contradicts the required terms or the volumes can never
@@ -121,7 +124,8 @@ func (p *podInfo) rebuildRequirements() {
 // relax drops the weakest constraint that is only a preference, or moves to the next
 // OR-ed required term. It returns false when nothing is left to relax. The order
 // follows Karpenter: preferred node affinity, then preferred pod (anti-)affinity and
-// ScheduleAnyway spreads, then the next required node-affinity term.
+// ScheduleAnyway spreads, then the volumes' next alternative, then the next required
+// node-affinity term.
 func (p *podInfo) relax() bool {
 	if p.preferred > 0 {
 		p.preferred--
@@ -134,8 +138,15 @@ func (p *podInfo) relax() bool {
 			return true
 		}
 	}
+	if p.vterm+1 < len(p.volume) {
+		p.vterm++
+		p.preferred = len(p.preferredTerms)
+		p.rebuildRequirements()
+		return true
+	}
 	if p.term+1 < len(p.requiredTerms) {
 		p.term++
+		p.vterm = 0
 		p.preferred = len(p.preferredTerms)
 		p.rebuildRequirements()
 		return true
@@ -208,32 +219,4 @@ func podHostPorts(pod *corev1.Pod) []hostPort {
 		}
 	}
 	return out
-}
-
-// daemonSetFits reports whether a daemonset pod would run on a node with these
-// requirements and taints: it must tolerate the taints and its required node
-// affinity must be satisfiable.
-func daemonSetFits(pod *corev1.Pod, reqs Requirements, taints []corev1.Taint) bool {
-	if toleratesAll(pod.Spec.Tolerations, taints) != nil {
-		return false
-	}
-	ns := nodeaffinity.GetRequiredNodeAffinity(pod)
-	labels := reqs.Labels()
-	node := &corev1.Node{}
-	node.Labels = labels
-	if ok, _ := ns.Match(node); ok {
-		return true
-	}
-	// The node's labels are only partly known before launch: accept the daemonset
-	// when its terms are compatible with the requirements rather than matched by them.
-	info, err := newPodInfo(pod, nil)
-	if err != nil {
-		return false
-	}
-	for _, term := range info.requiredTerms {
-		if reqs.Intersects(term) == nil {
-			return true
-		}
-	}
-	return false
 }

@@ -191,3 +191,48 @@ func (r Resources) String() string {
 	}
 	return "{" + strings.Join(parts, ", ") + "}"
 }
+
+// WithRequestsFromLimits is spec with each container's missing requests set to its
+// limits, as the API server defaults a Pod when it admits it. Pods read from the
+// API have had it done; a pod template (a Deployment's, a DaemonSet's) has not, so
+// a container that sets only limits would otherwise be planned as asking for
+// nothing. spec is not modified: containers that change are copies.
+func WithRequestsFromLimits(spec corev1.PodSpec) corev1.PodSpec {
+	spec.Containers = containersWithRequestsFromLimits(spec.Containers)
+	spec.InitContainers = containersWithRequestsFromLimits(spec.InitContainers)
+	return spec
+}
+
+func containersWithRequestsFromLimits(containers []corev1.Container) []corev1.Container {
+	var out []corev1.Container
+	for i := range containers {
+		c := &containers[i]
+		missing := false
+		for name := range c.Resources.Limits {
+			if _, ok := c.Resources.Requests[name]; !ok {
+				missing = true
+				break
+			}
+		}
+		if !missing {
+			continue
+		}
+		if out == nil {
+			out = append([]corev1.Container(nil), containers...)
+		}
+		requests := c.Resources.Requests.DeepCopy()
+		if requests == nil {
+			requests = corev1.ResourceList{}
+		}
+		for name, q := range c.Resources.Limits {
+			if _, ok := requests[name]; !ok {
+				requests[name] = q.DeepCopy()
+			}
+		}
+		out[i].Resources.Requests = requests
+	}
+	if out == nil {
+		return containers
+	}
+	return out
+}

@@ -13,15 +13,18 @@ import (
 )
 
 type poolState struct {
-	index          int
-	np             *v1.NodePool
-	requirements   Requirements
-	taints         []corev1.Taint
-	instanceTypes  []*InstanceType
-	daemonOverhead Resources
-	limits         corev1.ResourceList
-	usage          Resources
-	nodes          int64
+	index         int
+	np            *v1.NodePool
+	requirements  Requirements
+	taints        []corev1.Taint
+	instanceTypes []*InstanceType
+	// daemonOverhead is what the DaemonSets that run on every node of the pool
+	// request, daemonHostPorts the host ports they hold.
+	daemonOverhead  Resources
+	daemonHostPorts []hostPort
+	limits          corev1.ResourceList
+	usage           Resources
+	nodes           int64
 	// demand is the unplaced requests of the pods this pool admits; it steers which
 	// instance type a new claim is sized for.
 	demand    Resources
@@ -79,8 +82,16 @@ func Solve(in Input) *Results {
 		s.costs = *in.NodeCosts
 	}
 	s.buildPools(in)
+	// Nodes come before pods: a spread's domains include those only existing nodes
+	// have. Their pods are counted once the pending pods' groups exist.
+	s.buildNodes(in.Nodes)
 	pods := s.buildPods(in.Pods, in.VolumeRequirements)
-	s.buildNodes(in.Nodes, pods)
+	s.recordBoundPods()
+	for _, p := range pods {
+		for _, g := range s.topology.matchingPod(p) {
+			g.pending++
+		}
+	}
 	s.minPod = Resources{MilliCPU: math.MaxInt64, Memory: math.MaxInt64, Pods: 1}
 	for _, p := range pods {
 		s.minPod.MilliCPU = min(s.minPod.MilliCPU, p.requests.MilliCPU)
@@ -93,13 +104,64 @@ func Solve(in Input) *Results {
 	}
 	sortPods(pods)
 	s.buildBuckets(pods)
+	var waiting []*podInfo
 	for _, p := range pods {
 		if p.placed {
 			continue
 		}
+		if s.waitsForPeers(p) {
+			waiting = append(waiting, p)
+			continue
+		}
 		s.place(p)
 	}
+	s.placeWaiting(waiting)
 	return s.results()
+}
+
+// waitsForPeers reports whether a pod's required pod affinity matches no pod placed
+// yet while pods it would match are still to be placed: it goes after them, as
+// Karpenter re-queues such a pod while its batch makes progress, so a pod listed
+// (or sized) before the pod it must run beside is not left Pending.
+func (s *solver) waitsForPeers(p *podInfo) bool {
+	for _, g := range p.topology {
+		if g.kind == topologyAffinity && !g.preference && g.total == 0 && g.pending > 0 && !g.matches(p.pod.Namespace, p.pod.Labels) {
+			return true
+		}
+	}
+	return false
+}
+
+// placeWaiting places the pods that waited for their affinity's targets, round
+// after round while some target got placed (chains: ui needs cache needs web needs
+// db). What still waits when a round changes nothing waits on itself, and is placed
+// now to be reported with the reason.
+func (s *solver) placeWaiting(waiting []*podInfo) {
+	for len(waiting) > 0 {
+		var still []*podInfo
+		progressed := false
+		for _, p := range waiting {
+			if p.placed {
+				progressed = true
+				continue
+			}
+			if s.waitsForPeers(p) {
+				still = append(still, p)
+				continue
+			}
+			s.place(p)
+			progressed = true
+		}
+		if !progressed {
+			for _, p := range still {
+				if !p.placed {
+					s.place(p)
+				}
+			}
+			return
+		}
+		waiting = still
+	}
 }
 
 // sortPods orders pods largest first (cpu, then memory): first-fit decreasing,
@@ -133,6 +195,7 @@ func (s *solver) buildPools(in Input) {
 		}
 		return nps[i].Name < nps[j].Name
 	})
+	daemonSets := newDaemonSets(in.DaemonSetPods)
 	for _, np := range nps {
 		if np.Spec.Replicas != nil || np.DeletionTimestamp != nil {
 			continue
@@ -152,11 +215,7 @@ func (s *solver) buildPools(in Input) {
 			}
 		}
 		sortByPrice(ps.instanceTypes)
-		for _, ds := range in.DaemonSetPods {
-			if daemonSetFits(ds, reqs, append(append([]corev1.Taint(nil), ps.taints...), np.Spec.Template.Spec.StartupTaints...)) {
-				ps.daemonOverhead = ps.daemonOverhead.Add(PodRequests(ds))
-			}
-		}
+		ps.reserveDaemonSets(daemonSets)
 		s.pools = append(s.pools, ps)
 	}
 	if in.PoolUsage != nil {
@@ -182,7 +241,7 @@ func weight(np *v1.NodePool) int32 {
 	return *np.Spec.Weight
 }
 
-func (s *solver) buildPods(pods []*corev1.Pod, volumes map[types.UID]Requirements) []*podInfo {
+func (s *solver) buildPods(pods []*corev1.Pod, volumes map[types.UID]VolumeTopology) []*podInfo {
 	out := make([]*podInfo, 0, len(pods))
 	classes := map[string]int{}
 	for _, pod := range pods {
@@ -212,23 +271,42 @@ func (s *solver) buildPods(pods []*corev1.Pod, volumes map[types.UID]Requirement
 	return out
 }
 
-func (s *solver) buildNodes(nodes []*ExistingNode, pending []*podInfo) {
+func (s *solver) buildNodes(nodes []*ExistingNode) {
 	for _, n := range nodes {
 		ns := &nodeState{node: n, reqs: FromLabels(n.Labels), remaining: n.Allocatable}
 		for _, pod := range n.Pods {
 			ns.remaining = ns.remaining.Sub(PodRequests(pod))
 			ns.hostPorts = append(ns.hostPorts, podHostPorts(pod)...)
-			// Bound pods' own anti-affinity keeps matching pending pods away.
+		}
+		s.nodes = append(s.nodes, ns)
+	}
+}
+
+// recordBoundPods counts the pods bound to existing nodes in the groups that
+// select them, and registers their own anti-affinity, which keeps matching pending
+// pods away.
+func (s *solver) recordBoundPods() {
+	for _, ns := range s.nodes {
+		for _, pod := range ns.node.Pods {
 			var owned []*topologyGroup
 			if pod.Spec.Affinity != nil && pod.Spec.Affinity.PodAntiAffinity != nil {
 				if info, err := newPodInfo(pod, nil); err == nil && s.topology.addPod(info, s.universe) == nil {
 					owned = info.topology
 				}
 			}
-			s.topology.record(s.topology.matching(pod.Namespace, pod.Labels), owned, s.nodeDomain(ns))
+			s.topology.record(s.topology.matching(pod.Namespace, pod.Labels), owned, s.nodeDomain(ns), s.nodeCounts(ns))
 		}
-		s.nodes = append(s.nodes, ns)
 	}
+}
+
+// nodeCounts says whether a spread counts pods on an existing node.
+func (s *solver) nodeCounts(ns *nodeState) func(*nodeFilter) bool {
+	return func(f *nodeFilter) bool { return f.matchesNode(ns.node.Labels, ns.node.Taints) }
+}
+
+// claimCounts says whether a spread counts pods on a planned node.
+func claimCounts(c *claim) func(*nodeFilter) bool {
+	return func(f *nodeFilter) bool { return f.matchesRequirements(c.reqs, c.pool.taints) }
 }
 
 func (s *solver) nodeDomain(ns *nodeState) func(string) (string, bool) {
@@ -256,53 +334,63 @@ func claimDomain(c *claim) func(string) (string, bool) {
 	}
 }
 
-// universe is the set of domains a spread on key can use for pod p: what the pools p
-// may use allow for that key, and what existing nodes have.
-func (s *solver) universe(key string, p *podInfo) sets.Set[string] {
+// universe is the set of domains a spread on key can use: what the pools allow for
+// that key and what existing nodes have, among the nodes the spread counts (f). As
+// in Kubernetes, a pool whose taints the pod does not tolerate still counts unless
+// the spread honors taints, and only the pod's required node affinity narrows it.
+func (s *solver) universe(key string, f *nodeFilter) sets.Set[string] {
 	out := sets.New[string]()
-	want := p.ownRequirements.Get(key)
 	for _, ps := range s.pools {
-		if s.poolAdmits(ps, p) != nil {
+		if !f.toleratesTaints(ps.taints) {
 			continue
 		}
-		vals, ok := ps.universes[key]
-		if !ok {
-			vals = sets.New[string]()
-			if r, ok := ps.requirements[key]; ok && !r.complement {
-				vals.Insert(r.Values()...)
-			} else {
-				for _, it := range ps.instanceTypes {
-					if r, ok := it.Requirements[key]; ok && !r.complement {
-						for _, v := range r.Values() {
-							if ps.requirements.Get(key).Has(v) {
-								vals.Insert(v)
-							}
-						}
-					}
-				}
-			}
-			ps.universes[key] = vals
+		if f != nil && !f.matchesRequirements(ps.requirements, nil) {
+			continue
 		}
-		for v := range vals {
-			if want.Has(v) {
+		for v := range s.poolDomains(ps, key) {
+			if f.allowsValue(key, v) {
 				out.Insert(v)
 			}
 		}
 	}
 	for _, n := range s.nodes {
-		if v, ok := n.node.Labels[key]; ok && want.Has(v) {
+		if v, ok := n.node.Labels[key]; ok && f.matchesNode(n.node.Labels, n.node.Taints) {
 			out.Insert(v)
 		}
 	}
 	return out
 }
 
-type admitKey struct{ class, term, preferred, pool int }
+// poolDomains are the values of key a pool's nodes can have: its requirement's, or
+// else those of its instance types that the requirement allows.
+func (s *solver) poolDomains(ps *poolState, key string) sets.Set[string] {
+	if vals, ok := ps.universes[key]; ok {
+		return vals
+	}
+	vals := sets.New[string]()
+	if r, ok := ps.requirements[key]; ok && !r.complement {
+		vals.Insert(r.Values()...)
+	} else {
+		for _, it := range ps.instanceTypes {
+			if r, ok := it.Requirements[key]; ok && !r.complement {
+				for _, v := range r.Values() {
+					if ps.requirements.Get(key).Has(v) {
+						vals.Insert(v)
+					}
+				}
+			}
+		}
+	}
+	ps.universes[key] = vals
+	return vals
+}
+
+type admitKey struct{ class, term, vterm, preferred, pool int }
 
 // admits is poolAdmits cached per pod class and relaxation state: replicas of one
 // workload ask the same question of every claim.
 func (s *solver) admits(ps *poolState, p *podInfo) error {
-	k := admitKey{p.class, p.term, p.preferred, ps.index}
+	k := admitKey{p.class, p.term, p.vterm, p.preferred, ps.index}
 	if err, ok := s.admitCache[k]; ok {
 		return err
 	}
@@ -349,6 +437,9 @@ func (s *solver) markPlaced(p *podInfo) {
 		return
 	}
 	p.placed = true
+	for _, g := range s.topology.matchingPod(p) {
+		g.pending--
+	}
 	if p.bucket != nil {
 		p.bucket.unplaced--
 	}
@@ -378,7 +469,7 @@ func (s *solver) tryExisting(p *podInfo) bool {
 		ns.remaining = ns.remaining.Sub(p.requests)
 		ns.hostPorts = append(ns.hostPorts, p.hostPorts...)
 		ns.placed = append(ns.placed, p)
-		s.topology.record(s.topology.matchingPod(p), p.topology, domainOf)
+		s.topology.record(s.topology.matchingPod(p), p.topology, domainOf, s.nodeCounts(ns))
 		if !s.minPod.Fits(ns.remaining) {
 			s.roomy = append(s.roomy[:i], s.roomy[i+1:]...)
 		}

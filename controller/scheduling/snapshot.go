@@ -22,7 +22,11 @@ type Snapshot struct {
 	// Claims by name, for taking what a claim holds out of its pool's usage.
 	Claims map[string]*v1.NodeClaim
 	// VolumeRequirements are what pods' volumes require of their nodes.
-	VolumeRequirements map[types.UID]Requirements
+	VolumeRequirements map[types.UID]VolumeTopology
+	// Refused are the pending pods no node can take as things are (their volumes
+	// keep kube-scheduler from placing them anywhere), with why; they are not in
+	// Pending.
+	Refused []PodError
 }
 
 // PlanWithout plans pods onto the cluster as if the named nodes (or claims) were

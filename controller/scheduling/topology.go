@@ -1,6 +1,7 @@
 package scheduling
 
 import (
+	"encoding/json"
 	"fmt"
 	"sort"
 	"strings"
@@ -42,7 +43,13 @@ type topologyGroup struct {
 	preference bool
 	// universe holds the domains a spread can use (non-hostname keys).
 	universe sets.Set[string]
-	counts   map[string]int
+	// filter says which nodes a spread counts (its nodeAffinityPolicy and
+	// nodeTaintsPolicy); nil counts every node.
+	filter *nodeFilter
+	// pending counts the pending pods the group selects that are not placed yet:
+	// a pod whose required affinity finds no match placed yet waits for them.
+	pending int
+	counts  map[string]int
 	// owners counts, per domain, the pods that declared this anti-affinity, so a
 	// matching pod keeps out of their domains too (anti-affinity is symmetric).
 	owners map[string]int
@@ -181,9 +188,104 @@ func requiredLabel(sel labels.Selector) (string, []string, bool) {
 	return "", nil, false
 }
 
+// nodeFilter is which nodes a topology spread counts, as kube-scheduler decides it:
+// with nodeAffinityPolicy Honor (the default) the nodes that meet the pod's
+// required node affinity and node selector (not its preferences, nor its
+// volumes'), with nodeTaintsPolicy Honor those whose taints the pod tolerates.
+type nodeFilter struct {
+	// terms are the pod's required terms, ORed; nil counts nodes whatever their
+	// labels.
+	terms       []Requirements
+	honorTaints bool
+	tolerations []corev1.Toleration
+	id          string
+}
+
+// spreadFilter is the filter of one of p's spreads; nil when it counts every node.
+func spreadFilter(p *podInfo, c corev1.TopologySpreadConstraint) *nodeFilter {
+	f := &nodeFilter{}
+	if c.NodeAffinityPolicy == nil || *c.NodeAffinityPolicy == corev1.NodeInclusionPolicyHonor {
+		for _, term := range p.requiredTerms {
+			if len(term) == 0 {
+				// A term that requires nothing matches every node.
+				f.terms = nil
+				break
+			}
+			f.terms = append(f.terms, term)
+		}
+	}
+	if c.NodeTaintsPolicy != nil && *c.NodeTaintsPolicy == corev1.NodeInclusionPolicyHonor {
+		f.honorTaints, f.tolerations = true, p.tolerations
+	}
+	if len(f.terms) == 0 && !f.honorTaints {
+		return nil
+	}
+	var b strings.Builder
+	for _, term := range f.terms {
+		b.WriteString(term.String())
+		b.WriteByte('|')
+	}
+	if f.honorTaints {
+		raw, _ := json.Marshal(f.tolerations)
+		b.Write(raw)
+	}
+	f.id = b.String()
+	return f
+}
+
+// allowsValue reports whether a node with value v for key could meet the terms.
+func (f *nodeFilter) allowsValue(key, v string) bool {
+	if f == nil || len(f.terms) == 0 {
+		return true
+	}
+	for _, term := range f.terms {
+		if term.Get(key).Has(v) {
+			return true
+		}
+	}
+	return false
+}
+
+func (f *nodeFilter) toleratesTaints(taints []corev1.Taint) bool {
+	return f == nil || !f.honorTaints || toleratesAll(f.tolerations, taints) == nil
+}
+
+// matchesNode reports whether the spread counts an existing node.
+func (f *nodeFilter) matchesNode(l map[string]string, taints []corev1.Taint) bool {
+	if !f.toleratesTaints(taints) {
+		return false
+	}
+	if f == nil || len(f.terms) == 0 {
+		return true
+	}
+	for _, term := range f.terms {
+		if labelsSatisfy(l, term) {
+			return true
+		}
+	}
+	return false
+}
+
+// matchesRequirements reports whether the spread counts a node to be launched
+// with these requirements and taints.
+func (f *nodeFilter) matchesRequirements(reqs Requirements, taints []corev1.Taint) bool {
+	if !f.toleratesTaints(taints) {
+		return false
+	}
+	if f == nil || len(f.terms) == 0 {
+		return true
+	}
+	for _, term := range f.terms {
+		if reqs.Intersects(term) == nil {
+			return true
+		}
+	}
+	return false
+}
+
 // addPod registers the groups a pod declares. universe returns the domains a spread
-// on a key may use for this pod.
-func (t *topology) addPod(p *podInfo, universe func(key string, p *podInfo) sets.Set[string]) error {
+// on a key may use, for the nodes the spread counts.
+func (t *topology) addPod(p *podInfo, universe func(key string, f *nodeFilter) sets.Set[string]) error {
 	pod := p.pod
 	for _, c := range pod.Spec.TopologySpreadConstraints {
 		sel, err := selectorWithMatchLabelKeys(c.LabelSelector, c.MatchLabelKeys, pod.Labels)
@@ -200,7 +302,13 @@ func (t *topology) addPod(p *podInfo, universe func(key string, p *podInfo) sets
 		}
 		g.id = fmt.Sprintf("spread|%s|%s|%s|%d|%d|%t", g.key, pod.Namespace, sel, g.maxSkew, minDomains, g.preference)
 		if g.key != v1.LabelHostname {
-			u := universe(g.key, p)
+			// The nodes a hostname spread counts matter only for the node the pod
+			// goes to, which meets its affinity anyway.
+			g.filter = spreadFilter(p, c)
+			if g.filter != nil {
+				g.id += "|" + g.filter.id
+			}
+			u := universe(g.key, g.filter)
 			g.id += "|" + strings.Join(sets.List(u), ",")
 			g = t.intern(g)
 			if g.universe == nil {
@@ -273,9 +381,13 @@ func selectorWithMatchLabelKeys(ls *metav1.LabelSelector, keys []string, podLabe
 	return metav1.LabelSelectorAsSelector(merged)
 }
 
-// record counts a pod placed in the given domains (key -> domain).
-func (t *topology) record(matched, owned []*topologyGroup, domainOf func(key string) (string, bool)) {
+// record counts a pod placed in the given domains (key -> domain), in the spreads
+// that count the node it is placed on (counts says which).
+func (t *topology) record(matched, owned []*topologyGroup, domainOf func(key string) (string, bool), counts func(*nodeFilter) bool) {
 	for _, g := range matched {
+		if g.filter != nil && !counts(g.filter) {
+			continue
+		}
 		if d, ok := domainOf(g.key); ok {
 			g.counts[d]++
 			g.total++

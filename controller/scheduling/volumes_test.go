@@ -50,12 +50,33 @@ func TestVolumeRequirements(t *testing.T) {
 	deleting.DeletionTimestamp = &metav1.Time{}
 	notYetBound := boundClaim("binding", "ebs-b")
 	notYetBound.Annotations = nil
-	class := "gp3-wait"
+	class, empty, missing := "gp3-wait", "", "missing"
+	either := zonalVolume("either", v1.LabelTopologyZone, "us-west-2a")
+	either.Spec.NodeAffinity.Required.NodeSelectorTerms = append(either.Spec.NodeAffinity.Required.NodeSelectorTerms, zonalVolume("", v1.LabelTopologyZone, "us-west-2b").Spec.NodeAffinity.Required.NodeSelectorTerms...)
+	racks := zonalVolume("racks", v1.LabelTopologyZone, "us-west-2a")
+	racks.Spec.NodeAffinity.Required.NodeSelectorTerms = append(racks.Spec.NodeAffinity.Required.NodeSelectorTerms, zonalVolume("", v1.LabelTopologyZone, "us-west-2b").Spec.NodeAffinity.Required.NodeSelectorTerms...)
+	for i, rack := range []string{"r1", "r2"} {
+		term := &racks.Spec.NodeAffinity.Required.NodeSelectorTerms[i]
+		term.MatchExpressions = append(term.MatchExpressions, corev1.NodeSelectorRequirement{Key: "rack", Operator: corev1.NodeSelectorOpIn, Values: []string{rack}})
+	}
+	twoTerms := storageClass("two-terms", storagev1.VolumeBindingWaitForFirstConsumer, "us-west-2b")
+	twoTerms.AllowedTopologies = append(twoTerms.AllowedTopologies, storageClass("", storagev1.VolumeBindingWaitForFirstConsumer, "us-west-2c").AllowedTopologies...)
+	defaultClass := storageClass("gp3-default", storagev1.VolumeBindingWaitForFirstConsumer, "us-west-2b", "us-west-2c")
+	defaultClass.Annotations = map[string]string{"storageclass.kubernetes.io/is-default-class": "true"}
+	classless := unboundClaim("classless", "")
+	classless.Spec.StorageClassName = nil
 	vols := NewVolumes(
 		[]corev1.PersistentVolumeClaim{boundClaim("data", "ebs-b"), boundClaim("csi", "csi-a"), boundClaim("local", "local"), deleting, notYetBound,
-			unboundClaim("later", "gp3-wait"), unboundClaim("now", "gp3-now"), unboundClaim("nowhere", "missing")},
-		[]corev1.PersistentVolume{zonalVolume("ebs-b", v1.LabelTopologyZone, "us-west-2b"), zonalVolume("csi-a", "topology.ebs.csi.aws.com/zone", "us-west-2a"), local},
-		[]storagev1.StorageClass{storageClass("gp3-wait", storagev1.VolumeBindingWaitForFirstConsumer, "us-west-2a", "us-west-2c"), storageClass("gp3-now", storagev1.VolumeBindingImmediate)})
+			unboundClaim("later", "gp3-wait"), unboundClaim("now", "gp3-now"), unboundClaim("nowhere", "missing"),
+			boundClaim("either", "either"), boundClaim("racks", "racks"), unboundClaim("two-terms", "two-terms"), classless, unboundClaim("empty-class", ""), boundClaim("dangling", "gone")},
+		[]corev1.PersistentVolume{zonalVolume("ebs-b", v1.LabelTopologyZone, "us-west-2b"), zonalVolume("csi-a", "topology.ebs.csi.aws.com/zone", "us-west-2a"), local, either, racks},
+		[]storagev1.StorageClass{storageClass("gp3-wait", storagev1.VolumeBindingWaitForFirstConsumer, "us-west-2a", "us-west-2c"), storageClass("gp3-now", storagev1.VolumeBindingImmediate), twoTerms, defaultClass})
+	ephemeralOf := func(class *string) podOpt {
+		return func(p *corev1.Pod) {
+			p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{
+				VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: class}}}}})
+		}
+	}
 	ephemeral := func(p *corev1.Pod) {
 		p.Spec.Volumes = append(p.Spec.Volumes, corev1.Volume{Name: "scratch", VolumeSource: corev1.VolumeSource{Ephemeral: &corev1.EphemeralVolumeSource{
 			VolumeClaimTemplate: &corev1.PersistentVolumeClaimTemplate{Spec: corev1.PersistentVolumeClaimSpec{StorageClassName: &class}}}}})
@@ -81,7 +102,17 @@ func TestVolumeRequirements(t *testing.T) {
 		{"a claim being deleted", pod("p", "1", "1Gi", withClaim("d", "deleting")), "", "is being deleted"},
 		{"immediate binding, not bound yet", pod("p", "1", "1Gi", withClaim("d", "now")), "", "binds immediately"},
 		{"a class that does not exist", pod("p", "1", "1Gi", withClaim("d", "nowhere")), "", "storageclass missing"},
-		{"a volume name without the binder's annotation is not bound", pod("p", "1", "1Gi", withClaim("d", "binding")), "", "names no storage class"},
+		{"a volume name without the binder's annotation is not bound", pod("p", "1", "1Gi", withClaim("d", "binding")), "", "has no pv.kubernetes.io/bind-completed annotation"},
+		{"a volume in either of two zones", pod("p", "1", "1Gi", withClaim("d", "either")), v1.LabelTopologyZone + " In [us-west-2a,us-west-2b]", ""},
+		{"a volume on either of two racks: alternatives", pod("p", "1", "1Gi", withClaim("d", "racks")), "rack In [r1], " + v1.LabelTopologyZone + " In [us-west-2a] or rack In [r2], " + v1.LabelTopologyZone + " In [us-west-2b]", ""},
+		{"a class allowing either of two zones, term by term", pod("p", "1", "1Gi", withClaim("d", "two-terms")), v1.LabelTopologyZone + " In [us-west-2b,us-west-2c]", ""},
+		{"two volumes: only the alternatives both allow", pod("p", "1", "1Gi", withClaim("d", "either"), withClaim("e", "data")), v1.LabelTopologyZone + " In [us-west-2b]", ""},
+		{"an unbound claim with no class", pod("p", "1", "1Gi", withClaim("d", "classless")), "", "is not bound and names no storage class"},
+		{"an unbound claim with an empty class", pod("p", "1", "1Gi", withClaim("d", "empty-class")), "", "is not bound and names no storage class"},
+		{"an ephemeral claim template with an empty class", pod("p", "1", "1Gi", ephemeralOf(&empty)), "", "names no storage class"},
+		{"an ephemeral claim template with no class: the default class's zones", pod("p", "1", "1Gi", ephemeralOf(nil)), v1.LabelTopologyZone + " In [us-west-2b,us-west-2c]", ""},
+		{"an ephemeral claim template naming a class that does not exist", pod("p", "1", "1Gi", ephemeralOf(&missing)), "", "storageclass missing of ephemeral volume claim default/p-scratch not found"},
+		{"a claim naming a volume that does not exist", pod("p", "1", "1Gi", withClaim("d", "dangling")), "", "persistentvolume gone not found"},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -110,10 +141,10 @@ func TestVolumeZonesPlaceReplicas(t *testing.T) {
 	in := []*corev1.Pod{pod("db-0", "1", "1Gi"), pod("db-1", "1", "1Gi"), pod("db-2", "1", "1Gi")}
 	zones := map[string]string{"db-0": "us-west-2a", "db-1": "us-west-2b", "db-2": "us-west-2c"}
 	r := solve(t, in, []*v1.NodePool{general}, func(i *Input) {
-		i.VolumeRequirements = map[types.UID]Requirements{}
+		i.VolumeRequirements = map[types.UID]VolumeTopology{}
 		for _, p := range i.Pods {
 			p.UID = types.UID(p.Name)
-			i.VolumeRequirements[p.UID] = NewRequirements(MustRequirement(v1.LabelTopologyZone, v1.OpIn, zones[p.Name]))
+			i.VolumeRequirements[p.UID] = VolumeTopology{NewRequirements(MustRequirement(v1.LabelTopologyZone, v1.OpIn, zones[p.Name]))}
 		}
 	})
 	for _, name := range []string{"db-0", "db-1"} {

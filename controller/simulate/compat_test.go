@@ -96,7 +96,10 @@ func TestCompatWorkloadsArePlanned(t *testing.T) {
 			if len(in.Pods) == 0 {
 				t.Fatalf("no pods in %s", w)
 			}
-			plan := Run(in, types, scheduling.DefaultNodeCosts(), clocktesting.NewFakePassiveClock(fakeNow))
+			plan, err := Run(in, types, scheduling.DefaultNodeCosts(), clocktesting.NewFakePassiveClock(fakeNow))
+			if err != nil {
+				t.Fatal(err)
+			}
 			if len(plan.Unschedulable) != 0 {
 				t.Fatalf("unschedulable: %+v", plan.Unschedulable)
 			}

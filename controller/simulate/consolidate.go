@@ -117,9 +117,13 @@ func Consolidate(in *Inputs, instanceTypes []*scheduling.InstanceType, costs sch
 	if len(in.Nodes) == 0 {
 		return nil, errors.New("the snapshot has no Nodes: include nodes in `kubectl get nodes,nodeclaims,nodepools,pods,pdb,daemonsets,pvc,pv,storageclasses -A -o yaml`")
 	}
-	view, warnings, err := viewOf(in)
+	view, err := viewOf(in)
 	if err != nil {
 		return nil, err
+	}
+	warnings := viewWarnings(view)
+	if len(in.Pods) > 0 {
+		warnings = append(warnings, fmt.Sprintf("%d pod(s) have no spec.nodeName: consolidation moves only the pods bound to nodes; plan where pending pods go with `dovetail simulate` without --consolidate", len(in.Pods)))
 	}
 	snap := provisioning.SnapshotFromView(view, func(*v1.NodePool) []*scheduling.InstanceType { return instanceTypes }, costs)
 	cl := consolidation.Observe(view, snap, sets.New[string](), now)
@@ -214,13 +218,12 @@ func Consolidate(in *Inputs, instanceTypes []*scheduling.InstanceType, costs sch
 // viewOf turns the inputs into the view the controller would read, refusing what
 // no cluster could hold (two objects of one name) and noting what consolidation
 // will not act on.
-func viewOf(in *Inputs) (*state.View, []string, error) {
-	var warnings []string
+func viewOf(in *Inputs) (*state.View, error) {
 	nodes := make([]corev1.Node, 0, len(in.Nodes))
 	seen := sets.New[string]()
 	for _, n := range in.Nodes {
 		if seen.Has(n.Name) {
-			return nil, nil, fmt.Errorf("two Nodes are named %s; Node names must be unique", n.Name)
+			return nil, fmt.Errorf("two Nodes are named %s; Node names must be unique", n.Name)
 		}
 		seen.Insert(n.Name)
 		nodes = append(nodes, *n)
@@ -232,7 +235,7 @@ func viewOf(in *Inputs) (*state.View, []string, error) {
 	for _, p := range append(append([]*corev1.Pod(nil), in.BoundPods...), in.Pods...) {
 		name := p.Namespace + "/" + p.Name
 		if seen.Has(name) {
-			return nil, nil, fmt.Errorf("two Pods are named %s; pod names must be unique in their namespace", name)
+			return nil, fmt.Errorf("two Pods are named %s; pod names must be unique in their namespace", name)
 		}
 		seen.Insert(name)
 		pod := *p
@@ -240,13 +243,10 @@ func viewOf(in *Inputs) (*state.View, []string, error) {
 			pod.UID = types.UID("simulate:" + name)
 		}
 		if uids.Has(pod.UID) {
-			return nil, nil, fmt.Errorf("pod %s has metadata.uid %s, which another pod has too; remove the uid or make it unique", name, pod.UID)
+			return nil, fmt.Errorf("pod %s has metadata.uid %s, which another pod has too; remove the uid or make it unique", name, pod.UID)
 		}
 		uids.Insert(pod.UID)
 		pods = append(pods, pod)
-	}
-	if len(in.Pods) > 0 {
-		warnings = append(warnings, fmt.Sprintf("%d pod(s) have no spec.nodeName: consolidation moves only the pods bound to nodes; plan where pending pods go with `dovetail simulate` without --consolidate", len(in.Pods)))
 	}
 	claims := make([]v1.NodeClaim, len(in.NodeClaims))
 	for i, nc := range in.NodeClaims {
@@ -265,8 +265,15 @@ func viewOf(in *Inputs) (*state.View, []string, error) {
 		ds[i] = *d
 	}
 	view := state.NewView(pods, nodes, claims, pools, pdbs, ds)
-	// Moved pods stay with their volumes, as in the cluster.
+	// Pods stay with their volumes, as in the cluster.
 	view.PVCs, view.PVs, view.StorageClasses = in.Claims, in.Volumes, in.StorageClasses
+	return view, nil
+}
+
+// viewWarnings notes the objects consolidation reads differently than a user may
+// expect: claims not launched yet, nodes no NodePool manages.
+func viewWarnings(view *state.View) []string {
+	var warnings []string
 	for i := range view.Claims {
 		nc := &view.Claims[i]
 		if view.NodeOf(nc) == nil && nc.DeletionTimestamp == nil {
@@ -278,7 +285,7 @@ func viewOf(in *Inputs) (*state.View, []string, error) {
 			warnings = append(warnings, fmt.Sprintf("Node %s: not managed by a NodePool (no NodeClaim has its spec.providerID); kept, its free room is used", view.Nodes[i].Name))
 		}
 	}
-	return view, warnings, nil
+	return warnings
 }
 
 // kept says why each node that is not removed now stays: the plan's reason for a

@@ -149,6 +149,8 @@ func (in *Inputs) add(raw []byte, where string, listAllowed bool) error {
 			return err
 		}
 		defaultNamespace(&p.ObjectMeta)
+		// A pod from a file has not been through the API server's defaulting.
+		p.Spec = scheduling.WithRequestsFromLimits(p.Spec)
 		if p.Spec.NodeName != "" {
 			in.BoundPods = append(in.BoundPods, p)
 		} else {
@@ -208,7 +210,9 @@ func (in *Inputs) add(raw []byte, where string, listAllowed bool) error {
 		}
 		defaultNamespace(&ds.ObjectMeta)
 		in.DaemonSets = append(in.DaemonSets, ds)
-		in.DaemonSetPods = append(in.DaemonSetPods, expand(ds.ObjectMeta, ds.Spec.Template, 1)...)
+		tmpl := ds.Spec.Template
+		tmpl.Spec = scheduling.WithRequestsFromLimits(tmpl.Spec)
+		in.DaemonSetPods = append(in.DaemonSetPods, expand(ds.ObjectMeta, tmpl, 1)...)
 	case policyv1.SchemeGroupVersion.String() + "/PodDisruptionBudget":
 		pdb := &policyv1.PodDisruptionBudget{}
 		if err := decode(pdb); err != nil {
@@ -296,6 +300,7 @@ func (in *Inputs) addReplicas(where, name, field string, owner metav1.ObjectMeta
 	if n < 0 || n > maxReplicas {
 		return fmt.Errorf("%s: %s: %s is %d; simulate plans 0 to %d replicas of a workload", where, name, field, n, maxReplicas)
 	}
+	tmpl.Spec = scheduling.WithRequestsFromLimits(tmpl.Spec)
 	in.Pods = append(in.Pods, expand(owner, tmpl, n)...)
 	return nil
 }

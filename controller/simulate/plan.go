@@ -10,10 +10,10 @@ import (
 	"text/tabwriter"
 
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
@@ -54,34 +54,23 @@ type Summary struct {
 }
 
 // Run plans the inputs against the instance types. Every NodePool uses the same
-// catalog: simulate has no cloud to resolve node classes against.
-func Run(in *Inputs, instanceTypes []*scheduling.InstanceType, costs scheduling.NodeCosts, clk clock.PassiveClock) *Plan {
-	input := scheduling.Input{
-		Pods: in.Pods, NodePools: in.NodePools, DaemonSetPods: in.DaemonSetPods, NodeCosts: &costs,
-		InstanceTypes: map[string][]*scheduling.InstanceType{},
+// catalog: simulate has no cloud to resolve node classes against. The engine's
+// input is built by the controller's own function from the objects read, so
+// simulate sees what the controller would: which pools are Ready, which taints go
+// away by themselves, NodeClaims still launching as capacity in flight, and which
+// pods' volumes keep them off every node.
+func Run(in *Inputs, instanceTypes []*scheduling.InstanceType, costs scheduling.NodeCosts, clk clock.PassiveClock) (*Plan, error) {
+	view, err := viewOf(in)
+	if err != nil {
+		return nil, err
 	}
-	for _, np := range in.NodePools {
-		input.InstanceTypes[np.Name] = instanceTypes
-	}
-	var refused []Unschedulable
-	input.Pods, input.VolumeRequirements, refused = volumeRequirements(in)
-	for _, n := range in.Nodes {
-		en := &scheduling.ExistingNode{
-			Name: n.Name, Labels: n.Labels, Taints: n.Spec.Taints, NodePool: n.Labels[v1.LabelNodePool],
-			Capacity: scheduling.FromResourceList(n.Status.Capacity), Allocatable: scheduling.FromResourceList(n.Status.Allocatable),
-		}
-		if en.Labels == nil {
-			en.Labels = map[string]string{}
-		}
-		for _, p := range in.BoundPods {
-			if p.Spec.NodeName == n.Name {
-				en.Pods = append(en.Pods, p)
-			}
-		}
-		input.Nodes = append(input.Nodes, en)
-	}
+	// Workload files seldom list the claims, volumes and classes their pods name;
+	// without any of them, volumes are not evaluated rather than every claim
+	// reported missing.
+	view.VolumesUnknown = len(in.Claims)+len(in.Volumes)+len(in.StorageClasses) == 0
+	snap := provisioning.SnapshotFromView(view, func(*v1.NodePool) []*scheduling.InstanceType { return instanceTypes }, costs)
 	start := clk.Now()
-	results := scheduling.Solve(input)
+	results := snap.PlanOn(snap.Nodes, nil, snap.Pending, true)
 	elapsed := clk.Since(start)
 	plan := &Plan{NodeClaims: []PlannedNodeClaim{}, ExistingNodes: []PlannedExisting{}, Unschedulable: []Unschedulable{}}
 	for _, nc := range results.NodeClaims {
@@ -92,47 +81,15 @@ func Run(in *Inputs, instanceTypes []*scheduling.InstanceType, costs scheduling.
 		plan.ExistingNodes = append(plan.ExistingNodes, PlannedExisting{Name: e.Node.Name, Pods: podNames(e.Pods)})
 		plan.Summary.Scheduled += len(e.Pods)
 	}
-	for _, u := range results.Unschedulable {
+	for _, u := range append(results.Unschedulable, snap.Refused...) {
 		plan.Unschedulable = append(plan.Unschedulable, Unschedulable{Pod: u.Pod.Namespace + "/" + u.Pod.Name, Reason: u.Reason})
 	}
-	plan.Unschedulable = append(plan.Unschedulable, refused...)
+	sort.SliceStable(plan.Unschedulable, func(i, j int) bool { return plan.Unschedulable[i].Pod < plan.Unschedulable[j].Pod })
 	plan.Summary.Pods = len(in.Pods)
 	plan.Summary.NodeClaims = len(plan.NodeClaims)
 	plan.Summary.PricePerHour = round(results.PricePerHour())
 	plan.Summary.SolveSeconds = elapsed.Seconds()
-	return plan
-}
-
-// volumeRequirements holds pods with volumes to their volumes' zones, as the
-// controller does, when the inputs include claims, volumes or storage classes. Pods
-// whose volumes keep kube-scheduler from placing them anywhere (a claim missing or
-// unbound with Immediate binding) are not planned: the controller would not launch
-// nodes for them either.
-func volumeRequirements(in *Inputs) ([]*corev1.Pod, map[types.UID]scheduling.Requirements, []Unschedulable) {
-	if len(in.Claims)+len(in.Volumes)+len(in.StorageClasses) == 0 {
-		return in.Pods, nil, nil
-	}
-	volumes := scheduling.NewVolumes(in.Claims, in.Volumes, in.StorageClasses)
-	byPod := map[types.UID]scheduling.Requirements{}
-	var pods []*corev1.Pod
-	var refused []Unschedulable
-	for _, p := range in.Pods {
-		reqs, err := volumes.Requirements(p)
-		if err != nil {
-			refused = append(refused, Unschedulable{Pod: p.Namespace + "/" + p.Name, Reason: err.Error()})
-			continue
-		}
-		if reqs != nil {
-			if p.UID == "" {
-				// The engine keys volume requirements by UID; files seldom carry one.
-				p = p.DeepCopy()
-				p.UID = types.UID("simulate:" + p.Namespace + "/" + p.Name)
-			}
-			byPod[p.UID] = reqs
-		}
-		pods = append(pods, p)
-	}
-	return pods, byPod, refused
+	return plan, nil
 }
 
 func plannedNodeClaim(nc *scheduling.NodeClaimPlan) PlannedNodeClaim {

@@ -98,7 +98,10 @@ spec:
 		t.Fatal(err)
 	}
 	types := cat.InZones([]string{"us-west-2a", "us-west-2b", "us-west-2c"}).ForEngine(scheduling.DefaultAllocatableSettings())
-	plan := Run(in, types, scheduling.DefaultNodeCosts(), clocktesting.NewFakePassiveClock(fakeNow))
+	plan, err := Run(in, types, scheduling.DefaultNodeCosts(), clocktesting.NewFakePassiveClock(fakeNow))
+	if err != nil {
+		t.Fatal(err)
+	}
 	zoneOf := map[string]string{}
 	for _, nc := range plan.NodeClaims {
 		for _, p := range nc.Pods {

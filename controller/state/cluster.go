@@ -48,6 +48,10 @@ type View struct {
 	PVCs           []corev1.PersistentVolumeClaim
 	PVs            []corev1.PersistentVolume
 	StorageClasses []storagev1.StorageClass
+	// VolumesUnknown says the view has none of those (manifests read from files
+	// without them): pods' volumes are then not evaluated, rather than every pod
+	// with a claim refused for a claim nobody listed.
+	VolumesUnknown bool
 	podsOnNode     map[string][]*corev1.Pod
 	nodeOfID       map[string]*corev1.Node
 	claimOfNode    map[string]*v1.NodeClaim

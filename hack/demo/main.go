@@ -253,7 +253,10 @@ func run(ctx context.Context, root, binDir string, replicas int32, keep bool) er
 	if err != nil {
 		return err
 	}
-	predicted := predict(pool, inflate, replicas, types)
+	predicted, err := predict(pool, inflate, replicas, types)
+	if err != nil {
+		return err
+	}
 	sum.predictedNodes = predicted.Summary.NodeClaims
 	var planned []string
 	for _, nc := range predicted.NodeClaims {
@@ -348,7 +351,7 @@ func run(ctx context.Context, root, binDir string, replicas int32, keep bool) er
 
 // predict runs the engine on the objects the cluster will see, as `dovetail
 // simulate --catalog` does with a catalog of the region.
-func predict(pool *v1.NodePool, d *appsv1.Deployment, replicas int32, types []*scheduling.InstanceType) *simulate.Plan {
+func predict(pool *v1.NodePool, d *appsv1.Deployment, replicas int32, types []*scheduling.InstanceType) (*simulate.Plan, error) {
 	in := &simulate.Inputs{NodePools: []*v1.NodePool{pool}}
 	for i := int32(0); i < replicas; i++ {
 		p := &corev1.Pod{Spec: d.Spec.Template.Spec}

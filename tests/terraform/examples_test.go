@@ -249,7 +249,8 @@ func checkPlacements(t *testing.T, ctx context.Context, kube client.Client, work
 	}
 	cat, err := catalog.EmbeddedAWS()
 	must(t, err)
-	plan := simulate.Run(in, cat.ForEngine(scheduling.DefaultAllocatableSettings()), scheduling.DefaultNodeCosts(), clock.RealClock{})
+	plan, err := simulate.Run(in, cat.ForEngine(scheduling.DefaultAllocatableSettings()), scheduling.DefaultNodeCosts(), clock.RealClock{})
+	must(t, err)
 	if len(plan.Unschedulable) > 0 {
 		t.Errorf("workload.yaml does not fit the example's pools: %+v", plan.Unschedulable)
 	}

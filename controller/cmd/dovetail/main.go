@@ -145,10 +145,14 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 	if *consolidate {
 		return consolidateCmd(in, cat.ForEngine(settings), costs, now, *spotToSpot, *output, stdout, stderr)
 	}
-	if n, m := len(in.NodeClaims), len(in.PDBs); n+m > 0 {
-		fmt.Fprintf(stderr, "dovetail simulate: warning: ignoring %d NodeClaim(s) and %d PodDisruptionBudget(s): only --consolidate reads them\n", n, m)
+	if n := len(in.PDBs); n > 0 {
+		fmt.Fprintf(stderr, "dovetail simulate: warning: ignoring %d PodDisruptionBudget(s): only --consolidate reads them\n", n)
 	}
-	plan := simulate.Run(in, cat.ForEngine(settings), costs, clk)
+	plan, err := simulate.Run(in, cat.ForEngine(settings), costs, clk)
+	if err != nil {
+		fmt.Fprintf(stderr, "dovetail simulate: %v\n", err)
+		return 1
+	}
 	if *output == "json" {
 		err = plan.WriteJSON(stdout)
 	} else {

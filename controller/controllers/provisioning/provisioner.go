@@ -170,6 +170,9 @@ func (p *Provisioner) schedule(ctx context.Context, fullOnly bool) (bool, error)
 	}
 	metrics.PodsPending.Set(float64(len(state.pending)))
 	if !fullOnly {
+		for _, u := range state.refused {
+			p.recorder.Eventf(u.Pod, corev1.EventTypeWarning, "FailedScheduling", "Failed to schedule pod, %s", u.Reason)
+		}
 		p.mu.Lock()
 		p.seen = map[types.UID]bool{}
 		p.mu.Unlock()

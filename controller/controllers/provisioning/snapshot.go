@@ -33,7 +33,10 @@ type snapshot struct {
 	// claims by name, for taking what a claim holds out of its pool's usage.
 	claims map[string]*v1.NodeClaim
 	// volumes are what pods' volumes require of their nodes.
-	volumes map[types.UID]scheduling.Requirements
+	volumes map[types.UID]scheduling.VolumeTopology
+	// refused are the pending pods no node can take until their volumes change,
+	// with why: they are not planned, and their events say so.
+	refused []scheduling.PodError
 }
 
 // snapshot reads the cluster: pending pods, nodes with their pods, in-flight
@@ -58,8 +61,10 @@ func (p *Provisioner) snapshotOf(ctx context.Context, view *state.View, typesOf 
 	s := &snapshot{poolByName: map[string]*v1.NodePool{}, instanceTypes: map[string][]*scheduling.InstanceType{}}
 	for i := range pools {
 		np := &pools[i]
-		// A pool whose node class is missing or invalid would only launch failures.
-		if np.DeletionTimestamp != nil || meta.IsStatusConditionFalse(np.Status.Conditions, v1.ConditionTypeReady) {
+		// A pool whose node class is missing or invalid would only launch failures:
+		// Karpenter plans only on pools that are Ready. One with no Ready condition
+		// at all has not been looked at yet (or is a manifest from Git) and counts.
+		if ready := meta.FindStatusCondition(np.Status.Conditions, v1.ConditionTypeReady); np.DeletionTimestamp != nil || (ready != nil && ready.Status != metav1.ConditionTrue) {
 			continue
 		}
 		types, err := typesOf(ctx, np)
@@ -75,7 +80,11 @@ func (p *Provisioner) snapshotOf(ctx context.Context, view *state.View, typesOf 
 	bound := map[string][]*corev1.Pod{}
 	var provisionable []*corev1.Pod
 	volumes := scheduling.NewVolumes(view.PVCs, view.PVs, view.StorageClasses)
-	s.volumes = map[types.UID]scheduling.Requirements{}
+	s.volumes = map[types.UID]scheduling.VolumeTopology{}
+	volumesOf := volumes.Requirements
+	if view.VolumesUnknown {
+		volumesOf = func(*corev1.Pod) (scheduling.VolumeTopology, error) { return nil, nil }
+	}
 	for i := range pods {
 		pod := &pods[i]
 		switch {
@@ -83,15 +92,15 @@ func (p *Provisioner) snapshotOf(ctx context.Context, view *state.View, typesOf 
 			bound[pod.Spec.NodeName] = append(bound[pod.Spec.NodeName], pod)
 			// A bound pod that consolidation moves stays with its volumes; one whose
 			// claims cannot be read keeps none of their constraints.
-			if reqs, err := volumes.Requirements(pod); err == nil && len(reqs) > 0 {
+			if reqs, err := volumesOf(pod); err == nil && len(reqs) > 0 {
 				s.volumes[pod.UID] = reqs
 			}
 		case IsProvisionable(pod):
-			reqs, err := volumes.Requirements(pod)
+			reqs, err := volumesOf(pod)
 			if err != nil {
 				// kube-scheduler places it on no node until its volume is sorted out:
 				// a node launched for it would stay empty.
-				log.FromContext(ctx).V(1).Info("ignoring pending pod: its volumes do not let it schedule", "pod", pod.Namespace+"/"+pod.Name, "reason", err.Error())
+				s.refused = append(s.refused, scheduling.PodError{Pod: pod, Reason: err.Error()})
 				continue
 			}
 			if len(reqs) > 0 {
@@ -318,7 +327,9 @@ func daemonSetPods(list []appsv1.DaemonSet) []*corev1.Pod {
 	out := make([]*corev1.Pod, 0, len(list))
 	for i := range list {
 		ds := &list[i]
-		out = append(out, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: ds.Name, Namespace: ds.Namespace, Labels: ds.Spec.Template.Labels}, Spec: ds.Spec.Template.Spec})
+		// The template is not a Pod the API server has defaulted: a container
+		// that sets only limits requests them.
+		out = append(out, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: ds.Name, Namespace: ds.Namespace, Labels: ds.Spec.Template.Labels}, Spec: scheduling.WithRequestsFromLimits(ds.Spec.Template.Spec)})
 	}
 	return out
 }
@@ -345,5 +356,5 @@ func SnapshotFromView(view *state.View, typesOf func(*v1.NodePool) []*scheduling
 }
 
 func (s *snapshot) public(costs scheduling.NodeCosts) *scheduling.Snapshot {
-	return &scheduling.Snapshot{Pending: s.pending, Nodes: s.nodes, Pools: s.pools, InstanceTypes: s.instanceTypes, DaemonSetPods: s.daemonSetPods, NodeCosts: costs, PoolUsage: s.usage, Claims: s.claims, VolumeRequirements: s.volumes}
+	return &scheduling.Snapshot{Pending: s.pending, Nodes: s.nodes, Pools: s.pools, InstanceTypes: s.instanceTypes, DaemonSetPods: s.daemonSetPods, NodeCosts: costs, PoolUsage: s.usage, Claims: s.claims, VolumeRequirements: s.volumes, Refused: s.refused}
 }
