@@ -69,7 +69,7 @@ func (s *solver) addToClaim(c *claim, p *podInfo) error {
 		if len(fitting) == 0 {
 			return fmt.Errorf("no instance type holds the pods")
 		}
-		target, _ = chooseTarget(fitting, reqs, c.requests, s.shapeFor(c.pool, p), s.costs)
+		target = s.target(fitting, reqs, c.requests, s.shapeFor(c.pool, p))
 	}
 	if !total.Fits(target.Allocatable) {
 		// A pod that must share a node with pods on this claim has nowhere else to
@@ -81,7 +81,7 @@ func (s *solver) addToClaim(c *claim, p *podInfo) error {
 		if len(fitting) == 0 {
 			return fmt.Errorf("no instance type holds the pod with the pods it must share a node with")
 		}
-		target, _ = chooseTarget(fitting, reqs, Resources{}, demandShape{total: total}, s.costs)
+		target = s.target(fitting, reqs, Resources{}, demandShape{total: total})
 	}
 	if hasMinValues(reqs) {
 		if err := checkMinValues(reqs, filterFits(options, total)); err != nil {
@@ -384,7 +384,11 @@ func (s *solver) openClaim(ps *poolState, p *podInfo) (*claim, error) {
 	if err := checkMinValues(reqs, c.options); err != nil {
 		return nil, err
 	}
-	c.target, c.sizedByDemand = chooseTarget(c.options, reqs, ps.daemonOverhead, s.shapeFor(ps, p), s.costs)
+	if s.firstFit {
+		c.target = largest(c.options)
+	} else {
+		c.target, c.sizedByDemand = chooseTarget(c.options, reqs, ps.daemonOverhead, s.shapeFor(ps, p), s.costs)
+	}
 	c.requests = ps.daemonOverhead.Add(p.requests)
 	c.remaining = c.target.Allocatable.Sub(c.requests)
 	c.pods = []*podInfo{p}

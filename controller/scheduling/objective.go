@@ -100,6 +100,28 @@ func chooseTarget(options []*InstanceType, reqs Requirements, used Resources, sh
 	return chosen.it, holdsAll
 }
 
+// target is the type a claim is sized for: chooseTarget's, or when planning
+// first-fit decreasing, the largest option.
+func (s *solver) target(options []*InstanceType, reqs Requirements, used Resources, shape demandShape) *InstanceType {
+	if s.firstFit {
+		return largest(options)
+	}
+	it, _ := chooseTarget(options, reqs, used, shape, s.costs)
+	return it
+}
+
+// largest is the option that holds the most: cpu first, then memory.
+func largest(options []*InstanceType) *InstanceType {
+	best := options[0]
+	for _, it := range options[1:] {
+		a, b := it.Allocatable, best.Allocatable
+		if a.MilliCPU > b.MilliCPU || (a.MilliCPU == b.MilliCPU && a.Memory > b.Memory) {
+			best = it
+		}
+	}
+	return best
+}
+
 // heldShare estimates the fraction of the demand a node with free capacity holds:
 // as many whole head replicas as fit, then the rest of the demand poured into what
 // is left, weighing cpu and memory by their share of the total.

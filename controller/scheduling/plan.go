@@ -95,6 +95,16 @@ type Results struct {
 // PricePerHour is the total price of the new NodeClaims.
 func (r *Results) PricePerHour() float64 { return PriceOf(r.NodeClaims) }
 
+// costPerHour is the new claims' price plus what each node costs beyond it: what
+// the engine minimizes.
+func (r *Results) costPerHour(costs NodeCosts) float64 {
+	total := 0.0
+	for _, nc := range r.NodeClaims {
+		total += nc.Offering.Price + costs.PerNode(nc.InstanceType)
+	}
+	return total
+}
+
 // PriceOf is what the planned claims' offerings cost per hour.
 func PriceOf(plans []*NodeClaimPlan) float64 {
 	total := 0.0

@@ -72,12 +72,21 @@ type solver struct {
 	optionCache map[admitKey][]*InstanceType
 	catalogs    map[string][]*InstanceType
 	costs       NodeCosts
+	// firstFit plans as first-fit decreasing does (Karpenter's way): a claim is
+	// sized for the largest type its pods allow and takes pods in size order,
+	// shrunk to the cheapest type that holds them at the end.
+	firstFit bool
 }
 
 // Solve places pods onto existing capacity and new NodeClaims. It never fails as a
 // whole: a pod that cannot be placed is reported with its reason.
 func Solve(in Input) *Results {
-	s := &solver{topology: newTopology(), admitCache: map[admitKey]error{}, optionCache: map[admitKey][]*InstanceType{}, catalogs: in.InstanceTypes, costs: DefaultNodeCosts()}
+	r, s := plan(in, false)
+	return s.repackTail(in, r)
+}
+
+func plan(in Input, firstFit bool) (*Results, *solver) {
+	s := &solver{topology: newTopology(), admitCache: map[admitKey]error{}, optionCache: map[admitKey][]*InstanceType{}, catalogs: in.InstanceTypes, costs: DefaultNodeCosts(), firstFit: firstFit}
 	if in.NodeCosts != nil {
 		s.costs = *in.NodeCosts
 	}
@@ -116,7 +125,7 @@ func Solve(in Input) *Results {
 		s.place(p)
 	}
 	s.placeWaiting(waiting)
-	return s.results()
+	return s.results(), s
 }
 
 // waitsForPeers reports whether a pod's required pod affinity matches no pod placed
@@ -422,7 +431,9 @@ func (s *solver) place(p *podInfo) {
 		c, err := s.tryNewClaim(p)
 		if err == nil {
 			s.markPlaced(p)
-			s.fill(c)
+			if !s.firstFit {
+				s.fill(c)
+			}
 			return
 		}
 		if !p.relax() {
