@@ -35,6 +35,7 @@ func newDaemonSets(pods []*corev1.Pod) []daemonSet {
 // landsOn reports whether the DaemonSet runs on a node of a pool with these
 // requirements and of this instance type (nil: any of the pool's). Its node
 // affinity needs only be compatible: a new node's labels are not all known yet.
+// A custom label the pool does not give its nodes is one they will not have.
 func (d *daemonSet) landsOn(reqs Requirements, it *InstanceType) bool {
 	if d.terms == nil {
 		return true
@@ -43,7 +44,7 @@ func (d *daemonSet) landsOn(reqs Requirements, it *InstanceType) bool {
 		if reqs.Intersects(term) != nil {
 			continue
 		}
-		if it == nil || it.Requirements.Intersects(term) == nil {
+		if it == nil || it.compatible(term) {
 			return true
 		}
 	}

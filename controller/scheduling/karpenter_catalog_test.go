@@ -42,7 +42,11 @@ func karpenterCatalog() []*InstanceType {
 			capacity[corev1.ResourceName(s.gpu)] = resource.MustParse("2")
 			price += 1
 		}
-		labels := map[string]string{v1.LabelArch: s.arch, v1.LabelOS: "linux", "integer": s.cpu}
+		size := "small"
+		if capacity.Cpu().Value() > 4 && capacity.Memory().Value() > 8<<30 {
+			size = "large"
+		}
+		labels := map[string]string{v1.LabelArch: s.arch, v1.LabelOS: "linux", "integer": s.cpu, v1.LabelInstanceSize: size}
 		var offerings []Offering
 		for i, zone := range []string{"test-zone-1", "test-zone-2", "test-zone-3"} {
 			if i < 2 {

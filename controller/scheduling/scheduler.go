@@ -370,25 +370,29 @@ func (s *solver) universe(key string, f *nodeFilter) sets.Set[string] {
 	return out
 }
 
-// poolDomains are the values of key a pool's nodes can have: its requirement's, or
-// else those of its instance types that the requirement allows.
+// poolDomains are the values of key a pool's nodes can have: those of its instance
+// types that its requirement allows, or where the types do not say (a label of the
+// pool's own), its requirement's. A value the pool lists but no type offers (a
+// zone it has no capacity in, reserved capacity without a reservation) is no
+// domain: no node will ever be in it.
 func (s *solver) poolDomains(ps *poolState, key string) sets.Set[string] {
 	if vals, ok := ps.universes[key]; ok {
 		return vals
 	}
 	vals := sets.New[string]()
-	if r, ok := ps.requirements[key]; ok && !r.complement {
-		vals.Insert(r.Values()...)
-	} else {
-		for _, it := range ps.instanceTypes {
-			if r, ok := it.Requirements[key]; ok && !r.complement {
-				for _, v := range r.Values() {
-					if ps.requirements.Get(key).Has(v) {
-						vals.Insert(v)
-					}
+	typed := false
+	for _, it := range ps.instanceTypes {
+		if r, ok := it.Requirements[key]; ok && !r.complement {
+			typed = true
+			for _, v := range r.Values() {
+				if ps.requirements.Get(key).Has(v) {
+					vals.Insert(v)
 				}
 			}
 		}
+	}
+	if r, ok := ps.requirements[key]; ok && !r.complement && !typed {
+		vals.Insert(r.Values()...)
 	}
 	ps.universes[key] = vals
 	return vals

@@ -428,7 +428,7 @@ func (g *topologyGroup) allows(p *podInfo, d string) error {
 			return fmt.Errorf("would violate topology spread on %s (maxSkew %d)", g.key, g.maxSkew)
 		}
 	case topologyAffinity:
-		if g.counts[d] == 0 && !(g.total == 0 && self) {
+		if g.counts[d] == 0 && !(self && !g.anyIn(p.requirements.Get(g.key))) {
 			return fmt.Errorf("pod affinity on %s found no matching pod in %s", g.key, d)
 		}
 	case topologyAntiAffinity:
@@ -437,6 +437,19 @@ func (g *topologyGroup) allows(p *podInfo, d string) error {
 		}
 	}
 	return nil
+}
+
+// anyIn reports whether a pod this group counts is in one of the domains r allows.
+// A pod that matches its own required affinity may start a domain when no matching
+// pod is where it can go (Kubernetes lets the first of them anywhere; Karpenter
+// lets one start afresh where its own node requirements keep it from the others).
+func (g *topologyGroup) anyIn(r *Requirement) bool {
+	for d, n := range g.counts {
+		if n > 0 && r.Has(d) {
+			return true
+		}
+	}
+	return false
 }
 
 // inverseAllows checks the anti-affinity other pods declared against p.
