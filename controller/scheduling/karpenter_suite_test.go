@@ -292,9 +292,13 @@ func onNodeOfSize(cpu int64, names ...string) func(*testing.T, *Results) {
 
 func named(name string, opts ...podOpt) *corev1.Pod { return pod(name, "0", "0", opts...) }
 
-func sized(name, cpu, memory string, opts ...podOpt) *corev1.Pod { return pod(name, cpu, memory, opts...) }
+func sized(name, cpu, memory string, opts ...podOpt) *corev1.Pod {
+	return pod(name, cpu, memory, opts...)
+}
 
-func bulk(n int, prefix string, opts ...podOpt) []*corev1.Pod { return pods(n, prefix, "0", "0", opts...) }
+func bulk(n int, prefix string, opts ...podOpt) []*corev1.Pod {
+	return pods(n, prefix, "0", "0", opts...)
+}
 
 func join(groups ...[]*corev1.Pod) []*corev1.Pod {
 	var out []*corev1.Pod
@@ -521,7 +525,9 @@ func TestKarpenterSuitePodAffinity(t *testing.T) {
 }
 
 func TestKarpenterSuiteDaemonsets(t *testing.T) {
-	ds := func(cpu, memory string, opts ...podOpt) []*corev1.Pod { return []*corev1.Pod{sized("ds", cpu, memory, opts...)} }
+	ds := func(cpu, memory string, opts ...podOpt) []*corev1.Pod {
+		return []*corev1.Pod{sized("ds", cpu, memory, opts...)}
+	}
 	fooBar := func(p *corev1.Pod) {
 		ensureAffinity(p).NodeAffinity = &corev1.NodeAffinity{RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{
 			{MatchExpressions: []corev1.NodeSelectorRequirement{{Key: "foo", Operator: corev1.NodeSelectorOpIn, Values: []string{"voo"}}}},
