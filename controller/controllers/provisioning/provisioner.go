@@ -182,11 +182,8 @@ func (p *Provisioner) schedule(ctx context.Context, fullOnly bool) (bool, error)
 		return state.nominated > 0, nil
 	}
 	start := p.clock.Now()
-	results := scheduling.Solve(scheduling.Input{
-		Pods: state.pending, Nodes: state.nodes, NodePools: state.pools,
-		InstanceTypes: state.instanceTypes, DaemonSetPods: state.daemonSetPods, NodeCosts: &p.costs, PoolUsage: state.usage,
-		VolumeRequirements: state.volumes,
-	})
+	// The engine's input is the snapshot's, as `dovetail simulate` plans it.
+	results := state.public(p.costs).PlanOn(state.nodes, nil, state.pending, true)
 	solveDuration := p.clock.Since(start)
 	metrics.SchedulingDuration.Observe(solveDuration.Seconds())
 	if fullOnly {
