@@ -34,9 +34,10 @@ type statement struct {
 
 // ControllerPolicy is the least-privilege IAM policy of the controller: read actions
 // limited to the region, and every write scoped by the tags the controller puts on
-// what it creates (instances and volumes carry kubernetes.io/cluster/<cluster>=owned
-// and a nodepool; launch templates karpenter.k8s.aws/cluster=<cluster>; instance
-// profiles the cluster, region and class), with iam:PassRole for the node role only.
+// what it creates (instances, volumes and launch templates carry
+// kubernetes.io/cluster/<cluster>=owned and a nodepool, launch templates also
+// karpenter.k8s.aws/cluster=<cluster>; instance profiles the cluster, region and
+// class), with iam:PassRole for the node role only.
 func ControllerPolicy(in ControllerPolicyInput) (string, error) {
 	if in.ClusterName == "" || in.Region == "" || in.NodeRoleARN == "" {
 		return "", fmt.Errorf("cluster_name, region and node_role_arn are required")
@@ -73,9 +74,16 @@ func ControllerPolicy(in ControllerPolicyInput) (string, error) {
 			Condition: map[string]map[string]any{
 				"StringEquals": {"ec2:CreateAction": []string{"RunInstances", "CreateFleet", "CreateLaunchTemplate"}},
 			}},
+		// Deletion is scoped as Karpenter's own policy scopes it, by the tags Karpenter
+		// and Dovetail both put on every instance and launch template they create: a
+		// cluster taken over from Karpenter has only those on its instances, and an
+		// instance carrying merely karpenter.k8s.aws/cluster is not the cluster's.
 		{Sid: "AllowScopedDeletion", Effect: "Allow", Action: []string{"ec2:TerminateInstances", "ec2:DeleteLaunchTemplate"},
-			Resource:  []string{ec2ARN("instance"), ec2ARN("launch-template")},
-			Condition: map[string]map[string]any{"StringEquals": {"aws:ResourceTag/karpenter.k8s.aws/cluster": in.ClusterName}}},
+			Resource: []string{ec2ARN("instance"), ec2ARN("launch-template")},
+			Condition: map[string]map[string]any{
+				"StringEquals": {"aws:ResourceTag/" + clusterTag: "owned"},
+				"StringLike":   {"aws:ResourceTag/karpenter.sh/nodepool": "*"},
+			}},
 		{Sid: "AllowRegionalReadActions", Effect: "Allow",
 			Action: []string{"ec2:DescribeAvailabilityZones", "ec2:DescribeCapacityReservations", "ec2:DescribeImages", "ec2:DescribeInstances",
 				"ec2:DescribeInstanceTypeOfferings", "ec2:DescribeInstanceTypes", "ec2:DescribeLaunchTemplates", "ec2:DescribeSecurityGroups",

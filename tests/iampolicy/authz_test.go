@@ -100,8 +100,15 @@ func launchTags() map[string]string {
 	}
 }
 
-// templateTags are the launch template's own tags (LaunchTemplates.create).
-var templateTags = map[string]string{"karpenter.k8s.aws/cluster": cluster, "karpenter.k8s.aws/ec2nodeclass": "default", "team": "billing"}
+// templateTags are the launch template's own tags (LaunchTemplates.create): the
+// pool's (CloudProvider.poolTags) with the cluster and class.
+var templateTags = map[string]string{"karpenter.k8s.aws/cluster": cluster, "karpenter.k8s.aws/ec2nodeclass": "default", "team": "billing",
+	"kubernetes.io/cluster/demo": "owned", "eks:eks-cluster-name": cluster, "karpenter.sh/nodepool": "general"}
+
+// karpenterInstanceTags are what Karpenter v1 puts on an instance it launches: no
+// karpenter.k8s.aws/cluster tag.
+var karpenterInstanceTags = map[string]string{"kubernetes.io/cluster/demo": "owned", "karpenter.sh/nodepool": "general", "karpenter.sh/nodeclaim": "general-x1",
+	"eks:eks-cluster-name": cluster, "karpenter.k8s.aws/ec2nodeclass": "default", "Name": "general-x1"}
 
 // createLaunchTemplate is the controller's CreateLaunchTemplate input; tagged adds
 // the launch's tags for the network interface and, for spot, the spot request, as
@@ -161,7 +168,8 @@ func templateFromCreate(in *ec2.CreateLaunchTemplateInput) *iampolicy.LaunchTemp
 
 func newLookup(template *iampolicy.LaunchTemplate) *lookup {
 	return &lookup{
-		instances: map[string]map[string]string{"i-0123": launchTags()},
+		instances: map[string]map[string]string{"i-0123": launchTags(), "i-karpenters": karpenterInstanceTags,
+			"i-cluster-tag-only": {"karpenter.k8s.aws/cluster": cluster}, "i-no-nodepool": {"kubernetes.io/cluster/demo": "owned", "karpenter.k8s.aws/cluster": cluster}},
 		templates: map[string]*iampolicy.LaunchTemplate{template.ID: template},
 		profiles: map[string]*iampolicy.InstanceProfile{profile: {ARN: "arn:aws:iam::" + account + ":instance-profile/" + profile,
 			Tags:     map[string]string{"kubernetes.io/cluster/demo": "owned", "eks:eks-cluster-name": cluster, "karpenter.k8s.aws/ec2nodeclass": "default", "topology.kubernetes.io/region": region},
@@ -337,11 +345,19 @@ func TestMappings(t *testing.T) {
 	}{
 		{"EC2", "DescribeInstances", &ec2.DescribeInstancesInput{}, []string{"ec2:DescribeInstances on *", "aws:RequestedRegion=us-west-2"}, false},
 		{"EC2", "TerminateInstances", &ec2.TerminateInstancesInput{InstanceIds: []string{"i-0123"}},
-			[]string{"ec2:TerminateInstances on arn:aws:ec2:us-west-2:123456789012:instance/i-0123", "aws:ResourceTag/karpenter.k8s.aws/cluster=demo"}, false},
+			[]string{"ec2:TerminateInstances on arn:aws:ec2:us-west-2:123456789012:instance/i-0123", "aws:ResourceTag/kubernetes.io/cluster/demo=owned", "aws:ResourceTag/karpenter.sh/nodepool=general"}, false},
+		// A cluster taken over from Karpenter: its instances carry Karpenter's tags only.
+		{"EC2", "TerminateInstances", &ec2.TerminateInstancesInput{InstanceIds: []string{"i-karpenters"}},
+			[]string{"ec2:TerminateInstances on arn:aws:ec2:us-west-2:123456789012:instance/i-karpenters", "aws:ResourceTag/kubernetes.io/cluster/demo=owned"}, false},
+		// Neither the cluster tag of ours alone, nor the cluster without a pool, is enough.
+		{"EC2", "TerminateInstances", &ec2.TerminateInstancesInput{InstanceIds: []string{"i-cluster-tag-only"}},
+			[]string{"ec2:TerminateInstances on arn:aws:ec2:us-west-2:123456789012:instance/i-cluster-tag-only"}, true},
+		{"EC2", "TerminateInstances", &ec2.TerminateInstancesInput{InstanceIds: []string{"i-no-nodepool"}},
+			[]string{"ec2:TerminateInstances on arn:aws:ec2:us-west-2:123456789012:instance/i-no-nodepool"}, true},
 		{"EC2", "TerminateInstances", &ec2.TerminateInstancesInput{InstanceIds: []string{"i-someone-elses"}},
 			[]string{"ec2:TerminateInstances on arn:aws:ec2:us-west-2:123456789012:instance/i-someone-elses"}, true},
 		{"EC2", "DeleteLaunchTemplate", &ec2.DeleteLaunchTemplateInput{LaunchTemplateName: aws.String(lt.Name)},
-			[]string{"ec2:DeleteLaunchTemplate on arn:aws:ec2:us-west-2:123456789012:launch-template/lt-0123", "aws:ResourceTag/karpenter.k8s.aws/cluster=demo"}, false},
+			[]string{"ec2:DeleteLaunchTemplate on arn:aws:ec2:us-west-2:123456789012:launch-template/lt-0123", "aws:ResourceTag/kubernetes.io/cluster/demo=owned"}, false},
 		{"EC2", "CreateLaunchTemplate", &ec2.CreateLaunchTemplateInput{LaunchTemplateName: aws.String("x"),
 			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeLaunchTemplate, Tags: tags(map[string]string{"karpenter.k8s.aws/cluster": "other"})}}},
 			[]string{"ec2:CreateLaunchTemplate on arn:aws:ec2:us-west-2:123456789012:launch-template/new", "aws:RequestTag/karpenter.k8s.aws/cluster=other"}, true},
