@@ -312,6 +312,25 @@ func prepareAWSCluster(t *testing.T, run func(awsEnv)) *awsCluster {
 // so its check runs after the controller's cleanup.
 func checkIAM(t *testing.T, opts *operator.Options, clients *dtaws.Clients, nodeRole, queueARN string) {
 	t.Helper()
+	rec := iamRecorder(t, opts, clients, nodeRole, queueARN)
+	opts.AWSAPIOptions = append(opts.AWSAPIOptions, rec.APIOption)
+}
+
+// checkIAMOnTheWire is checkIAM for a controller that runs as its own process: its
+// SDK cannot be hooked, so every AWS endpoint it is given goes through a proxy to
+// target that decodes and records each call.
+func checkIAMOnTheWire(t *testing.T, opts *operator.Options, clients *dtaws.Clients, nodeRole, queueARN, target string) {
+	t.Helper()
+	proxy := iamRecorder(t, opts, clients, nodeRole, queueARN).Proxy(t, target)
+	for service := range opts.AWSEndpoints {
+		opts.AWSEndpoints[service] = proxy
+	}
+}
+
+// iamRecorder records the controller's AWS calls and, once the test is over, fails
+// it on each call the shipped policy would deny, or that could not be checked.
+func iamRecorder(t *testing.T, opts *operator.Options, clients *dtaws.Clients, nodeRole, queueARN string) *iampolicy.Recorder {
+	t.Helper()
 	role, err := clients.IAM.GetRole(context.Background(), &iam.GetRoleInput{RoleName: aws.String(nodeRole)})
 	must(t, err)
 	policy, err := provider.ControllerPolicy(provider.ControllerPolicyInput{Region: opts.AWSRegion, AccountID: motoAccount,
@@ -320,13 +339,13 @@ func checkIAM(t *testing.T, opts *operator.Options, clients *dtaws.Clients, node
 	rec := iampolicy.NewRecorder(iampolicy.Options{AccountID: motoAccount,
 		Lookup:              iampolicy.AWSLookup{EC2: clients.EC2, IAM: clients.IAM},
 		SSMParameterAliases: map[string]string{testenv.SSMPrefix: nodeclass.DefaultSSMPrefix}})
-	opts.AWSAPIOptions = append(opts.AWSAPIOptions, rec.APIOption)
 	t.Cleanup(func() {
 		rep := iampolicy.Check(t, policy, rec)
 		if rep != nil && rep.Calls["EC2 CreateFleet"] == 0 {
 			t.Errorf("IAM: no CreateFleet call was recorded; the controller's AWS clients are not instrumented")
 		}
 	})
+	return rec
 }
 
 func dumpCluster(t *testing.T, c client.Client) {

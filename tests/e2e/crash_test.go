@@ -280,7 +280,7 @@ func startAWSClusterProcess(t *testing.T) (*awsCluster, *testenv.ControllerProce
 	var ec2Calls *testenv.AWSRecorder
 	cluster := prepareAWSCluster(t, func(env awsEnv) {
 		ec2Calls = testenv.StartAWSRecorder(t, env.moto.Endpoint)
-		env.opts.AWSEndpoints["ec2"] = ec2Calls.URL
+		checkIAMOnTheWire(t, &env.opts, env.clients, env.nodeRole, env.queueARN, ec2Calls.URL)
 		proc = testenv.StartControllerProcess(t, env.stack.Config, env.stack.Kubeconfig, env.stack.Dir, env.opts)
 	})
 	return cluster, proc, ec2Calls

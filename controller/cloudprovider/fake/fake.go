@@ -32,6 +32,8 @@ type CloudProvider struct {
 	Types []*scheduling.InstanceType
 	// CreateErr, while set, is what Create returns instead of launching.
 	CreateErr error
+	// DeleteErr, while set, is what Delete returns instead of terminating.
+	DeleteErr error
 	// Drifted maps providerIDs to what IsDrifted says of them.
 	Drifted   map[string]cloudprovider.DriftReason
 	instances map[string]*v1.NodeClaim
@@ -108,6 +110,9 @@ func (p *CloudProvider) Create(_ context.Context, nc *v1.NodeClaim) (*v1.NodeCla
 func (p *CloudProvider) Delete(_ context.Context, nc *v1.NodeClaim) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	if p.DeleteErr != nil {
+		return p.DeleteErr
+	}
 	if _, ok := p.instances[nc.Status.ProviderID]; !ok {
 		return cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %q not found", nc.Status.ProviderID))
 	}
@@ -148,6 +153,13 @@ func (p *CloudProvider) IsDrifted(_ context.Context, nc *v1.NodeClaim) (cloudpro
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.Drifted[nc.Status.ProviderID], nil
+}
+
+// SetDeleteErr makes Delete fail with err from now on; nil lets it terminate again.
+func (p *CloudProvider) SetDeleteErr(err error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.DeleteErr = err
 }
 
 // SetCreateErr makes Create fail with err from now on; nil lets it launch again.

@@ -6,12 +6,17 @@ package termination
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strings"
 	"time"
+
+	"github.com/aws/smithy-go"
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
@@ -80,7 +85,7 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 	}
 	if nc.Status.ProviderID != "" {
 		if err := c.cloud.Delete(ctx, nc); err != nil && !cloudprovider.IsNodeClaimNotFound(err) {
-			return reconcile.Result{}, fmt.Errorf("terminating instance, %w", err)
+			return reconcile.Result{}, c.terminationFailed(ctx, nc, err)
 		}
 	}
 	if node != nil {
@@ -114,6 +119,39 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 	}
 	log.FromContext(ctx).Info("terminated nodeclaim", "providerID", nc.Status.ProviderID)
 	return reconcile.Result{}, nil
+}
+
+// terminationFailed surfaces an instance that cannot be terminated (a policy that
+// denies TerminateInstances, an API outage): it keeps running and billing while the
+// claim waits, so the claim says why in its InstanceTerminating condition and a
+// Warning event, and the cloud provider's error counter
+// (karpenter_cloudprovider_errors_total, controller nodeclaim.termination, method
+// Delete) counts each try. The error it returns retries with the controller's
+// exponential backoff; the condition is written only when it changes, so writing it
+// does not cut the backoff short.
+func (c *Controller) terminationFailed(ctx context.Context, nc *v1.NodeClaim, cause error) error {
+	message := fmt.Sprintf("terminating instance %s: %s", nc.Status.ProviderID, stableMessage(cause))
+	c.recorder.Event(nc, corev1.EventTypeWarning, "FailedTerminatingInstance", message)
+	stored := nc.DeepCopy()
+	if meta.SetStatusCondition(&nc.Status.Conditions, metav1.Condition{Type: v1.ConditionTypeInstanceTerminating, Status: metav1.ConditionFalse,
+		Reason: "TerminationFailed", Message: message, ObservedGeneration: nc.Generation}) {
+		if err := c.kube.Status().Patch(ctx, nc, client.MergeFrom(stored)); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("recording the failed termination, %w (terminating instance, %v)", err, cause)
+		}
+	}
+	return fmt.Errorf("terminating instance, %w", cause)
+}
+
+// stableMessage is what an error says without what changes from one try to the
+// next (an AWS request id, an encoded authorization message): the provider's error
+// code and the first sentence of its message.
+func stableMessage(err error) string {
+	var apiErr smithy.APIError
+	if !errors.As(err, &apiErr) {
+		return err.Error()
+	}
+	msg, _, _ := strings.Cut(apiErr.ErrorMessage(), ". ")
+	return apiErr.ErrorCode() + ": " + strings.TrimSuffix(msg, ".")
 }
 
 // terminationDeadline is when the claim's terminationGracePeriod, counted from its

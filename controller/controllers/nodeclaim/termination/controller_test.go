@@ -9,14 +9,17 @@ import (
 
 	"github.com/dovetail-sh/dovetail/controller/apis/scheme"
 
+	"github.com/aws/smithy-go"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
@@ -362,5 +365,65 @@ func TestNotDeletingIsLeftAlone(t *testing.T) {
 	}
 	if len(e.evictions) != 0 || len(e.cloud.Deleted()) != 0 {
 		t.Errorf("a claim not deleting was drained or terminated")
+	}
+}
+
+// An instance the cloud refuses to terminate (the policy denies it) keeps running and
+// billing: the claim keeps its finalizer and says why in its InstanceTerminating
+// condition and a Warning event, naming the provider's error without what changes
+// between tries, so the condition is written once and the retries back off.
+func TestTerminationFailureIsSurfaced(t *testing.T) {
+	nc := deletingClaim(nil)
+	e := newEnv(t, nc, false)
+	e.cloud.SetDeleteErr(&smithy.GenericAPIError{Code: "UnauthorizedOperation", Message: "You are not authorized to perform this operation. Encoded authorization failure message: abc123"})
+	ctx := context.Background()
+	var stamps []metav1.Time
+	for try := 0; try < 3; try++ {
+		current := &v1.NodeClaim{}
+		if err := e.kube.Get(ctx, client.ObjectKeyFromObject(nc), current); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := e.c.Reconcile(ctx, current); err == nil || !strings.Contains(err.Error(), "UnauthorizedOperation") {
+			t.Fatalf("try %d: error %v; want the provider's error returned, so the workqueue backs off", try, err)
+		}
+		if err := e.kube.Get(ctx, client.ObjectKeyFromObject(nc), current); err != nil {
+			t.Fatal(err)
+		}
+		cond := meta.FindStatusCondition(current.Status.Conditions, v1.ConditionTypeInstanceTerminating)
+		want := "terminating instance " + providerID + ": UnauthorizedOperation: You are not authorized to perform this operation"
+		if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != "TerminationFailed" || cond.Message != want {
+			t.Fatalf("try %d: condition %+v; want InstanceTerminating=False, TerminationFailed, %q", try, cond, want)
+		}
+		if !controllerutil.ContainsFinalizer(current, v1.TerminationFinalizer) {
+			t.Fatalf("the finalizer was released while the instance still runs")
+		}
+		stamps = append(stamps, cond.LastTransitionTime)
+		e.clock.Step(time.Minute)
+	}
+	if stamps[0] != stamps[2] {
+		t.Errorf("the condition changed between identical failures (%v): each write would requeue at once instead of backing off", stamps)
+	}
+	close(e.recorder.Events)
+	warnings := 0
+	for ev := range e.recorder.Events {
+		if strings.HasPrefix(ev, "Warning FailedTerminatingInstance terminating instance "+providerID+": UnauthorizedOperation") {
+			warnings++
+		}
+	}
+	if warnings != 3 {
+		t.Errorf("%d FailedTerminatingInstance warnings, want one per try", warnings)
+	}
+
+	// Once the policy allows it, the instance goes and the claim with it.
+	e.cloud.SetDeleteErr(nil)
+	current := &v1.NodeClaim{}
+	if err := e.kube.Get(ctx, client.ObjectKeyFromObject(nc), current); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := e.c.Reconcile(ctx, current); err != nil {
+		t.Fatal(err)
+	}
+	if got := e.cloud.Deleted(); len(got) != 1 || got[0] != providerID {
+		t.Errorf("deleted %v", got)
 	}
 }
