@@ -109,7 +109,7 @@ func stringMap(m map[string]any) string {
 	var b strings.Builder
 	b.WriteString("{\n")
 	for _, k := range keys {
-		fmt.Fprintf(&b, "    %q = %q\n", k, fmt.Sprint(m[k]))
+		fmt.Fprintf(&b, "    %s = %s\n", crdschema.Quote(k), crdschema.Quote(fmt.Sprint(m[k])))
 	}
 	b.WriteString("  }")
 	return b.String()

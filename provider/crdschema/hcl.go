@@ -6,6 +6,8 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/hashicorp/hcl/v2/hclwrite"
+	"github.com/zclconf/go-cty/cty"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 )
 
@@ -55,7 +57,7 @@ func writeHCL(b *strings.Builder, v any, s *structuralschema.Structural, indent 
 		}
 		b.WriteString("{\n")
 		for _, k := range sortedKeys(m) {
-			b.WriteString(pad + strconv.Quote(k) + " = ")
+			b.WriteString(pad + Quote(k) + " = ")
 			if err := writeHCL(b, m[k], s.AdditionalProperties.Structural, indent+1); err != nil {
 				return fmt.Errorf("%s: %w", k, err)
 			}
@@ -93,7 +95,7 @@ func writeScalar(b *strings.Builder, v any, s *structuralschema.Structural) erro
 	}
 	switch {
 	case s.XIntOrString || s.Type == "string":
-		b.WriteString(strconv.Quote(scalarString(v)))
+		b.WriteString(Quote(scalarString(v)))
 	case s.Type == "integer" || s.Type == "number":
 		b.WriteString(scalarString(v))
 	case s.Type == "boolean":
@@ -106,6 +108,28 @@ func writeScalar(b *strings.Builder, v any, s *structuralschema.Structural) erro
 		return fmt.Errorf("no HCL for a %q value %v", s.Type, v)
 	}
 	return nil
+}
+
+// Quote writes s as an HCL string that Terraform reads back as s, byte for byte.
+// HCL strings are templates: "${" and "%{" begin an interpolation or a directive,
+// so a bash script's ${HOSTNAME} would be refused ("Invalid reference") and a
+// ${var.x} silently interpolated; both are escaped ($${, %%{). Multi-line text that
+// ends in a newline is written as a heredoc, which reads as the text it holds; the
+// rest as a quoted string with Go-like escapes, as hclwrite writes it.
+func Quote(s string) string {
+	if strings.Count(s, "\n") > 1 && strings.HasSuffix(s, "\n") && !strings.ContainsAny(s, "\r\x00") {
+		delim := "EOT"
+		for strings.HasPrefix(s, delim+"\n") || strings.Contains(s, "\n"+delim+"\n") {
+			delim += "_"
+		}
+		return "<<" + delim + "\n" + escapeTemplate(s) + delim
+	}
+	return string(hclwrite.TokensForValue(cty.StringVal(s)).Bytes())
+}
+
+// escapeTemplate escapes what would begin an interpolation or a directive.
+func escapeTemplate(s string) string {
+	return strings.NewReplacer("${", "$${", "%{", "%%{").Replace(s)
 }
 
 // scalarString writes numbers without a decimal point when they are whole, as
