@@ -72,10 +72,12 @@ func (r *controllerRole) Schema(_ context.Context, _ resource.SchemaRequest, res
 				Validators: []validator.String{stringvalidator.LengthAtLeast(1)}},
 			"ami_id_ssm_parameter_arns": schema.ListAttribute{Optional: true, ElementType: types.StringType, Description: amiSSMParametersDescription,
 				Validators: []validator.List{listvalidator.ValueStringsAre(ssmParameterARN)}},
-			"oidc_provider_arn": schema.StringAttribute{Optional: true, PlanModifiers: replace, Validators: []validator.String{arn},
-				Description: "The cluster's IAM OIDC provider, for IRSA; unset means EKS Pod Identity."},
-			"namespace":       schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("dovetail"), PlanModifiers: replace},
-			"service_account": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("dovetail"), PlanModifiers: replace},
+			"oidc_provider_arn": schema.StringAttribute{Optional: true, Validators: []validator.String{arn},
+				Description: "The cluster's IAM OIDC provider, for IRSA; unset means EKS Pod Identity. A change updates the role's trust policy in place."},
+			"namespace": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("dovetail"),
+				Description: "Namespace of the controller's service account, which an IRSA trust names; a change updates the trust policy in place."},
+			"service_account": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("dovetail"),
+				Description: "The controller's service account, which an IRSA trust names; a change updates the trust policy in place."},
 			"arn":             schema.StringAttribute{Computed: true, PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
 			"policy_json":     schema.StringAttribute{Computed: true, Description: "The inline policy as attached."},
 			"path": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("/"), PlanModifiers: replace,
@@ -209,6 +211,7 @@ func (r *controllerRole) Read(ctx context.Context, req resource.ReadRequest, res
 	}
 	state.ID, state.ARN, state.Path = state.Name, types.StringValue(aws.ToString(role.Role.Arn)), types.StringValue(aws.ToString(role.Role.Path))
 	readRoleSettings(role.Role, &state.Tags, &state.PermissionsBoundary)
+	readTrust(aws.ToString(role.Role.AssumeRolePolicyDocument), &state)
 	state.PolicyJSON = types.StringValue("")
 	got, err := api.GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(state.Name.ValueString()), PolicyName: aws.String(controllerPolicyName)})
 	switch {
@@ -221,6 +224,7 @@ func (r *controllerRole) Read(ctx context.Context, req resource.ReadRequest, res
 		if normalized, err := normalizeJSON(doc); err == nil {
 			state.PolicyJSON = types.StringValue(normalized)
 		}
+		readPolicyInputs(doc, &state)
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
 }
@@ -236,6 +240,12 @@ func (r *controllerRole) Update(ctx context.Context, req resource.UpdateRequest,
 		state.PermissionsBoundary.ValueString(), plan.PermissionsBoundary.ValueString()); err != nil {
 		resp.Diagnostics.AddError("Cannot update the controller role", err.Error())
 		return
+	}
+	if trust := r.trustPolicy(&plan); trust != r.trustPolicy(&state) {
+		if _, err := r.clients.AWS.IAM.UpdateAssumeRolePolicy(ctx, &iam.UpdateAssumeRolePolicyInput{RoleName: aws.String(plan.Name.ValueString()), PolicyDocument: aws.String(trust)}); err != nil {
+			resp.Diagnostics.AddError("Cannot update the controller role's trust policy", err.Error())
+			return
+		}
 	}
 	if err := r.putPolicy(ctx, &plan); err != nil {
 		resp.Diagnostics.AddError("Cannot update the controller policy", err.Error())
@@ -261,7 +271,8 @@ func (r *controllerRole) Delete(ctx context.Context, req resource.DeleteRequest,
 	}
 }
 
-// ImportState takes the role name; the policy inputs come from the configuration.
+// ImportState takes the role name; Read recovers the rest from the role's trust and
+// inline policies.
 func (r *controllerRole) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	resource.ImportStatePassthroughID(ctx, path.Root("name"), req, resp)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)

@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 
 	"github.com/dovetail-sh/dovetail/tests/testenv"
@@ -62,6 +63,20 @@ func TestAccControllerRole(t *testing.T) {
 		}
 	}
 	queue := `interruption_queue_arn = "arn:aws:sqs:us-west-2:123456789012:demo"`
+	// The role's creation date tells the role created first from a replacement.
+	var created string
+	sameRole := func(*terraform.State) error {
+		out, err := api.GetRole(ctx, &iam.GetRoleInput{RoleName: name})
+		if err != nil {
+			return err
+		}
+		if when := out.Role.CreateDate.String(); created == "" {
+			created = when
+		} else if when != created {
+			return fmt.Errorf("the role was replaced (created %s, first %s)", when, created)
+		}
+		return nil
+	}
 	irsa := `oidc_provider_arn = "arn:aws:iam::123456789012:oidc-provider/oidc.eks.us-west-2.amazonaws.com/id/ABC"`
 	resource.Test(t, resource.TestCase{
 		ProtoV6ProviderFactories: factories,
@@ -74,7 +89,7 @@ func TestAccControllerRole(t *testing.T) {
 		Steps: []resource.TestStep{
 			{
 				Config: controllerRoleConfig(moto.Endpoint, "", ""),
-				Check:  resource.ComposeTestCheckFunc(trustContains("pods.eks.amazonaws.com"), policyContains(`"iam:PassRole"`, true), policyContains("sqs:ReceiveMessage", false)),
+				Check:  resource.ComposeTestCheckFunc(trustContains("pods.eks.amazonaws.com"), policyContains(`"iam:PassRole"`, true), policyContains("sqs:ReceiveMessage", false), sameRole),
 			},
 			{
 				// Adding the queue updates the policy in place.
@@ -82,9 +97,14 @@ func TestAccControllerRole(t *testing.T) {
 				Check:  policyContains("sqs:ReceiveMessage", true),
 			},
 			{
-				// The inputs the policy was rendered from are not in IAM; import keeps the rest.
+				// Import reads back everything the configuration set: the policy's
+				// inputs from the policy, the trust from the role.
 				ResourceName: "dovetail_controller_role.this", ImportState: true, ImportStateId: "DovetailController-demo", ImportStateVerify: true,
-				ImportStateVerifyIgnore: []string{"cluster_name", "region", "account_id", "node_role_arn", "interruption_queue_arn", "namespace", "service_account"},
+			},
+			{
+				// ...so importing it with an import block, under the configuration
+				// that made it, plans nothing else (no replacement, no update).
+				ResourceName: "dovetail_controller_role.this", ImportState: true, ImportStateKind: resource.ImportBlockWithID, ImportStateId: "DovetailController-demo",
 			},
 			{
 				// A policy removed by hand is drift, and apply puts it back.
@@ -100,9 +120,22 @@ func TestAccControllerRole(t *testing.T) {
 				Check:  policyContains("sqs:ReceiveMessage", true),
 			},
 			{
-				// Switching to IRSA replaces the role with one trusting the OIDC provider.
+				// Switching to IRSA updates the role's trust in place: the role, and
+				// whatever else is attached to it, stays.
 				Config: controllerRoleConfig(moto.Endpoint, queue, irsa),
-				Check:  trustContains("system:serviceaccount:dovetail:dovetail"),
+				Check:  resource.ComposeTestCheckFunc(trustContains("system:serviceaccount:dovetail:dovetail"), sameRole),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("dovetail_controller_role.this", plancheck.ResourceActionUpdate)}},
+			},
+			{
+				Config: controllerRoleConfig(moto.Endpoint, queue, irsa+"\n  namespace = \"karpenter\"\n  service_account = \"karpenter\""),
+				Check:  resource.ComposeTestCheckFunc(trustContains("system:serviceaccount:karpenter:karpenter"), sameRole),
+			},
+			{
+				ResourceName: "dovetail_controller_role.this", ImportState: true, ImportStateId: "DovetailController-demo", ImportStateVerify: true,
+			},
+			{
+				ResourceName: "dovetail_controller_role.this", ImportState: true, ImportStateKind: resource.ImportBlockWithID, ImportStateId: "DovetailController-demo",
 			},
 		},
 	})
