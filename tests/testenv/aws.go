@@ -114,3 +114,33 @@ func RefuseCapacity(refuse func(instanceType, zone string) bool) func(*ec2.Optio
 		})
 	}
 }
+
+// NoSpotServiceLinkedRole makes EC2 answer every spot CreateFleet as it does in an
+// account without the spot service-linked role that the caller may not create:
+// each override fails with AuthFailure.ServiceLinkedRoleCreationNotPermitted and
+// nothing launches. On-demand launches go through.
+func NoSpotServiceLinkedRole() func(*ec2.Options) {
+	return func(o *ec2.Options) {
+		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+			return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("NoSpotServiceLinkedRole", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				fleet, ok := in.Parameters.(*ec2.CreateFleetInput)
+				if !ok || fleet.TargetCapacitySpecification == nil || fleet.TargetCapacitySpecification.DefaultTargetCapacityType != ec2types.DefaultTargetCapacityTypeSpot {
+					return next.HandleInitialize(ctx, in)
+				}
+				var errs []ec2types.CreateFleetError
+				for _, cfg := range fleet.LaunchTemplateConfigs {
+					for _, o := range cfg.Overrides {
+						errs = append(errs, ec2types.CreateFleetError{
+							ErrorCode:    aws.String("AuthFailure.ServiceLinkedRoleCreationNotPermitted"),
+							ErrorMessage: aws.String("The provided credentials do not have permission to create the service-linked role for EC2 Spot Instances."),
+							Lifecycle:    ec2types.InstanceLifecycleSpot,
+							LaunchTemplateAndOverrides: &ec2types.LaunchTemplateAndOverridesResponse{Overrides: &ec2types.FleetLaunchTemplateOverrides{
+								InstanceType: o.InstanceType, AvailabilityZone: o.AvailabilityZone, SubnetId: o.SubnetId}},
+						})
+					}
+				}
+				return middleware.InitializeOutput{Result: &ec2.CreateFleetOutput{Errors: errs}}, middleware.Metadata{}, nil
+			}), middleware.Before)
+		})
+	}
+}

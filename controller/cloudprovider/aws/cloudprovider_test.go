@@ -813,3 +813,37 @@ func TestEphemeralStorageFollowsTheClass(t *testing.T) {
 		}
 	}
 }
+
+// In an account with no spot service-linked role that the controller may not
+// create, every spot launch fails alike: a claim that allows on-demand launches
+// on-demand and says why (naming the fix), spot stays out of plans for the TTL, and
+// a spot-only claim fails with the fix in its error.
+func TestSpotWithoutItsServiceLinkedRoleFallsBackToOnDemand(t *testing.T) {
+	f := newFixture(t)
+	f.class(t, "default", nil)
+	cp := f.provider(testenv.NoSpotServiceLinkedRole())
+	launched, err := cp.Create(f.ctx, claim("either", "default", req(v1.LabelInstanceType, "m5.large"), req(v1.LabelCapacityType, v1.CapacityTypeSpot, v1.CapacityTypeOnDemand)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ct := launched.Labels[v1.LabelCapacityType]; ct != v1.CapacityTypeOnDemand {
+		t.Errorf("launched %s; want on-demand", ct)
+	}
+	cond := meta.FindStatusCondition(launched.Status.Conditions, v1.ConditionTypeLaunched)
+	if cond == nil || cond.Reason != "SpotUnavailable" || !strings.Contains(cond.Message, "aws iam create-service-linked-role --aws-service-name spot.amazonaws.com") {
+		t.Errorf("Launched condition %+v; want SpotUnavailable naming the fix", cond)
+	}
+	for _, zone := range []string{"us-west-2a", "us-west-2b", "us-west-2c"} {
+		if !cp.Unavailable().IsUnavailable("m5.xlarge", zone, v1.CapacityTypeSpot) {
+			t.Errorf("spot in %s is still offered to plans", zone)
+		}
+	}
+	_, err = cp.Create(f.ctx, claim("spot-only", "default", req(v1.LabelInstanceType, "m5.large"), req(v1.LabelCapacityType, v1.CapacityTypeSpot)))
+	if !cloudprovider.IsInsufficientCapacity(err) {
+		t.Errorf("a spot-only claim: %v; want InsufficientCapacity", err)
+	}
+	f.clock.Step(dtaws.UnavailableTTL)
+	if cp.Unavailable().IsUnavailable("m5.large", "us-west-2a", v1.CapacityTypeSpot) {
+		t.Error("spot is still unavailable after the TTL")
+	}
+}

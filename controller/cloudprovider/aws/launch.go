@@ -15,7 +15,10 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
@@ -38,6 +41,15 @@ const launchAttempts = 3
 // the offering is set aside and the launch tries the rest.
 var unfulfillable = sets.New("InsufficientInstanceCapacity", "MaxSpotInstanceCountExceeded", "VcpuLimitExceeded",
 	"UnfulfillableCapacity", "Unsupported", "InsufficientFreeAddressesInSubnet", "ReservationCapacityExceeded", "SpotMaxPriceTooLow")
+
+// spotRoleMissing is the code CreateFleet answers a spot launch with in an account
+// that has no spot service-linked role (AWSServiceRoleForEC2Spot) and whose caller
+// may not create it: no spot offering can launch until someone creates the role.
+const spotRoleMissing = "AuthFailure.ServiceLinkedRoleCreationNotPermitted"
+
+// SpotRoleMissingMessage says what to do about spotRoleMissing.
+const SpotRoleMissingMessage = "spot needs the service-linked role AWSServiceRoleForEC2Spot, which this account lacks and the controller may not create (" + spotRoleMissing +
+	"); create it once with `aws iam create-service-linked-role --aws-service-name spot.amazonaws.com`"
 
 // candidate is an instance type a launch may use, with its offerings of one
 // capacity type in the zones the claim allows.
@@ -63,6 +75,7 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 		return existing, err
 	}
 	var refused []string
+	spotRefused := false
 	for attempt := 0; attempt < launchAttempts; attempt++ {
 		types, priced, err := c.instanceTypes(ctx, class)
 		if err != nil {
@@ -77,8 +90,16 @@ func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 			return nil, cloudprovider.NewInsufficientCapacityError(errors.New(msg))
 		}
 		launched, errs, err := c.launch(ctx, nc, class, capacityType, candidates)
+		if launched != nil && spotRefused {
+			// Launched, but not as planned: say why on the claim.
+			meta.SetStatusCondition(&launched.Status.Conditions, metav1.Condition{Type: v1.ConditionTypeLaunched, Status: metav1.ConditionTrue,
+				Reason: "SpotUnavailable", Message: "launched " + capacityType + " instead of spot: " + SpotRoleMissingMessage})
+		}
 		if err != nil || launched != nil {
 			return launched, err
+		}
+		for _, e := range errs {
+			spotRefused = spotRefused || strings.Contains(e, spotRoleMissing)
 		}
 		refused = append(refused, errs...)
 	}
@@ -162,6 +183,18 @@ func (c *CloudProvider) launch(ctx context.Context, nc *v1.NodeClaim, class *aws
 		var it, zone string
 		if lt := e.LaunchTemplateAndOverrides; lt != nil && lt.Overrides != nil {
 			it, zone = string(lt.Overrides.InstanceType), aws.ToString(lt.Overrides.AvailabilityZone)
+		}
+		if code == spotRoleMissing && capacityType == v1.CapacityTypeSpot {
+			// Every spot offering fails alike: the claim falls back to on-demand
+			// where it allows it, and no launch asks for spot until the TTL passes.
+			if !c.unavailable.IsUnavailable("", "", v1.CapacityTypeSpot) {
+				log.FromContext(ctx).Error(errors.New(spotRoleMissing), SpotRoleMissingMessage)
+			}
+			c.unavailable.MarkCapacityType(v1.CapacityTypeSpot)
+			if !slices.Contains(refused, "spot ("+SpotRoleMissingMessage+")") {
+				refused = append(refused, "spot ("+SpotRoleMissingMessage+")")
+			}
+			continue
 		}
 		if unfulfillable.Has(code) && it != "" {
 			c.unavailable.Mark(it, zone, capacityType)

@@ -34,11 +34,19 @@ func (u *UnavailableOfferings) Mark(instanceType, zone, capacityType string) {
 	u.seq++
 }
 
-// IsUnavailable says whether EC2 refused the offering within UnavailableTTL.
+// MarkCapacityType takes every offering of a capacity type out of plans for
+// UnavailableTTL: spot, when the account cannot launch spot at all.
+func (u *UnavailableOfferings) MarkCapacityType(capacityType string) { u.Mark("", "", capacityType) }
+
+// IsUnavailable says whether EC2 refused the offering, or its whole capacity type,
+// within UnavailableTTL.
 func (u *UnavailableOfferings) IsUnavailable(instanceType, zone, capacityType string) bool {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	k := offeringKey{instanceType, zone, capacityType}
+	return u.refused(offeringKey{"", "", capacityType}) || u.refused(offeringKey{instanceType, zone, capacityType})
+}
+
+func (u *UnavailableOfferings) refused(k offeringKey) bool {
 	until, ok := u.until[k]
 	if !ok {
 		return false

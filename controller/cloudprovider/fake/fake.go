@@ -34,6 +34,9 @@ type CloudProvider struct {
 	CreateErr error
 	// DeleteErr, while set, is what Delete returns instead of terminating.
 	DeleteErr error
+	// LaunchedCondition, when set, is put on launched claims: how a provider says it
+	// launched other than as planned.
+	LaunchedCondition *metav1.Condition
 	// Drifted maps providerIDs to what IsDrifted says of them.
 	Drifted   map[string]cloudprovider.DriftReason
 	instances map[string]*v1.NodeClaim
@@ -94,6 +97,9 @@ func (p *CloudProvider) Create(_ context.Context, nc *v1.NodeClaim) (*v1.NodeCla
 	launched.Labels[v1.LabelCapacityType] = offering.CapacityType
 	launched.Status.ProviderID = fmt.Sprintf("%s%s/i-%05d", ProviderIDPrefix, offering.Zone, p.seq)
 	launched.Status.ImageID = "ami-fake"
+	if p.LaunchedCondition != nil {
+		launched.Status.Conditions = append(launched.Status.Conditions, *p.LaunchedCondition)
+	}
 	launched.Status.Capacity = it.Capacity.ToResourceList()
 	launched.Status.Allocatable = it.Allocatable.ToResourceList()
 	inst := &v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: nc.Name, Labels: map[string]string{}, CreationTimestamp: metav1.NewTime(p.clock.Now())}}

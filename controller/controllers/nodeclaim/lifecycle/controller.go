@@ -181,6 +181,9 @@ func (c *Controller) launch(ctx context.Context, nc *v1.NodeClaim) (reconcile.Re
 	log.FromContext(ctx).Info("launched nodeclaim", "providerID", launched.Status.ProviderID, "instanceType", launched.Labels[v1.LabelInstanceType],
 		"zone", launched.Labels[v1.LabelTopologyZone], "capacityType", launched.Labels[v1.LabelCapacityType])
 	c.recorder.Eventf(nc, corev1.EventTypeNormal, "Launched", "Launched %s in %s (%s)", launched.Labels[v1.LabelInstanceType], launched.Labels[v1.LabelTopologyZone], launched.Labels[v1.LabelCapacityType])
+	if cond := meta.FindStatusCondition(launched.Status.Conditions, v1.ConditionTypeLaunched); cond != nil && cond.Reason != "" && cond.Reason != "Launched" {
+		c.recorder.Event(nc, corev1.EventTypeWarning, cond.Reason, cond.Message)
+	}
 	return c.recordLaunch(ctx, nc, launched)
 }
 
@@ -254,7 +257,13 @@ func (c *Controller) recordLaunch(ctx context.Context, nc, launched *v1.NodeClai
 	nc.Status.ImageID = launched.Status.ImageID
 	nc.Status.Capacity = launched.Status.Capacity
 	nc.Status.Allocatable = launched.Status.Allocatable
-	c.setCondition(nc, v1.ConditionTypeLaunched, metav1.ConditionTrue, "Launched", "")
+	// A provider that launched other than as planned (on-demand for a spot claim)
+	// says why on its Launched condition.
+	reason, message := "Launched", ""
+	if cond := meta.FindStatusCondition(launched.Status.Conditions, v1.ConditionTypeLaunched); cond != nil && cond.Reason != "" {
+		reason, message = cond.Reason, conditionMessage(cond.Message)
+	}
+	c.setCondition(nc, v1.ConditionTypeLaunched, metav1.ConditionTrue, reason, message)
 	c.setCondition(nc, v1.ConditionTypeRegistered, metav1.ConditionUnknown, "AwaitingRegistration", "waiting for the node to register")
 	if err := c.kube.Status().Patch(ctx, nc, statusPatch); err != nil {
 		if apierrors.IsNotFound(err) {

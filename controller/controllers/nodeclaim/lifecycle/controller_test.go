@@ -446,3 +446,25 @@ func TestClaimWhoseNodeWentIsDeleted(t *testing.T) {
 		t.Errorf("claim not deleted after its registered node went")
 	}
 }
+
+// A provider that launched other than as planned (on-demand for a claim that asked
+// for spot, for want of the spot service-linked role) says why: the claim's
+// Launched condition carries its reason and message, and a Warning event repeats it.
+func TestLaunchNotAsPlannedIsSurfaced(t *testing.T) {
+	e := newEnv(t, nil)
+	e.cloud.LaunchedCondition = &metav1.Condition{Type: v1.ConditionTypeLaunched, Status: metav1.ConditionTrue, Reason: "SpotUnavailable", Message: "launched on-demand instead of spot: create the role"}
+	nc := claim("default-a", time.Time{})
+	nc.Finalizers = nil
+	nc.CreationTimestamp = metav1.NewTime(e.clock.Now())
+	if err := e.kube.Create(context.Background(), nc); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile(t, e.get(t, "default-a"))
+	cond := meta.FindStatusCondition(e.get(t, "default-a").Status.Conditions, v1.ConditionTypeLaunched)
+	if cond == nil || cond.Status != metav1.ConditionTrue || cond.Reason != "SpotUnavailable" || cond.Message != "launched on-demand instead of spot: create the role" {
+		t.Errorf("Launched condition %+v; want True with the provider's reason and message", cond)
+	}
+	if ev, ok := hasEvent(e.events(), "SpotUnavailable"); !ok || !strings.Contains(ev, "Warning") {
+		t.Errorf("event %q; want a SpotUnavailable Warning", ev)
+	}
+}
