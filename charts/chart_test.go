@@ -260,7 +260,6 @@ func TestHelmRefusesBadValuesNamingThem(t *testing.T) {
 		"DRA planned":            {map[string]any{"settings": map[string]any{"ignoreDRARequests": false}}, "settings.ignoreDRARequests: false is not supported yet"},
 		"cluster state metrics":  {map[string]any{"settings": map[string]any{"disableClusterStateObservability": true}}, "settings.disableClusterStateObservability: true is not supported yet"},
 		"CA bundle not PEM":      {map[string]any{"settings": map[string]any{"clusterCABundle": "aGVsbG8="}}, "settings.clusterCABundle: not a base64-encoded PEM certificate"},
-		"a conversion webhook":   {map[string]any{"webhook": map[string]any{"enabled": true}}, "webhook.enabled"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			vals := c.vals

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"k8s.io/client-go/discovery"
 	"k8s.io/client-go/rest"
@@ -59,6 +60,13 @@ func newAWSCloud(ctx context.Context, opts Options, cfg *rest.Config, mgr manage
 	amis := &nodeclass.AMIResolver{EC2: clients.EC2, SSM: clients.SSM, SSMPrefix: settings.SSMPrefix, KubernetesVersion: version}
 	classStatus := status.NewController(mgr.GetClient(), clients.EC2, amis, clients.IAM, settings.ClusterName, settings.Region, clk)
 	classStatus.LaunchTemplates = provider.LaunchTemplates()
+	// The class's status is resolved as a whole, as often as the shorter asks;
+	// unset (zero) leaves the controller's default.
+	for _, d := range []time.Duration{opts.AMIRefreshInterval, opts.SubnetRefreshInterval} {
+		if d > 0 && (classStatus.Refresh == 0 || d < classStatus.Refresh) {
+			classStatus.Refresh = d
+		}
+	}
 	cloud := &Cloud{
 		Provider:    provider,
 		Controllers: []Controller{classStatus, launchtemplates.NewController(mgr.GetClient(), provider.LaunchTemplates(), clk)},

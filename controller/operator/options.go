@@ -70,6 +70,12 @@ type Options struct {
 	PlanDRARequests                  bool
 	DisableClusterStateObservability bool
 	DisableDryRun                    bool
+	EnableZonalShift                 bool
+	// AMIRefreshInterval and SubnetRefreshInterval are how often a Ready
+	// EC2NodeClass's images and subnets (and the rest of its status) are resolved
+	// again; the class is looked at as often as the shorter asks.
+	AMIRefreshInterval    time.Duration
+	SubnetRefreshInterval time.Duration
 	// AWSAPIOptions are added to every AWS client's middleware stack; not a flag:
 	// tests record the controller's AWS calls with them.
 	AWSAPIOptions []func(*middleware.Stack) error
@@ -137,6 +143,7 @@ type FeatureGates struct {
 	ReservedCapacity bool
 	NodeOverlay      bool
 	StaticCapacity   bool
+	CapacityBuffer   bool
 	// reservedCapacitySet records that ReservedCapacity was given.
 	reservedCapacitySet bool
 }
@@ -146,8 +153,8 @@ type FeatureGates struct {
 func (f *FeatureGates) ReservedCapacityOn() bool { return !f.reservedCapacitySet || f.ReservedCapacity }
 
 func (f *FeatureGates) String() string {
-	return fmt.Sprintf("SpotToSpotConsolidation=%t,NodeRepair=%t,ReservedCapacity=%t,NodeOverlay=%t,StaticCapacity=%t",
-		f.SpotToSpotConsolidation, f.NodeRepair, f.ReservedCapacityOn(), f.NodeOverlay, f.StaticCapacity)
+	return fmt.Sprintf("SpotToSpotConsolidation=%t,NodeRepair=%t,ReservedCapacity=%t,NodeOverlay=%t,StaticCapacity=%t,CapacityBuffer=%t",
+		f.SpotToSpotConsolidation, f.NodeRepair, f.ReservedCapacityOn(), f.NodeOverlay, f.StaticCapacity, f.CapacityBuffer)
 }
 
 // Set parses "Name=bool,Name=bool".
@@ -176,8 +183,10 @@ func (f *FeatureGates) Set(v string) error {
 			f.NodeOverlay = b
 		case "StaticCapacity":
 			f.StaticCapacity = b
+		case "CapacityBuffer":
+			f.CapacityBuffer = b
 		default:
-			return fmt.Errorf("unknown feature gate %q; known gates are SpotToSpotConsolidation, NodeRepair, ReservedCapacity, NodeOverlay and StaticCapacity", name)
+			return fmt.Errorf("unknown feature gate %q; known gates are SpotToSpotConsolidation, NodeRepair, ReservedCapacity, NodeOverlay, StaticCapacity and CapacityBuffer", name)
 		}
 	}
 	return nil
@@ -196,6 +205,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.ClusterCABundle, "cluster-ca-bundle", env("CLUSTER_CA_BUNDLE", ""), "API server CA (base64 PEM) nodes trust; default: from EKS DescribeCluster, else the controller's kubeconfig [CLUSTER_CA_BUNDLE]")
 	fs.BoolVar(&o.EKSControlPlane, "eks-control-plane", envBool("EKS_CONTROL_PLANE", false), "read the CA and service CIDR from EKS DescribeCluster even when --cluster-endpoint is set [EKS_CONTROL_PLANE]")
 	fs.StringVar(&o.PreferencePolicy, "preference-policy", env("PREFERENCE_POLICY", "Respect"), "how preferred affinities and ScheduleAnyway spreads are treated: Respect (held, then relaxed one at a time); Ignore is not supported yet [PREFERENCE_POLICY]")
+	fs.BoolVar(&o.EnableZonalShift, "enable-zonal-shift", envBool("ENABLE_ZONAL_SHIFT", false), "avoid zones under an ARC zonal shift: only false is supported yet [ENABLE_ZONAL_SHIFT]")
+	fs.DurationVar(&o.AMIRefreshInterval, "ami-refresh-interval", envDuration("AMI_REFRESH_INTERVAL", 5*time.Minute), "how often a Ready EC2NodeClass's images are resolved again, at least 1m [AMI_REFRESH_INTERVAL]")
+	fs.DurationVar(&o.SubnetRefreshInterval, "subnet-refresh-interval", envDuration("SUBNET_REFRESH_INTERVAL", 5*time.Minute), "how often a Ready EC2NodeClass's subnets are resolved again, at least 1m [SUBNET_REFRESH_INTERVAL]")
 	fs.StringVar(&o.MinValuesPolicy, "min-values-policy", env("MIN_VALUES_POLICY", "Strict"), "a requirement's minValues that cannot be met: Strict (nothing is launched); BestEffort is not supported yet [MIN_VALUES_POLICY]")
 	o.PlanDRARequests = !envBool("IGNORE_DRA_REQUESTS", true)
 	fs.Var(invertedBool{&o.PlanDRARequests}, "ignore-dra-requests", "pods' dynamic resource allocation claims are not planned for; false is not supported yet [IGNORE_DRA_REQUESTS]")
@@ -205,7 +217,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.KwokCatalog, "kwok-catalog", env("KWOK_CATALOG", ""), "instance-type catalog for the kwok provider; default: the embedded AWS catalog [KWOK_CATALOG]")
 	fs.DurationVar(&o.BatchIdleDuration, "batch-idle-duration", envDuration("BATCH_IDLE_DURATION", time.Second), "close a provisioning batch after this long without new pending pods [BATCH_IDLE_DURATION]")
 	fs.DurationVar(&o.BatchMaxDuration, "batch-max-duration", envDuration("BATCH_MAX_DURATION", 10*time.Second), "close a provisioning batch after this long regardless [BATCH_MAX_DURATION]")
-	fs.Var(&o.FeatureGates, "feature-gates", "Name=bool,... (SpotToSpotConsolidation, ReservedCapacity; NodeRepair, NodeOverlay and StaticCapacity only =false) [FEATURE_GATES]")
+	fs.Var(&o.FeatureGates, "feature-gates", "Name=bool,... (SpotToSpotConsolidation, ReservedCapacity; NodeRepair, NodeOverlay, StaticCapacity and CapacityBuffer only =false) [FEATURE_GATES]")
 	fs.StringVar(&o.BindAddress, "bind-address", env("BIND_ADDRESS", ""), "address the metrics and health servers listen on; empty means all [BIND_ADDRESS]")
 	fs.IntVar(&o.MetricsPort, "metrics-port", envInt("METRICS_PORT", 8080), "port of the Prometheus /metrics endpoint; 0 turns it off [METRICS_PORT]")
 	fs.IntVar(&o.HealthProbePort, "health-probe-port", envInt("HEALTH_PROBE_PORT", 8081), "port of /healthz and /readyz; 0 turns them off [HEALTH_PROBE_PORT]")
@@ -276,6 +288,17 @@ func (o *Options) Validate() error {
 	}
 	if o.FeatureGates.StaticCapacity {
 		errs = append(errs, "--feature-gates StaticCapacity=true: static NodePools (spec.replicas) are not implemented yet; set StaticCapacity=false")
+	}
+	if o.FeatureGates.CapacityBuffer {
+		errs = append(errs, "--feature-gates CapacityBuffer=true: CapacityBuffers are not implemented yet; set CapacityBuffer=false")
+	}
+	if o.EnableZonalShift {
+		errs = append(errs, "--enable-zonal-shift (ENABLE_ZONAL_SHIFT): avoiding zones under an ARC zonal shift is not supported yet; remove it or set false")
+	}
+	for flagName, d := range map[string]time.Duration{"--ami-refresh-interval (AMI_REFRESH_INTERVAL)": o.AMIRefreshInterval, "--subnet-refresh-interval (SUBNET_REFRESH_INTERVAL)": o.SubnetRefreshInterval} {
+		if d != 0 && d < time.Minute {
+			errs = append(errs, flagName+" must be at least 1m, as in Karpenter")
+		}
 	}
 	errs = append(errs, o.unsupportedKarpenterSettings()...)
 	if o.DisruptionPeriod <= 0 {

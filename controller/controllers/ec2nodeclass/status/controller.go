@@ -72,7 +72,14 @@ type Controller struct {
 	LaunchTemplates interface {
 		DeleteForClass(ctx context.Context, class string) error
 	}
+	// Refresh is how often a Ready class is resolved again (Karpenter's
+	// amiRefreshInterval and subnetRefreshInterval, the shorter of them); zero
+	// means DefaultRefresh.
+	Refresh time.Duration
 }
+
+// DefaultRefresh is how often a Ready class is resolved again unless told.
+const DefaultRefresh = 5 * time.Minute
 
 // NewController wires the controller.
 func NewController(kube client.Client, ec2 EC2API, amis *nodeclass.AMIResolver, iam nodeclass.IAMAPI, clusterName, region string, clk clock.Clock) *Controller {
@@ -156,7 +163,10 @@ func (c *Controller) Reconcile(ctx context.Context, nc *awsv1.EC2NodeClass) (rec
 	}
 	// Selectors match cloud resources that change without telling us: look again.
 	if ready {
-		return reconcile.Result{RequeueAfter: 5 * time.Minute}, nil
+		if c.Refresh > 0 {
+			return reconcile.Result{RequeueAfter: c.Refresh}, nil
+		}
+		return reconcile.Result{RequeueAfter: DefaultRefresh}, nil
 	}
 	return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
 }

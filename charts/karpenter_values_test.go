@@ -1,0 +1,146 @@
+package charts_test
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"sigs.k8s.io/yaml"
+)
+
+// karpenterChartVersions are the releases of Karpenter's chart whose published
+// values files must install: its first v1 release and the current one. The files
+// are read from the karpenter-provider-aws Go module in the module cache (fetched
+// with `go mod download`), not copied into this repository.
+var karpenterChartVersions = []string{"v1.0.0", "v1.14.1"}
+
+// karpenterValues reads charts/karpenter/values.yaml of a karpenter-provider-aws
+// release.
+func karpenterValues(t *testing.T, version string) map[string]any {
+	t.Helper()
+	cmd := exec.Command("go", "mod", "download", "-json", "github.com/aws/karpenter-provider-aws@"+version)
+	cmd.Dir = t.TempDir()
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go mod download github.com/aws/karpenter-provider-aws@%s: %v\n%s", version, err, out)
+	}
+	var mod struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
+		t.Fatalf("go mod download github.com/aws/karpenter-provider-aws@%s: %s %v", version, mod.Error, err)
+	}
+	raw, err := os.ReadFile(filepath.Join(mod.Dir, "charts", "karpenter", "values.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	vals := map[string]any{}
+	if err := yaml.Unmarshal(raw, &vals); err != nil {
+		t.Fatal(err)
+	}
+	return vals
+}
+
+func setting(vals map[string]any, path string, v any) {
+	keys := strings.Split(path, ".")
+	m := vals
+	for _, k := range keys[:len(keys)-1] {
+		next, ok := m[k].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[k] = next
+		}
+		m = next
+	}
+	m[keys[len(keys)-1]] = v
+}
+
+// Karpenter's own values files install as they are (given a cluster name, which
+// their defaults leave empty): every key is carried out, and only a value Dovetail
+// does not support stops the render, naming the key and the fix. Karpenter's
+// defaults are never refused.
+func TestKarpenterValuesFilesInstall(t *testing.T) {
+	for _, version := range karpenterChartVersions {
+		t.Run(version, func(t *testing.T) {
+			vals := karpenterValues(t, version)
+			setting(vals, "settings.clusterName", "demo")
+			objs, err := helmTemplate(t, "karpenter", "kube-system", vals)
+			if err != nil {
+				t.Fatalf("Karpenter %s's values.yaml does not install: %v", version, err)
+			}
+			if deployment(t, objs) == nil {
+				t.Fatalf("no Deployment rendered")
+			}
+
+			// The keys v1.14 added reach their objects.
+			vals = karpenterValues(t, version)
+			setting(vals, "settings.clusterName", "demo")
+			setting(vals, "settings.amiRefreshInterval", "2m")
+			setting(vals, "settings.subnetRefreshInterval", "3m")
+			setting(vals, "serviceMonitor.enabled", true)
+			setting(vals, "serviceMonitor.relabelings", []any{map[string]any{"targetLabel": "cluster", "replacement": "demo"}})
+			setting(vals, "serviceMonitor.metricRelabelings", []any{map[string]any{"action": "drop", "regex": "go_.*", "sourceLabels": []any{"__name__"}}})
+			setting(vals, "serviceMonitor.sampleLimit", 5000)
+			objs, err = helmTemplate(t, "karpenter", "kube-system", vals)
+			if err != nil {
+				t.Fatal(err)
+			}
+			env := map[string]string{}
+			for _, e := range deployment(t, objs).Spec.Template.Spec.Containers[0].Env {
+				env[e.Name] = e.Value
+			}
+			if env["AMI_REFRESH_INTERVAL"] != "2m" || env["SUBNET_REFRESH_INTERVAL"] != "3m" {
+				t.Errorf("refresh intervals in the controller's env: %q, %q", env["AMI_REFRESH_INTERVAL"], env["SUBNET_REFRESH_INTERVAL"])
+			}
+			var monitor map[string]any
+			for _, o := range objs {
+				if o.GetKind() == "ServiceMonitor" {
+					monitor = o.Object
+				}
+			}
+			if monitor == nil {
+				t.Fatal("no ServiceMonitor rendered")
+			}
+			spec := monitor["spec"].(map[string]any)
+			endpoint := spec["endpoints"].([]any)[0].(map[string]any)
+			if fmt.Sprint(spec["sampleLimit"]) != "5000" || len(endpoint["relabelings"].([]any)) != 1 || len(endpoint["metricRelabelings"].([]any)) != 1 {
+				t.Errorf("ServiceMonitor spec %v: want sampleLimit 5000 and the endpoint's relabelings and metricRelabelings", spec)
+			}
+
+			// Values Dovetail does not support are refused, naming the key.
+			for path, want := range map[string]string{
+				"settings.enableZonalShift":            "settings.enableZonalShift: true is not supported yet",
+				"settings.featureGates.capacityBuffer": "settings.featureGates.capacityBuffer: true is not supported yet",
+				"settings.featureGates.nodeOverlay":    "settings.featureGates.nodeOverlay: true is not supported yet",
+			} {
+				vals := karpenterValues(t, version)
+				setting(vals, "settings.clusterName", "demo")
+				setting(vals, path, true)
+				if _, err := helmTemplate(t, "karpenter", "kube-system", vals); err == nil || !strings.Contains(err.Error(), want) {
+					t.Errorf("%s: true gave %v; want %q", path, err, want)
+				}
+			}
+		})
+	}
+}
+
+// deployment is the rendered controller Deployment, or nil.
+func deployment(t *testing.T, objs []*unstructured.Unstructured) *appsv1.Deployment {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() != "Deployment" {
+			continue
+		}
+		d := &appsv1.Deployment{}
+		if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, d); err != nil {
+			t.Fatal(err)
+		}
+		return d
+	}
+	return nil
+}
