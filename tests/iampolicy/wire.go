@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"log"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
@@ -221,6 +223,14 @@ func (r *Recorder) Proxy(t testing.TB, target string) string {
 		t.Fatal(err)
 	}
 	proxy := httputil.NewSingleHostReverseProxy(u)
+	proxy.ErrorHandler = func(w http.ResponseWriter, req *http.Request, err error) {
+		// A client that gave up (a long poll cancelled at shutdown) is no error.
+		// The test may be over by then, so this logs to the process, not to t.
+		if !errors.Is(err, context.Canceled) {
+			log.Printf("iampolicy proxy: %s %s: %v", req.Method, req.URL, err)
+		}
+		w.WriteHeader(http.StatusBadGateway)
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, err := io.ReadAll(req.Body)
 		if err != nil {
