@@ -58,8 +58,8 @@ func kubernetesBlock() schema.Block {
 				Attributes: map[string]schema.Attribute{
 					"api_version": schema.StringAttribute{Optional: true, Description: "client.authentication.k8s.io/v1beta1 unless set."},
 					"command":     schema.StringAttribute{Optional: true, Description: "The plugin, such as aws."},
-					"args":        schema.ListAttribute{Optional: true, ElementType: types.StringType},
-					"env":         schema.MapAttribute{Optional: true, ElementType: types.StringType},
+					"args":        schema.ListAttribute{Optional: true, ElementType: types.StringType, Description: "Arguments of the credential plugin, e.g. [\"eks\", \"get-token\", \"--cluster-name\", \"demo\"]."},
+					"env":         schema.MapAttribute{Optional: true, ElementType: types.StringType, Description: "Environment variables the credential plugin runs with."},
 				},
 			},
 		},

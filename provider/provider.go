@@ -98,9 +98,9 @@ func (p *dovetailProvider) Schema(_ context.Context, _ provider.SchemaRequest, r
 					"assume_role": schema.SingleNestedBlock{
 						Description: "A role to assume with the configured credentials.",
 						Attributes: map[string]schema.Attribute{
-							"role_arn":     schema.StringAttribute{Optional: true},
-							"session_name": schema.StringAttribute{Optional: true},
-							"external_id":  schema.StringAttribute{Optional: true},
+							"role_arn":     schema.StringAttribute{Optional: true, Description: "ARN of the role to assume."},
+							"session_name": schema.StringAttribute{Optional: true, Description: "Session name of the assumed role's credentials (shows in CloudTrail)."},
+							"external_id":  schema.StringAttribute{Optional: true, Description: "External ID the role's trust policy requires, if any."},
 						},
 					},
 				},

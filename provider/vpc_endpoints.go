@@ -68,8 +68,8 @@ func (r *vpcEndpoints) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 		Description: "VPC endpoints for a private cluster: interface endpoints with private DNS (sts, ssm, ec2, sqs, ecr.api, ecr.dkr, eks by default) behind a security group that admits HTTPS from the VPC, and the S3 gateway endpoint on the given route tables (image layers come from S3). " +
 			"Destroy deletes the endpoints, waits until EC2 reports them deleted, then deletes the security group, retrying while their network interfaces still hold it, all within delete_timeout.",
 		Attributes: map[string]schema.Attribute{
-			"id": schema.StringAttribute{Computed: true, PlanModifiers: keep},
-			"vpc_id": schema.StringAttribute{Required: true, PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			"id": schema.StringAttribute{Computed: true, Description: "The VPC's ID.", PlanModifiers: keep},
+			"vpc_id": schema.StringAttribute{Required: true, Description: "The cluster's VPC; a change replaces the endpoints.", PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
 				Validators: []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^vpc-[0-9a-f]+$`), "must be a VPC ID such as vpc-0123abcd")}},
 			"subnet_ids": schema.SetAttribute{Required: true, ElementType: types.StringType, Description: "Subnets the interface endpoints get addresses in, one per zone.",
 				Validators: []validator.Set{setvalidator.SizeAtLeast(1), setvalidator.ValueStringsAre(stringvalidator.RegexMatches(regexp.MustCompile(`^subnet-[0-9a-f]+$`), "must be a subnet ID such as subnet-0123abcd"))}},
@@ -78,7 +78,7 @@ func (r *vpcEndpoints) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"services": schema.SetAttribute{Optional: true, Computed: true, ElementType: types.StringType, Default: setdefault.StaticValue(types.SetValueMust(types.StringType, defaults)),
 				Description: "Interface endpoint services, as the part after com.amazonaws.<region>.",
 				Validators:  []validator.Set{setvalidator.ValueStringsAre(stringvalidator.RegexMatches(regexp.MustCompile(`^[a-z0-9][a-z0-9.-]*$`), "must be a service such as ec2 or ecr.api"))}},
-			"security_group_id": schema.StringAttribute{Computed: true, PlanModifiers: keep},
+			"security_group_id": schema.StringAttribute{Computed: true, Description: "The security group the endpoints' interfaces are in (HTTPS from the VPC).", PlanModifiers: keep},
 			"endpoint_ids":      schema.MapAttribute{Computed: true, ElementType: types.StringType, Description: "Endpoint ID per service (s3 included when made)."},
 			"delete_timeout": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultEndpointsDeleteTimeout), Validators: []validator.String{goDuration{}},
 				Description: "How long destroy waits for the endpoints to be deleted, and then for their security group to lose its last dependents, before it fails naming what is left."},

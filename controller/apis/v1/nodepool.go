@@ -253,8 +253,10 @@ type NodePoolStatus struct {
 
 // AllowedDisruption is the room the active budgets leave for one reason.
 type AllowedDisruption struct {
+	// Reason is the disruption reason the count is for.
 	Reason DisruptionReason `json:"reason"`
-	Nodes  int32            `json:"nodes"`
+	// Nodes is how many more of the pool's nodes may be disrupted for the reason now.
+	Nodes int32 `json:"nodes"`
 }
 
 // NodePool is a set of constraints for the nodes Dovetail may launch.

@@ -185,6 +185,7 @@ type AMISelectorTerm struct {
 
 // KubeletConfiguration is the subset of kubelet settings a class may set.
 type KubeletConfiguration struct {
+	// ClusterDNS are the DNS servers' IP addresses pods are given (kubelet --cluster-dns).
 	// +optional
 	ClusterDNS []string `json:"clusterDNS,omitempty"`
 	// MaxPods overrides the ENI-derived pod limit.
@@ -195,33 +196,42 @@ type KubeletConfiguration struct {
 	// +kubebuilder:validation:Minimum:=0
 	// +optional
 	PodsPerCore *int32 `json:"podsPerCore,omitempty"`
+	// SystemReserved is what is kept for the operating system's daemons, by resource (cpu, memory, ephemeral-storage, pid).
 	// +kubebuilder:validation:XValidation:message="valid keys for systemReserved are ['cpu','memory','ephemeral-storage','pid']",rule="self.all(x, x=='cpu' || x=='memory' || x=='ephemeral-storage' || x=='pid')"
 	// +kubebuilder:validation:XValidation:message="systemReserved value cannot be a negative resource quantity",rule="self.all(x, !self[x].startsWith('-'))"
 	// +optional
 	SystemReserved map[string]string `json:"systemReserved,omitempty"`
+	// KubeReserved is what is kept for the kubelet and container runtime, by resource; unset, the EKS AMI's formula.
 	// +kubebuilder:validation:XValidation:message="valid keys for kubeReserved are ['cpu','memory','ephemeral-storage','pid']",rule="self.all(x, x=='cpu' || x=='memory' || x=='ephemeral-storage' || x=='pid')"
 	// +kubebuilder:validation:XValidation:message="kubeReserved value cannot be a negative resource quantity",rule="self.all(x, !self[x].startsWith('-'))"
 	// +optional
 	KubeReserved map[string]string `json:"kubeReserved,omitempty"`
+	// EvictionHard are the signals (memory.available, nodefs.available, ...) at which the kubelet evicts pods at once.
 	// +kubebuilder:validation:XValidation:message="valid keys for evictionHard are ['memory.available','nodefs.available','nodefs.inodesFree','imagefs.available','imagefs.inodesFree','pid.available']",rule="self.all(x, x in ['memory.available','nodefs.available','nodefs.inodesFree','imagefs.available','imagefs.inodesFree','pid.available'])"
 	// +optional
 	EvictionHard map[string]string `json:"evictionHard,omitempty"`
+	// EvictionSoft are the signals at which the kubelet evicts pods after evictionSoftGracePeriod.
 	// +kubebuilder:validation:XValidation:message="valid keys for evictionSoft are ['memory.available','nodefs.available','nodefs.inodesFree','imagefs.available','imagefs.inodesFree','pid.available']",rule="self.all(x, x in ['memory.available','nodefs.available','nodefs.inodesFree','imagefs.available','imagefs.inodesFree','pid.available'])"
 	// +optional
 	EvictionSoft map[string]string `json:"evictionSoft,omitempty"`
+	// EvictionSoftGracePeriod is how long each evictionSoft signal must hold before pods are evicted.
 	// +kubebuilder:validation:XValidation:message="valid keys for evictionSoftGracePeriod are ['memory.available','nodefs.available','nodefs.inodesFree','imagefs.available','imagefs.inodesFree','pid.available']",rule="self.all(x, x in ['memory.available','nodefs.available','nodefs.inodesFree','imagefs.available','imagefs.inodesFree','pid.available'])"
 	// +optional
 	EvictionSoftGracePeriod map[string]metav1.Duration `json:"evictionSoftGracePeriod,omitempty"`
+	// EvictionMaxPodGracePeriod caps, in seconds, the grace period a pod gets when evicted for a soft signal.
 	// +optional
 	EvictionMaxPodGracePeriod *int32 `json:"evictionMaxPodGracePeriod,omitempty"`
+	// ImageGCHighThresholdPercent is the disk usage above which image garbage collection always runs.
 	// +kubebuilder:validation:Minimum:=0
 	// +kubebuilder:validation:Maximum:=100
 	// +optional
 	ImageGCHighThresholdPercent *int32 `json:"imageGCHighThresholdPercent,omitempty"`
+	// ImageGCLowThresholdPercent is the disk usage image garbage collection frees down to.
 	// +kubebuilder:validation:Minimum:=0
 	// +kubebuilder:validation:Maximum:=100
 	// +optional
 	ImageGCLowThresholdPercent *int32 `json:"imageGCLowThresholdPercent,omitempty"`
+	// CPUCFSQuota enforces containers' CPU limits with CFS quota (kubelet --cpu-cfs-quota).
 	// +optional
 	CPUCFSQuota *bool `json:"cpuCFSQuota,omitempty"`
 }
@@ -264,18 +274,25 @@ type BlockDeviceMapping struct {
 
 // BlockDevice are the EBS settings of a block device.
 type BlockDevice struct {
+	// DeleteOnTermination deletes the volume with the instance (true unless set).
 	// +optional
 	DeleteOnTermination *bool `json:"deleteOnTermination,omitempty"`
+	// Encrypted encrypts the volume, with kmsKeyID or the account's default EBS key.
 	// +optional
 	Encrypted *bool `json:"encrypted,omitempty"`
+	// IOPS provisioned for io1, io2 and gp3 volumes.
 	// +optional
 	IOPS *int64 `json:"iops,omitempty"`
+	// KMSKeyID is the KMS key (ARN) that encrypts the volume.
 	// +optional
 	KMSKeyID *string `json:"kmsKeyID,omitempty"`
+	// SnapshotID is the snapshot the volume is created from.
 	// +optional
 	SnapshotID *string `json:"snapshotID,omitempty"`
+	// Throughput in MiB/s, for gp3 volumes.
 	// +optional
 	Throughput *int64 `json:"throughput,omitempty"`
+	// VolumeInitializationRate in MiB/s at which a volume created from snapshotID is initialized.
 	// +kubebuilder:validation:Minimum:=100
 	// +kubebuilder:validation:Maximum:=300
 	// +optional
@@ -286,6 +303,7 @@ type BlockDevice struct {
 	// +kubebuilder:validation:Type:=string
 	// +optional
 	VolumeSize *resource.Quantity `json:"volumeSize,omitempty"`
+	// VolumeType is the EBS volume type.
 	// +kubebuilder:validation:Enum:={standard,io1,io2,gp2,sc1,st1,gp3}
 	// +optional
 	VolumeType *string `json:"volumeType,omitempty"`
@@ -293,10 +311,13 @@ type BlockDevice struct {
 
 // NetworkInterface places one interface on a network card.
 type NetworkInterface struct {
+	// NetworkCardIndex is the network card the interface is on.
 	// +kubebuilder:validation:Minimum:=0
 	NetworkCardIndex int32 `json:"networkCardIndex"`
+	// DeviceIndex is the interface's position on its card (0 is the primary).
 	// +kubebuilder:validation:Minimum:=0
 	DeviceIndex int32 `json:"deviceIndex"`
+	// InterfaceType is interface (ENA with EFA) or efa-only.
 	// +kubebuilder:validation:Enum:={interface,efa-only}
 	InterfaceType string `json:"interfaceType"`
 }
@@ -319,51 +340,73 @@ const (
 
 // EC2NodeClassStatus is what the controller resolved from the selectors.
 type EC2NodeClassStatus struct {
+	// Subnets are the subnets the subnetSelectorTerms select, with their zones.
 	// +optional
 	Subnets []Subnet `json:"subnets,omitempty"`
+	// SecurityGroups are the security groups the securityGroupSelectorTerms select.
 	// +optional
 	SecurityGroups []SecurityGroup `json:"securityGroups,omitempty"`
+	// CapacityReservations are the active reservations the capacityReservationSelectorTerms select.
 	// +optional
 	CapacityReservations []CapacityReservation `json:"capacityReservations,omitempty"`
+	// AMIs are the images the amiSelectorTerms (or the family's alias) resolve to, with the requirements of the instances that boot each.
 	// +optional
 	AMIs []AMI `json:"amis,omitempty"`
+	// InstanceProfile is the instance profile nodes launch with: the class's, or the one made for its role.
 	// +optional
 	InstanceProfile string `json:"instanceProfile,omitempty"`
+	// Conditions say whether each part resolved (SubnetsReady, SecurityGroupsReady, AMIsReady, InstanceProfileReady, CapacityReservationsReady, ValidationSucceeded) and whether the class is Ready.
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
 }
 
 // Subnet is a resolved subnet.
 type Subnet struct {
-	ID     string `json:"id"`
-	Zone   string `json:"zone"`
+	// ID of the subnet.
+	ID string `json:"id"`
+	// Zone is the subnet's availability zone.
+	Zone string `json:"zone"`
+	// ZoneID is the subnet's availability zone id.
 	ZoneID string `json:"zoneID,omitempty"`
 }
 
 // SecurityGroup is a resolved security group.
 type SecurityGroup struct {
-	ID   string `json:"id"`
+	// ID of the security group.
+	ID string `json:"id"`
+	// Name of the security group.
 	Name string `json:"name,omitempty"`
 }
 
 // CapacityReservation is a resolved capacity reservation.
 type CapacityReservation struct {
-	ID                    string       `json:"id"`
-	AvailabilityZone      string       `json:"availabilityZone"`
-	InstanceType          string       `json:"instanceType"`
-	InstanceMatchCriteria string       `json:"instanceMatchCriteria"`
-	OwnerID               string       `json:"ownerID"`
-	EndTime               *metav1.Time `json:"endTime,omitempty"`
+	// ID of the reservation.
+	ID string `json:"id"`
+	// AvailabilityZone the reservation is in.
+	AvailabilityZone string `json:"availabilityZone"`
+	// InstanceType the reservation holds.
+	InstanceType string `json:"instanceType"`
+	// InstanceMatchCriteria is open or targeted; only targeted reservations are launched into by id.
+	InstanceMatchCriteria string `json:"instanceMatchCriteria"`
+	// OwnerID is the account that owns the reservation.
+	OwnerID string `json:"ownerID"`
+	// EndTime is when the reservation ends, if it does.
+	EndTime *metav1.Time `json:"endTime,omitempty"`
+	// ReservationType is default or capacity-block.
 	// +optional
 	ReservationType string `json:"reservationType,omitempty"`
+	// State of the reservation (active, expiring).
 	// +optional
 	State string `json:"state,omitempty"`
 }
 
 // AMI is a resolved image with the requirements an instance must meet to boot it.
 type AMI struct {
-	ID   string `json:"id"`
+	// ID of the image.
+	ID string `json:"id"`
+	// Name of the image.
 	Name string `json:"name,omitempty"`
+	// Deprecated marks an image used only while no newer one matches.
 	// +optional
 	Deprecated bool `json:"deprecated,omitempty"`
 	// Requirements is a list of node selector requirements (architecture, GPU, ...).
@@ -372,9 +415,12 @@ type AMI struct {
 
 // AMIRequirement is a node selector requirement on an AMI.
 type AMIRequirement struct {
-	Key      string   `json:"key"`
-	Operator string   `json:"operator"`
-	Values   []string `json:"values,omitempty"`
+	// Key is the label the requirement is on.
+	Key string `json:"key"`
+	// Operator relates the key to the values (In, NotIn, Exists, DoesNotExist).
+	Operator string `json:"operator"`
+	// Values the operator applies.
+	Values []string `json:"values,omitempty"`
 }
 
 // EC2NodeClass condition types.
