@@ -161,6 +161,9 @@ func (r *controllerResource) values(m *controllerModel) (templates.Values, error
 }
 
 // render is everything applied, CRDs first, and the digest the plan shows.
+// rolloutAnnotation records wait_for_rollout and rollout_timeout on the Deployment.
+const rolloutAnnotation = "dovetail.sh/terraform-rollout"
+
 func (r *controllerResource) render(m *controllerModel) ([]*unstructured.Unstructured, string, error) {
 	crds, err := templates.CRDObjects()
 	if err != nil {
@@ -173,6 +176,18 @@ func (r *controllerResource) render(m *controllerModel) ([]*unstructured.Unstruc
 	objs, err := templates.Manifests(v)
 	if err != nil {
 		return nil, "", err
+	}
+	for _, o := range objs {
+		if o.GetKind() == "Deployment" {
+			// How Terraform waits for the rollout lives nowhere else in the
+			// cluster: recorded on the Deployment, an import reads it back.
+			ann := o.GetAnnotations()
+			if ann == nil {
+				ann = map[string]string{}
+			}
+			ann[rolloutAnnotation] = fmt.Sprintf("wait=%t,timeout=%s", m.WaitForRollout.ValueBool(), m.RolloutTimeout.ValueString())
+			o.SetAnnotations(ann)
+		}
 	}
 	all := append(crds, objs...)
 	h := sha256.New()

@@ -152,6 +152,13 @@ func (r *controllerResource) importFromCluster(ctx context.Context, cl client.Cl
 	}
 	m.WaitForRollout = types.BoolValue(true)
 	m.RolloutTimeout = types.StringValue("5m")
+	rollout := keyValueMap(deploy.Annotations[rolloutAnnotation], func(v string) attr.Value { return types.StringValue(v) }, types.StringType)
+	if v, ok := rollout.Elements()["wait"].(types.String); ok {
+		m.WaitForRollout = types.BoolValue(v.ValueString() != "false")
+	}
+	if v, ok := rollout.Elements()["timeout"].(types.String); ok && v.ValueString() != "" {
+		m.RolloutTimeout = v
+	}
 	return true
 }
 

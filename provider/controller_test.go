@@ -181,11 +181,15 @@ func TestAccController(t *testing.T) {
 				Check:  rolledOut(2, "debug", false),
 			},
 			{
-				ResourceName:            addr,
-				ImportState:             true,
-				ImportStateVerify:       true,
-				ImportStateId:           "dovetail/dovetail",
-				ImportStateVerifyIgnore: []string{"rollout_timeout"},
+				ResourceName:      addr,
+				ImportState:       true,
+				ImportStateVerify: true,
+				ImportStateId:     "dovetail/dovetail",
+			},
+			{
+				// Imported with an import block under the configuration that made it, it
+				// plans nothing else: no replacement, no update.
+				ResourceName: addr, ImportState: true, ImportStateKind: resource.ImportBlockWithID, ImportStateId: "dovetail/dovetail",
 			},
 			{
 				// Deleted by hand: the next apply installs it again.

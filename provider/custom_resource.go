@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -390,9 +391,37 @@ func (r *customResource) Read(ctx context.Context, req resource.ReadRequest, res
 	resp.Diagnostics.Append(d...)
 	state.Status, d = valueAt(ctx, req.State.Schema, k, "status", u.Object["status"])
 	resp.Diagnostics.Append(d...)
+	if imported, _ := req.Private.GetKey(ctx, importedKey); len(imported) > 0 {
+		// Which keys the configuration sets is not known at import: take the
+		// object's own, leaving out what controllers and tools write on it.
+		state.Labels, state.Annotations = ownKeys(u.GetLabels()), ownKeys(u.GetAnnotations())
+		resp.Diagnostics.Append(resp.Private.SetKey(ctx, importedKey, nil)...)
+	}
 	state.Labels = managedKeys(state.Labels, u.GetLabels())
 	state.Annotations = managedKeys(state.Annotations, u.GetAnnotations())
 	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+}
+
+// importedKey marks, in private state, a resource just imported.
+const importedKey = "imported"
+
+// writtenByOthers are the prefixes of the labels and annotations that controllers
+// and tools put on a NodePool or EC2NodeClass (the pool's hash, kubectl's last
+// applied configuration): never a configuration's.
+var writtenByOthers = []string{"karpenter.sh/", "karpenter.k8s.aws/", "kubectl.kubernetes.io/", "dovetail.sh/"}
+
+// ownKeys are an object's labels or annotations a configuration may have set.
+func ownKeys(m map[string]string) types.Map {
+	out := map[string]attr.Value{}
+	for k, v := range m {
+		if !slices.ContainsFunc(writtenByOthers, func(p string) bool { return strings.HasPrefix(k, p) }) {
+			out[k] = types.StringValue(v)
+		}
+	}
+	if len(out) == 0 {
+		return types.MapNull(types.StringType)
+	}
+	return types.MapValueMust(types.StringType, out)
 }
 
 // managedKeys keeps the live values of the keys Terraform set; a key removed in the
@@ -474,6 +503,7 @@ var nodeClaimListGVK = k8sschema.GroupVersionKind{Group: "karpenter.sh", Version
 func (r *customResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), req.ID)...)
+	resp.Diagnostics.Append(resp.Private.SetKey(ctx, importedKey, []byte("true"))...)
 }
 
 func mapStrings(m types.Map) map[string]string {

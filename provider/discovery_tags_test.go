@@ -143,6 +143,11 @@ func TestAccDiscoveryTags(t *testing.T) {
 				ResourceName: "dovetail_discovery_tags.this", ImportState: true, ImportStateId: "demo", ImportStateVerify: true,
 			},
 			{
+				// Imported with an import block under the configuration that made it, it
+				// plans nothing else: no replacement, no update.
+				ResourceName: "dovetail_discovery_tags.this", ImportState: true, ImportStateKind: resource.ImportBlockWithID, ImportStateId: "demo",
+			},
+			{
 				// A tag removed out of band is drift the next plan shows...
 				PreConfig: func() {
 					if _, err := api.DeleteTags(ctx, &ec2.DeleteTagsInput{Resources: []string{subnets[0]}, Tags: []ec2types.Tag{{Key: aws.String("karpenter.sh/discovery")}}}); err != nil {

@@ -118,8 +118,12 @@ resource "dovetail_controller_role" "this" {
 				}},
 				Check: both(boundaries[1], map[string]string{"env": "staging", "owner": "sre"}),
 			},
-			{ResourceName: "dovetail_node_role.this", ImportState: true, ImportStateId: "KarpenterNodeRole-demo", ImportStateVerify: true,
-				ImportStateVerifyIgnore: []string{"create_instance_profile"}},
+			{ResourceName: "dovetail_node_role.this", ImportState: true, ImportStateId: "KarpenterNodeRole-demo", ImportStateVerify: true},
+			{
+				// Imported with an import block under the configuration that made it, it
+				// plans nothing else: no replacement, no update.
+				ResourceName: "dovetail_node_role.this", ImportState: true, ImportStateKind: resource.ImportBlockWithID, ImportStateId: "KarpenterNodeRole-demo",
+			},
 		},
 	})
 	// Bad settings fail the plan, naming the attribute.

@@ -132,6 +132,11 @@ func TestAccInterruptionQueue(t *testing.T) {
 			},
 			{ResourceName: "dovetail_interruption_queue.this", ImportState: true, ImportStateId: "demo-interruption", ImportStateVerify: true},
 			{
+				// Imported with an import block under the configuration that made it, it
+				// plans nothing else: no replacement, no update.
+				ResourceName: "dovetail_interruption_queue.this", ImportState: true, ImportStateKind: resource.ImportBlockWithID, ImportStateId: "demo-interruption",
+			},
+			{
 				// Retention changed out of band shows as drift.
 				PreConfig: func() {
 					url, err := queueURL()
@@ -352,6 +357,11 @@ resource "dovetail_interruption_queue" "this" {
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
 					plancheck.ExpectResourceAction("dovetail_interruption_queue.this", plancheck.ResourceActionUpdate)}}},
 			{ResourceName: "dovetail_interruption_queue.this", ImportState: true, ImportStateId: "demo-interruption", ImportStateVerify: true},
+			{
+				// Imported with an import block under the configuration that made it, it
+				// plans nothing else: no replacement, no update.
+				ResourceName: "dovetail_interruption_queue.this", ImportState: true, ImportStateKind: resource.ImportBlockWithID, ImportStateId: "demo-interruption",
+			},
 		},
 	})
 }

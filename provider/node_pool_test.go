@@ -163,18 +163,30 @@ func TestAccNodePoolAndNodeClass(t *testing.T) {
 				Check:            limit("general", "200"),
 			},
 			{
-				ResourceName:            addr,
-				ImportState:             true,
-				ImportStateVerify:       true,
-				ImportStateId:           "general",
-				ImportStateVerifyIgnore: []string{"labels", "status"},
+				ResourceName:      addr,
+				ImportState:       true,
+				ImportStateVerify: true,
+				ImportStateId:     "general",
+				// The status moves on between the two reads (the controller writes it).
+				ImportStateVerifyIgnore: []string{"status"},
 			},
 			{
-				ResourceName:            "dovetail_ec2_node_class.default",
-				ImportState:             true,
-				ImportStateVerify:       true,
-				ImportStateId:           "default",
+				// Imported with an import block under the configuration that made it, it
+				// plans nothing else: no replacement, no update.
+				ResourceName: addr, ImportState: true, ImportStateKind: resource.ImportBlockWithID, ImportStateId: "general",
+			},
+			{
+				ResourceName:      "dovetail_ec2_node_class.default",
+				ImportState:       true,
+				ImportStateVerify: true,
+				ImportStateId:     "default",
+				// The status moves on between the two reads (the controller writes it).
 				ImportStateVerifyIgnore: []string{"status"},
+			},
+			{
+				// Imported with an import block under the configuration that made it, it
+				// plans nothing else: no replacement, no update.
+				ResourceName: "dovetail_ec2_node_class.default", ImportState: true, ImportStateKind: resource.ImportBlockWithID, ImportStateId: "default",
 			},
 			{
 				// Deleted behind Terraform's back: the plan creates it again.

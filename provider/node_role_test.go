@@ -82,6 +82,11 @@ func TestAccNodeRole(t *testing.T) {
 			},
 			{ResourceName: "dovetail_node_role.this", ImportState: true, ImportStateId: "KarpenterNodeRole-demo", ImportStateVerify: true},
 			{
+				// Imported with an import block under the configuration that made it, it
+				// plans nothing else: no replacement, no update.
+				ResourceName: "dovetail_node_role.this", ImportState: true, ImportStateKind: resource.ImportBlockWithID, ImportStateId: "KarpenterNodeRole-demo",
+			},
+			{
 				// A managed policy detached out of band shows in the plan...
 				PreConfig: func() {
 					if _, err := api.DetachRolePolicy(ctx, &iam.DetachRolePolicyInput{RoleName: name, PolicyArn: aws.String("arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy")}); err != nil {

@@ -119,6 +119,11 @@ resource "dovetail_vpc_endpoints" "this" {
 				// Import by VPC ID finds the tagged endpoints and their group.
 				ResourceName: "dovetail_vpc_endpoints.this", ImportState: true, ImportStateVerify: true, ImportStateId: vpcID,
 			},
+			{
+				// Imported with an import block under the configuration that made it, it
+				// plans nothing else: no replacement, no update.
+				ResourceName: "dovetail_vpc_endpoints.this", ImportState: true, ImportStateKind: resource.ImportBlockWithID, ImportStateId: vpcID,
+			},
 		},
 	})
 }
