@@ -37,8 +37,10 @@ module "dovetail" {
   iam_role_path                     = "/dovetail/"
   iam_role_tags                     = { component = "dovetail-controller" }
   node_iam_role_additional_policies = { cloudwatch = "arn:aws:iam::aws:policy/CloudWatchAgentServerPolicy" }
-  queue_kms_master_key_id           = var.queue_kms_master_key_id
-  ami_id_ssm_parameter_arns         = var.ami_id_ssm_parameter_arns
+  # The VPC CNI runs with a role of its own (Pod Identity for aws-node).
+  node_iam_role_attach_cni_policy = false
+  queue_kms_master_key_id         = var.queue_kms_master_key_id
+  ami_id_ssm_parameter_arns       = var.ami_id_ssm_parameter_arns
 }
 
 output "render_command" {

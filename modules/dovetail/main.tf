@@ -2,7 +2,9 @@ locals {
   node_role_name = coalesce(var.node_role_name, "DovetailNode-${var.cluster_name}")
   # The node role's default policies (dovetail_node_role's policy_arns default), kept
   # when node_iam_role_additional_policies adds to them.
-  node_role_default_policies = [for p in ["AmazonEKSWorkerNodePolicy", "AmazonEKS_CNI_Policy", "AmazonEC2ContainerRegistryReadOnly", "AmazonSSMManagedInstanceCore"] : "arn:aws:iam::aws:policy/${p}"]
+  # The VPC CNI's policy is attached to the node role unless the CNI has a role of
+  # its own (IRSA or Pod Identity for aws-node), as in terraform-aws-eks.
+  node_role_default_policies = [for p in concat(["AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryReadOnly", "AmazonSSMManagedInstanceCore"], var.node_iam_role_attach_cni_policy ? ["AmazonEKS_CNI_Policy"] : []) : "arn:aws:iam::aws:policy/${p}"]
   node_role_tags             = merge(var.tags, var.node_iam_role_tags)
   controller_role_tags       = merge(var.tags, var.iam_role_tags)
   # The service account the controller runs as: IRSA trusts it, Pod Identity associates it.
@@ -19,7 +21,7 @@ resource "dovetail_node_role" "this" {
   create_instance_profile = true
   path                    = var.node_iam_role_path
   permissions_boundary    = var.node_iam_role_permissions_boundary
-  policy_arns             = length(var.node_iam_role_additional_policies) > 0 ? distinct(concat(local.node_role_default_policies, values(var.node_iam_role_additional_policies))) : null
+  policy_arns             = length(var.node_iam_role_additional_policies) > 0 || !var.node_iam_role_attach_cni_policy ? distinct(concat(local.node_role_default_policies, values(var.node_iam_role_additional_policies))) : null
   tags                    = length(local.node_role_tags) > 0 ? local.node_role_tags : null
 }
 

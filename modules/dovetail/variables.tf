@@ -293,6 +293,12 @@ variable "node_iam_role_tags" {
   default     = {}
 }
 
+variable "node_iam_role_attach_cni_policy" {
+  description = "Attach AmazonEKS_CNI_Policy to the node role; false when the VPC CNI (aws-node) has a role of its own through IRSA or Pod Identity (as in terraform-aws-eks//modules/karpenter)."
+  type        = bool
+  default     = true
+}
+
 variable "node_iam_role_additional_policies" {
   description = "Managed policy ARNs attached to the node role besides the four EKS node policies, by any key (as in terraform-aws-eks//modules/karpenter)."
   type        = map(string)

@@ -324,7 +324,7 @@ func checkGitOpsInstall(t *testing.T, tf *localstack.Terraform, clients *dtaws.C
 		names = append(names, aws.ToString(p.PolicyName))
 	}
 	sort.Strings(names)
-	if got := strings.Join(names, ","); got != "AmazonEC2ContainerRegistryReadOnly,AmazonEKSWorkerNodePolicy,AmazonEKS_CNI_Policy,AmazonSSMManagedInstanceCore,CloudWatchAgentServerPolicy" {
+	if got := strings.Join(names, ","); got != "AmazonEC2ContainerRegistryReadOnly,AmazonEKSWorkerNodePolicy,AmazonSSMManagedInstanceCore,CloudWatchAgentServerPolicy" {
 		t.Errorf("node role policies %s", got)
 	}
 	queues, err := clients.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("demo-dovetail")})
