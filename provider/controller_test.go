@@ -285,7 +285,7 @@ resource "dovetail_controller" "this" {
 	cases := map[string]struct{ config, want string }{
 		"bad duration":             {controller(`aws_region = "us-west-2"` + "\n" + `batch_idle_duration = "1 second"`), `"1 second" is not a positive duration; write it like 10s, 5m or 1h30m`},
 		"bad quantity":             {controller(`aws_region = "us-west-2"` + "\n" + `memory = "1 GB"`), `"1 GB" is not a Kubernetes quantity`},
-		"unknown feature gate":     {controller(`aws_region = "us-west-2"` + "\n" + `feature_gates = { Drift = true }`), `value must be one of: \["SpotToSpotConsolidation" "ReservedCapacity" "NodeRepair" "NodeOverlay" "StaticCapacity"\], got: "Drift"`},
+		"unknown feature gate":     {controller(`aws_region = "us-west-2"` + "\n" + `feature_gates = { Drift = true }`), `value must be one of: \["SpotToSpotConsolidation" "ReservedCapacity" "NodeRepair" "NodeOverlay"\s+"StaticCapacity" "CapacityBuffer"\], got: "Drift"`},
 		"values set an attribute":  {controller(`aws_region = "us-west-2"` + "\n" + `values = [yamlencode({ replicas = 3 })]`), `replicas is set by this resource's replicas attribute; set it there, not in values`},
 		"values not a mapping":     {controller(`aws_region = "us-west-2"` + "\n" + `values = ["- a\n- b"]`), `not a YAML mapping of chart values`},
 		"values the chart refuses": {controller(`aws_region = "us-west-2"` + "\n" + `values = [yamlencode({ dnsPolicy = "Sometimes" })]`), `at '/dnsPolicy': value must be one of 'ClusterFirst'`},
@@ -294,6 +294,7 @@ resource "dovetail_controller" "this" {
 		"values a setting not supported": {controller(`aws_region = "us-west-2"` + "\n" + `values = [yamlencode({ settings = { minValuesPolicy = "BestEffort" } })]`),
 			`settings.minValuesPolicy: BestEffort is not supported yet`},
 		"static capacity gate": {controller(`aws_region = "us-west-2"` + "\n" + `feature_gates = { StaticCapacity = true }`), `StaticCapacity must be false: static NodePool \(spec.replicas\) support is not implemented yet`},
+		"capacity buffer gate": {controller(`aws_region = "us-west-2"` + "\n" + `feature_gates = { CapacityBuffer = true }`), `CapacityBuffer must be false: CapacityBuffer support is not implemented yet`},
 		"node repair gate":     {controller(`aws_region = "us-west-2"` + "\n" + `feature_gates = { NodeRepair = true }`), `NodeRepair must be false: node repair is not implemented yet`},
 		"role name, not ARN":   {controller(`aws_region = "us-west-2"` + "\n" + `irsa_role_arn = "dovetail"`), `must be an IAM role ARN`},
 		"no region":            {controller(``), `Set aws_region on dovetail_controller, or add aws { region = "..." }`},
