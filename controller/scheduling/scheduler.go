@@ -72,6 +72,9 @@ type solver struct {
 	optionCache map[admitKey][]*InstanceType
 	catalogs    map[string][]*InstanceType
 	costs       NodeCosts
+	// universes caches the domains of a spread by key and node filter: groups
+	// spreading on the same key over the same nodes share them (read only).
+	universes map[string]sets.Set[string]
 	// firstFit plans as first-fit decreasing does (Karpenter's way): a claim is
 	// sized for the largest type its pods allow and takes pods in size order,
 	// shrunk to the cheapest type that holds them at the end.
@@ -86,7 +89,8 @@ func Solve(in Input) *Results {
 }
 
 func plan(in Input, firstFit bool) (*Results, *solver) {
-	s := &solver{topology: newTopology(), admitCache: map[admitKey]error{}, optionCache: map[admitKey][]*InstanceType{}, catalogs: in.InstanceTypes, costs: DefaultNodeCosts(), firstFit: firstFit}
+	s := &solver{topology: newTopology(), admitCache: map[admitKey]error{}, optionCache: map[admitKey][]*InstanceType{}, catalogs: in.InstanceTypes, costs: DefaultNodeCosts(), firstFit: firstFit,
+		universes: map[string]sets.Set[string]{}}
 	if in.NodeCosts != nil {
 		s.costs = *in.NodeCosts
 	}
@@ -348,7 +352,15 @@ func claimDomain(c *claim) func(string) (string, bool) {
 // in Kubernetes, a pool whose taints the pod does not tolerate still counts unless
 // the spread honors taints, and only the pod's required node affinity narrows it.
 func (s *solver) universe(key string, f *nodeFilter) sets.Set[string] {
+	cacheKey := key
+	if f != nil {
+		cacheKey += "|" + f.id
+	}
+	if u, ok := s.universes[cacheKey]; ok {
+		return u
+	}
 	out := sets.New[string]()
+	defer func() { s.universes[cacheKey] = out }()
 	for _, ps := range s.pools {
 		if !f.toleratesTaints(ps.taints) {
 			continue

@@ -308,11 +308,11 @@ func (t *topology) addPod(p *podInfo, universe func(key string, f *nodeFilter) s
 			if g.filter != nil {
 				g.id += "|" + g.filter.id
 			}
-			u := universe(g.key, g.filter)
-			g.id += "|" + strings.Join(sets.List(u), ",")
+			// The domains follow from the key and the filter, both in the id: they
+			// are worked out once per group.
 			g = t.intern(g)
 			if g.universe == nil {
-				g.universe = u
+				g.universe = universe(g.key, g.filter)
 			}
 		} else {
 			g = t.intern(g)
