@@ -19,6 +19,7 @@ import (
 	"helm.sh/helm/v3/pkg/lint"
 	"helm.sh/helm/v3/pkg/lint/support"
 	appsv1 "k8s.io/api/apps/v1"
+	authorizationv1 "k8s.io/api/authorization/v1"
 	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
@@ -393,6 +394,31 @@ func TestHelmChartInstallsOnTheLocalStack(t *testing.T) {
 	}
 	if last := role.Rules[len(role.Rules)-1]; fmt.Sprint(last.APIGroups, last.Resources, last.Verbs) != "[coordination.k8s.io] [leases] [get list]" {
 		t.Errorf("additionalClusterRoleRules: the ClusterRole's last rule is %v", last)
+	}
+
+	// Someone bound to the built-in admin role keeps managing NodePools, NodeClaims
+	// and EC2NodeClasses: the chart's ClusterRole is aggregated into admin.
+	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "alice-admin"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "admin"},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: "User", Name: "alice"}}}
+	if err := kube.Create(ctx, binding); err != nil {
+		t.Fatal(err)
+	}
+	for _, attrs := range []authorizationv1.ResourceAttributes{
+		{Verb: "create", Group: "karpenter.sh", Resource: "nodepools"},
+		{Verb: "delete", Group: "karpenter.sh", Resource: "nodeclaims"},
+		{Verb: "patch", Group: "karpenter.k8s.aws", Resource: "ec2nodeclasses"},
+	} {
+		testenv.Eventually(t, 30*time.Second, "admin may "+attrs.Verb+" "+attrs.Resource, func() error {
+			review := &authorizationv1.SubjectAccessReview{Spec: authorizationv1.SubjectAccessReviewSpec{User: "alice", ResourceAttributes: &attrs}}
+			if err := kube.Create(ctx, review); err != nil {
+				return err
+			}
+			if !review.Status.Allowed {
+				return fmt.Errorf("denied: %s", review.Status.Reason)
+			}
+			return nil
+		})
 	}
 }
 

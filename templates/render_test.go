@@ -25,14 +25,14 @@ func TestManifests(t *testing.T) {
 	for _, o := range objs {
 		kinds = append(kinds, o.GetKind())
 	}
-	if got := strings.Join(kinds, ","); got != "Namespace,PodDisruptionBudget,ServiceAccount,ClusterRole,ClusterRoleBinding,Role,RoleBinding,Service,Deployment" {
+	if got := strings.Join(kinds, ","); got != "Namespace,PodDisruptionBudget,ServiceAccount,ClusterRole,ClusterRole,ClusterRoleBinding,Role,RoleBinding,Service,Deployment" {
 		t.Fatalf("kinds in order: %s", got)
 	}
 	sa := objs[2]
 	if sa.GetAnnotations()["eks.amazonaws.com/role-arn"] != v.IRSARoleARN {
 		t.Errorf("service account annotations %v", sa.GetAnnotations())
 	}
-	deploy := objs[8]
+	deploy := objs[9]
 	if r, _, _ := unstructured.NestedInt64(deploy.Object, "spec", "replicas"); r != 2 {
 		t.Errorf("replicas %d", r)
 	}

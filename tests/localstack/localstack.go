@@ -133,7 +133,7 @@ leaderElection:
 		{bin("kube-scheduler"), []string{"--config=" + schedulerConfig, "--authentication-kubeconfig=" + s.Kubeconfig,
 			"--authorization-kubeconfig=" + s.Kubeconfig, "--secure-port=0", "--bind-address=127.0.0.1"}},
 		{bin("kube-controller-manager"), []string{"--kubeconfig=" + s.Kubeconfig,
-			"--controllers=deployment-controller,replicaset-controller,garbage-collector-controller,disruption-controller,namespace-controller,persistentvolume-binder-controller",
+			"--controllers=deployment-controller,replicaset-controller,garbage-collector-controller,disruption-controller,namespace-controller,persistentvolume-binder-controller,clusterrole-aggregation-controller",
 			"--leader-elect=false", "--secure-port=0", "--bind-address=127.0.0.1", "--use-service-account-credentials=false",
 			"--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10", "--kube-api-qps=500", "--kube-api-burst=1000"}},
 		{bin("kwok"), []string{"--kubeconfig=" + s.Kubeconfig, "--config=" + stages,
