@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strings"
 
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
@@ -59,21 +60,22 @@ type controllerModel struct {
 	BatchMaxDuration  types.String `tfsdk:"batch_max_duration"`
 	AWSEndpoints      types.Map    `tfsdk:"aws_endpoints"`
 	// What a node costs beyond its instance, for the packing objective.
-	RootVolumePricePerGiBMonth types.String `tfsdk:"root_volume_price_per_gib_month"`
-	PublicIPv4PricePerHour     types.String `tfsdk:"public_ipv4_price_per_hour"`
-	NodeOverheadPricePerHour   types.String `tfsdk:"node_overhead_price_per_hour"`
-	FewerNodesTolerance        types.String `tfsdk:"fewer_nodes_tolerance"`
-	WaitForRollout             types.Bool   `tfsdk:"wait_for_rollout"`
-	RolloutTimeout             types.String `tfsdk:"rollout_timeout"`
-	ManifestsSHA256            types.String `tfsdk:"manifests_sha256"`
-	Values                     types.List   `tfsdk:"values"`
+	RootVolumePricePerGiBMonth types.String   `tfsdk:"root_volume_price_per_gib_month"`
+	PublicIPv4PricePerHour     types.String   `tfsdk:"public_ipv4_price_per_hour"`
+	NodeOverheadPricePerHour   types.String   `tfsdk:"node_overhead_price_per_hour"`
+	FewerNodesTolerance        types.String   `tfsdk:"fewer_nodes_tolerance"`
+	WaitForRollout             types.Bool     `tfsdk:"wait_for_rollout"`
+	RolloutTimeout             types.String   `tfsdk:"rollout_timeout"`
+	ManifestsSHA256            types.String   `tfsdk:"manifests_sha256"`
+	Values                     types.List     `tfsdk:"values"`
+	Timeouts                   timeouts.Value `tfsdk:"timeouts"`
 }
 
 func (r *controllerResource) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
 	resp.TypeName = req.ProviderTypeName + "_controller"
 }
 
-func (r *controllerResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+func (r *controllerResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	d := templates.DefaultValues()
 	replace := []planmodifier.String{stringplanmodifier.RequiresReplace()}
 	duration := []validator.String{goDuration{}}
@@ -119,12 +121,15 @@ func (r *controllerResource) Schema(_ context.Context, _ resource.SchemaRequest,
 			"fewer_nodes_tolerance": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(d.Settings.FewerNodesTolerance), Validators: []validator.String{decimal{max: 0.5, example: "0.02"}},
 				Description: "How much more per unit of demand, as a fraction (0.02 is 2%), a plan may pay to use fewer, larger nodes."},
 			"wait_for_rollout": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true), Description: "Wait until every replica of the new version is available."},
-			"rollout_timeout":  schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("5m"), Validators: duration, Description: "How long to wait for the rollout."},
+			"rollout_timeout": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("5m"), Validators: duration,
+				Description:        "How long a create or update may take, the rollout included, when the timeouts block does not say.",
+				DeprecationMessage: "Use timeouts { create = \"5m\", update = \"5m\" }, as in other providers; rollout_timeout is only their default now."},
 			"values": schema.ListAttribute{Optional: true, ElementType: types.StringType, Validators: []validator.List{listvalidator.ValueStringsAre(chartValuesDocument{})},
 				Description: "Further values of the Helm chart the manifests come from (charts/dovetail, named like Karpenter's chart: tolerations, nodeSelector, affinity, topologySpreadConstraints, priorityClassName, podAnnotations, controller.env, serviceMonitor, ...), " +
 					"as YAML documents like helm_release's values (write them with yamlencode); later documents win. What the attributes above set (replicas, image, settings.clusterName, ...) is set there, not here: the plan fails naming the attribute; Karpenter's settings no attribute sets (settings.vmMemoryOverheadPercent, settings.reservedENIs, ...) go here. The chart renders at plan time, so its schema and refusals fail the plan."},
 			"manifests_sha256": schema.StringAttribute{Computed: true, Description: "Digest of the applied manifests. When the objects in the cluster differ from them (say, after kubectl edit or scale), refresh records what drifted here and the plan applies them again."},
 		},
+		Blocks: map[string]schema.Block{"timeouts": timeouts.Block(ctx, timeouts.Opts{Create: true, Update: true, Delete: true})},
 	}
 }
 
@@ -160,10 +165,11 @@ func (r *controllerResource) values(m *controllerModel) (templates.Values, error
 	return v, err
 }
 
-// render is everything applied, CRDs first, and the digest the plan shows.
-// rolloutAnnotation records wait_for_rollout and rollout_timeout on the Deployment.
+// rolloutAnnotation records wait_for_rollout, rollout_timeout and the timeouts block
+// on the Deployment.
 const rolloutAnnotation = "dovetail.sh/terraform-rollout"
 
+// render is everything applied, CRDs first, and the digest the plan shows.
 func (r *controllerResource) render(m *controllerModel) ([]*unstructured.Unstructured, string, error) {
 	crds, err := templates.CRDObjects()
 	if err != nil {
@@ -185,7 +191,7 @@ func (r *controllerResource) render(m *controllerModel) ([]*unstructured.Unstruc
 			if ann == nil {
 				ann = map[string]string{}
 			}
-			ann[rolloutAnnotation] = fmt.Sprintf("wait=%t,timeout=%s", m.WaitForRollout.ValueBool(), m.RolloutTimeout.ValueString())
+			ann[rolloutAnnotation] = fmt.Sprintf("wait=%t,timeout=%s", m.WaitForRollout.ValueBool(), m.RolloutTimeout.ValueString()) + timeoutsAnnotation(m.Timeouts)
 			o.SetAnnotations(ann)
 		}
 	}
@@ -240,11 +246,11 @@ func renderInputsKnown(ctx context.Context, probe tfsdk.Plan, m controllerModel)
 }
 
 func (r *controllerResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	r.install(ctx, req.Plan, &resp.State, &resp.Diagnostics)
+	r.install(ctx, req.Plan, &resp.State, opCreate, &resp.Diagnostics)
 }
 
 func (r *controllerResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	r.install(ctx, req.Plan, &resp.State, &resp.Diagnostics)
+	r.install(ctx, req.Plan, &resp.State, opUpdate, &resp.Diagnostics)
 }
 
 func (r *controllerResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {

@@ -31,6 +31,8 @@ func (r *controllerResource) Delete(ctx context.Context, req resource.DeleteRequ
 	if resp.Diagnostics.HasError() {
 		return
 	}
+	ctx, cancel, timeout := withOperationTimeout(ctx, state.Timeouts, opDelete, defaultDeleteTimeout, &resp.Diagnostics)
+	defer cancel()
 	live, deleting, err := nodeObjects(ctx, cl)
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot check for NodePools and EC2NodeClasses", err.Error())
@@ -42,8 +44,8 @@ func (r *controllerResource) Delete(ctx context.Context, req resource.DeleteRequ
 	}
 	// Those already being deleted finish while the controller runs to finalize them.
 	if len(deleting) > 0 {
-		if err := nodeObjectsGone(ctx, cl, deleteTimeout); err != nil {
-			resp.Diagnostics.AddError("NodePools or EC2NodeClasses are still terminating", err.Error())
+		if err := nodeObjectsGone(ctx, cl); err != nil {
+			resp.Diagnostics.AddError("NodePools or EC2NodeClasses are still terminating", err.Error()+" "+timedOut(opDelete, timeout)+".")
 			return
 		}
 	}
@@ -54,8 +56,8 @@ func (r *controllerResource) Delete(ctx context.Context, req resource.DeleteRequ
 		return
 	}
 	// Claims already being deleted (their pool went first) finish while the controller runs.
-	if err := nodeClaimsGone(ctx, cl, nil, deleteTimeout); err != nil {
-		resp.Diagnostics.AddError("NodeClaims are still terminating", err.Error())
+	if err := nodeClaimsGone(ctx, cl, nil); err != nil {
+		resp.Diagnostics.AddError("NodeClaims are still terminating", err.Error()+" "+timedOut(opDelete, timeout)+".")
 		return
 	}
 	objs, _, err := r.render(&state)
@@ -82,7 +84,7 @@ func (r *controllerResource) Delete(ctx context.Context, req resource.DeleteRequ
 	// apply does not race terminating objects. A namespace is left to the namespace
 	// controller, which can take much longer.
 	var remaining []string
-	err = wait.PollUntilContextTimeout(ctx, time.Second, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		remaining = remaining[:0]
 		for _, o := range objs {
 			if o.GetKind() == "Namespace" {
@@ -98,7 +100,7 @@ func (r *controllerResource) Delete(ctx context.Context, req resource.DeleteRequ
 	})
 	if err != nil {
 		resp.Diagnostics.AddError("The controller's objects are still terminating",
-			fmt.Sprintf("After 2 minutes these remain: %s. Custom resources with finalizers can hold a CRD, and pods that do not stop hold the Deployment.", strings.Join(remaining, ", ")))
+			fmt.Sprintf("These remain %s: %s. Custom resources with finalizers can hold a CRD, and pods that do not stop hold the Deployment.", timedOut(opDelete, timeout), strings.Join(remaining, ", ")))
 	}
 }
 
@@ -140,10 +142,10 @@ func refuseDestroyMessage(live []string) string {
 		strings.Join(shown, ", "), more)
 }
 
-// nodeObjectsGone waits until no NodePool or EC2NodeClass is left.
-func nodeObjectsGone(ctx context.Context, cl client.Client, timeout time.Duration) error {
+// nodeObjectsGone waits until no NodePool or EC2NodeClass is left, or ctx's deadline.
+func nodeObjectsGone(ctx context.Context, cl client.Client) error {
 	var left []string
-	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		live, deleting, err := nodeObjects(ctx, cl)
 		if err != nil {
 			return false, err
@@ -152,7 +154,7 @@ func nodeObjectsGone(ctx context.Context, cl client.Client, timeout time.Duratio
 		return len(left) == 0, nil
 	})
 	if err != nil {
-		return fmt.Errorf("after %s these remain: %s. Is the Dovetail controller running? Its finalizers terminate the nodes and launch templates they hold, %w", timeout, strings.Join(left, ", "), err)
+		return fmt.Errorf("these remain: %s. Is the Dovetail controller running? Its finalizers terminate the nodes and launch templates they hold", strings.Join(left, ", "))
 	}
 	return nil
 }

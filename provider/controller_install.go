@@ -21,8 +21,9 @@ import (
 // waitNamespaceTerminated waits out the deletion of a namespace a previous destroy
 // left terminating (destroy does not wait for it: its finalizers run in the
 // cluster's namespace controller), since nothing can be created in it meanwhile.
+// It waits until ctx's deadline.
 func waitNamespaceTerminated(ctx context.Context, cl client.Client, name string) error {
-	err := wait.PollUntilContextTimeout(ctx, time.Second, 5*time.Minute, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		var ns corev1.Namespace
 		err := cl.Get(ctx, client.ObjectKey{Name: name}, &ns)
 		if apierrors.IsNotFound(err) {
@@ -31,7 +32,7 @@ func waitNamespaceTerminated(ctx context.Context, cl client.Client, name string)
 		return err == nil && ns.DeletionTimestamp == nil, err
 	})
 	if err != nil {
-		return fmt.Errorf("namespace %s has been terminating for 5 minutes; check what holds it with `kubectl get namespace %s -o yaml` (status.conditions), %w", name, name, err)
+		return fmt.Errorf("namespace %s is still terminating; check what holds it with `kubectl get namespace %s -o yaml` (status.conditions)", name, name)
 	}
 	return nil
 }
@@ -47,13 +48,18 @@ type planGetter interface {
 // install applies the CRDs, waits until they are served, applies the rest in order and
 // waits for the rollout. State is recorded as soon as objects exist, so a failed
 // rollout leaves a tainted resource rather than unrecorded objects.
-func (r *controllerResource) install(ctx context.Context, planned planGetter, state stateSetter, diags *diag.Diagnostics) {
+// Every wait shares the operation's timeout (timeouts { create, update }, whose
+// default is rollout_timeout).
+func (r *controllerResource) install(ctx context.Context, planned planGetter, state stateSetter, op operation, diags *diag.Diagnostics) {
 	var plan controllerModel
 	diags.Append(planned.Get(ctx, &plan)...)
 	cl := kubeClient(r.clients, diags)
 	if diags.HasError() {
 		return
 	}
+	rollout, _ := time.ParseDuration(plan.RolloutTimeout.ValueString())
+	ctx, cancel, timeout := withOperationTimeout(ctx, plan.Timeouts, op, rollout, diags)
+	defer cancel()
 	objs, digest, err := r.render(&plan)
 	if err != nil {
 		diags.AddError("Cannot render the controller's manifests", err.Error())
@@ -65,7 +71,7 @@ func (r *controllerResource) install(ctx context.Context, planned planGetter, st
 	for i, obj := range objs {
 		if obj.GetKind() == "Namespace" {
 			if err := waitNamespaceTerminated(ctx, cl, obj.GetName()); err != nil {
-				diags.AddError("The controller's namespace is still being deleted", err.Error())
+				diags.AddError("The controller's namespace is still being deleted", err.Error()+" "+timedOut(op, timeout)+".")
 				return
 			}
 		}
@@ -94,9 +100,8 @@ func (r *controllerResource) install(ctx context.Context, planned planGetter, st
 	if !plan.WaitForRollout.ValueBool() {
 		return
 	}
-	timeout, _ := time.ParseDuration(plan.RolloutTimeout.ValueString())
-	if err := r.waitForRollout(ctx, cl, plan.Namespace.ValueString(), plan.Name.ValueString(), timeout); err != nil {
-		diags.AddError("The controller did not roll out", err.Error())
+	if err := r.waitForRollout(ctx, cl, plan.Namespace.ValueString(), plan.Name.ValueString()); err != nil {
+		diags.AddError("The controller did not roll out", err.Error()+"\n\nGave up "+timedOut(op, timeout)+".")
 	}
 }
 
@@ -140,9 +145,10 @@ func waitEstablished(ctx context.Context, cl client.Client, names []string) erro
 
 // waitForRollout waits until the Deployment's new ReplicaSet is fully available, and
 // otherwise says why: unschedulable pods, failing containers, warning events.
-func (r *controllerResource) waitForRollout(ctx context.Context, cl client.Client, namespace, name string, timeout time.Duration) error {
+// It waits until ctx's deadline.
+func (r *controllerResource) waitForRollout(ctx context.Context, cl client.Client, namespace, name string) error {
 	deploy := &appsv1.Deployment{}
-	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		if err := cl.Get(ctx, client.ObjectKey{Namespace: namespace, Name: name}, deploy); err != nil {
 			return false, nil
 		}
@@ -156,7 +162,10 @@ func (r *controllerResource) waitForRollout(ctx context.Context, cl client.Clien
 	if err == nil {
 		return nil
 	}
-	reasons := []string{fmt.Sprintf("Deployment %s/%s after %s: %d of %d replicas updated, %d available.", namespace, name, timeout,
+	// The operation's deadline has passed: finding out why gets time of its own.
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	reasons := []string{fmt.Sprintf("Deployment %s/%s: %d of %d replicas updated, %d available.", namespace, name,
 		deploy.Status.UpdatedReplicas, ptrValue(deploy.Spec.Replicas), deploy.Status.AvailableReplicas)}
 	for _, c := range deploy.Status.Conditions {
 		if c.Status != corev1.ConditionTrue && c.Message != "" {

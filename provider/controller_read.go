@@ -159,6 +159,7 @@ func (r *controllerResource) importFromCluster(ctx context.Context, cl client.Cl
 	if v, ok := rollout.Elements()["timeout"].(types.String); ok && v.ValueString() != "" {
 		m.RolloutTimeout = v
 	}
+	m.Timeouts = timeoutsFromAnnotation(rollout, opCreate, opUpdate, opDelete)
 	return true
 }
 

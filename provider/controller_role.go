@@ -47,6 +47,7 @@ type controllerRoleModel struct {
 	Path                 types.String `tfsdk:"path"`
 	PermissionsBoundary  types.String `tfsdk:"permissions_boundary"`
 	Tags                 types.Map    `tfsdk:"tags"`
+	TagsAll              types.Map    `tfsdk:"tags_all"`
 }
 
 func (r *controllerRole) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -85,6 +86,7 @@ func (r *controllerRole) Schema(_ context.Context, _ resource.SchemaRequest, res
 				Validators:  []validator.String{stringvalidator.RegexMatches(regexp.MustCompile(`^/([\x21-\x7E]{0,510}/)?$`), "must begin and end with /, such as /dovetail/")}},
 			"permissions_boundary": roleBoundaryAttribute(),
 			"tags":                 roleTagsAttribute(),
+			"tags_all":             tagsAllAttribute(),
 		},
 	}
 }
@@ -93,6 +95,7 @@ func (r *controllerRole) Schema(_ context.Context, _ resource.SchemaRequest, res
 // (read back in Read) differs from the plan and is put back.
 func (r *controllerRole) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	requireAWS(r.clients, "dovetail_controller_role", &resp.Diagnostics)
+	planTagsAll(ctx, r.clients, req, resp)
 	if req.Plan.Raw.IsNull() {
 		return
 	}
@@ -173,7 +176,7 @@ func (r *controllerRole) Create(ctx context.Context, req resource.CreateRequest,
 	}
 	in := iam.CreateRoleInput{RoleName: aws.String(plan.Name.ValueString()), Path: aws.String(plan.Path.ValueString()),
 		AssumeRolePolicyDocument: aws.String(r.trustPolicy(&plan)), Description: aws.String("Dovetail controller"),
-		Tags: iamTags(roleTags(ctx, plan.Tags, &resp.Diagnostics))}
+		Tags: iamTags(roleTags(ctx, plan.TagsAll, &resp.Diagnostics))}
 	if b := plan.PermissionsBoundary.ValueString(); b != "" {
 		in.PermissionsBoundary = aws.String(b)
 	}
@@ -210,7 +213,7 @@ func (r *controllerRole) Read(ctx context.Context, req resource.ReadRequest, res
 		return
 	}
 	state.ID, state.ARN, state.Path = state.Name, types.StringValue(aws.ToString(role.Role.Arn)), types.StringValue(aws.ToString(role.Role.Path))
-	readRoleSettings(role.Role, &state.Tags, &state.PermissionsBoundary)
+	readRoleSettings(ctx, r.clients, role.Role, &state.Tags, &state.TagsAll, &state.PermissionsBoundary, &resp.Diagnostics)
 	readTrust(aws.ToString(role.Role.AssumeRolePolicyDocument), &state)
 	state.PolicyJSON = types.StringValue("")
 	got, err := api.GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(state.Name.ValueString()), PolicyName: aws.String(controllerPolicyName)})
@@ -236,7 +239,7 @@ func (r *controllerRole) Update(ctx context.Context, req resource.UpdateRequest,
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if err := updateRoleSettings(ctx, r.clients.AWS.IAM, plan.Name.ValueString(), roleTags(ctx, state.Tags, &resp.Diagnostics), roleTags(ctx, plan.Tags, &resp.Diagnostics),
+	if err := updateRoleSettings(ctx, r.clients.AWS.IAM, plan.Name.ValueString(), roleTags(ctx, state.TagsAll, &resp.Diagnostics), roleTags(ctx, plan.TagsAll, &resp.Diagnostics),
 		state.PermissionsBoundary.ValueString(), plan.PermissionsBoundary.ValueString()); err != nil {
 		resp.Diagnostics.AddError("Cannot update the controller role", err.Error())
 		return

@@ -45,7 +45,10 @@ resource "dovetail_controller" "this" {
   feature_gates      = { SpotToSpotConsolidation = true }
   replicas           = %d
   log_level          = %q
-  rollout_timeout    = %q
+  timeouts {
+    create = %[3]q
+    update = %[3]q
+  }
   # Nodes in private subnets; a stronger preference for fewer nodes.
   public_ipv4_price_per_hour = 0
   fewer_nodes_tolerance      = 0.05
@@ -172,7 +175,7 @@ func TestAccController(t *testing.T) {
 			{
 				// A third replica has no node of its own: the apply says so.
 				Config:      controllerConfig(stack.Kubeconfig, 3, "debug", "10s", chartValues),
-				ExpectError: regexp.MustCompile(`(?s)did not roll out.*pod dovetail-\S+ is\s+not\s+scheduled:.*anti-affinity`),
+				ExpectError: regexp.MustCompile(`(?s)did not roll out.*pod dovetail-\S+ is\s+not\s+scheduled:.*anti-affinity.*Gave\s+up\s+after\s+10s\s+\(timeouts\s+\{\s+update\s+=\s+"20s"\s+\}`),
 			},
 			{
 				// Values removed are removed from the pods; import reads what is

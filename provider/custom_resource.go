@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework/attr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
@@ -34,9 +35,6 @@ import (
 
 // FieldManager owns what the provider applies with server-side apply.
 const FieldManager = "terraform-provider-dovetail"
-
-// deleteTimeout bounds the wait for a deleted object's finalizers.
-const deleteTimeout = 10 * time.Minute
 
 // kinds are Dovetail's CRDs, read once: the provider's schema is the cluster's schema.
 var kinds = sync.OnceValues(func() (map[string]*crdschema.Kind, error) {
@@ -71,12 +69,13 @@ type customResource struct {
 }
 
 type customResourceModel struct {
-	ID          types.String `tfsdk:"id"`
-	Name        types.String `tfsdk:"name"`
-	Labels      types.Map    `tfsdk:"labels"`
-	Annotations types.Map    `tfsdk:"annotations"`
-	Spec        types.Object `tfsdk:"spec"`
-	Status      types.Object `tfsdk:"status"`
+	ID          types.String   `tfsdk:"id"`
+	Name        types.String   `tfsdk:"name"`
+	Labels      types.Map      `tfsdk:"labels"`
+	Annotations types.Map      `tfsdk:"annotations"`
+	Spec        types.Object   `tfsdk:"spec"`
+	Status      types.Object   `tfsdk:"status"`
+	Timeouts    timeouts.Value `tfsdk:"timeouts"`
 }
 
 func (r *customResource) kind(diags *diag.Diagnostics) *crdschema.Kind {
@@ -92,7 +91,7 @@ func (r *customResource) Metadata(_ context.Context, req resource.MetadataReques
 	resp.TypeName = req.ProviderTypeName + r.typeSuffix
 }
 
-func (r *customResource) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+func (r *customResource) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	k := r.kind(&resp.Diagnostics)
 	if k == nil {
 		return
@@ -120,6 +119,9 @@ func (r *customResource) Schema(_ context.Context, _ resource.SchemaRequest, res
 				Description: "Annotations of the object itself. Only keys set here are managed."},
 			"spec":   spec,
 			"status": status,
+		},
+		Blocks: map[string]schema.Block{
+			"timeouts": timeouts.Block(ctx, timeouts.Opts{Delete: true}),
 		},
 	}
 }
@@ -452,35 +454,40 @@ func (r *customResource) Delete(ctx context.Context, req resource.DeleteRequest,
 	// A NodePool's nodes and an EC2NodeClass's launch templates go before the object
 	// does (finalizers); returning earlier would let Terraform delete the IAM role or
 	// the controller they still need.
+	ctx, cancel, timeout := withOperationTimeout(ctx, state.Timeouts, opDelete, defaultDeleteTimeout, &resp.Diagnostics)
+	defer cancel()
 	var finalizers []string
-	err := wait.PollUntilContextTimeout(ctx, time.Second, deleteTimeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		live := &unstructured.Unstructured{}
 		live.SetGroupVersionKind(k.GVK)
 		err := cl.Get(ctx, client.ObjectKey{Name: u.GetName()}, live)
 		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 			return true, nil
 		}
-		finalizers = live.GetFinalizers()
+		if err == nil {
+			finalizers = live.GetFinalizers()
+		}
 		return false, nil
 	})
 	if err != nil {
 		sort.Strings(finalizers)
 		resp.Diagnostics.AddError(fmt.Sprintf("%s %s is still terminating", k.GVK.Kind, u.GetName()),
-			fmt.Sprintf("After %s it still has finalizers %v. Is the Dovetail controller running? It removes them once the nodes are gone.", deleteTimeout, finalizers))
+			fmt.Sprintf("It still has finalizers %v %s. Is the Dovetail controller running? It removes them once the nodes are gone.", finalizers, timedOut(opDelete, timeout)))
 		return
 	}
 	if r.afterDelete != nil {
 		if err := r.afterDelete(ctx, cl, u.GetName()); err != nil {
-			resp.Diagnostics.AddError(fmt.Sprintf("The nodes of %s %s are still terminating", k.GVK.Kind, u.GetName()), err.Error())
+			resp.Diagnostics.AddError(fmt.Sprintf("The nodes of %s %s are still terminating", k.GVK.Kind, u.GetName()), err.Error()+" "+timedOut(opDelete, timeout)+".")
 		}
 	}
 }
 
 // nodeClaimsGone waits until no NodeClaim matches the labels: deleting a NodePool
 // deletes its NodeClaims, and their instances are terminated before they go.
-func nodeClaimsGone(ctx context.Context, cl client.Client, labels client.MatchingLabels, timeout time.Duration) error {
+// It waits until ctx's deadline.
+func nodeClaimsGone(ctx context.Context, cl client.Client, labels client.MatchingLabels) error {
 	var left []string
-	err := wait.PollUntilContextTimeout(ctx, time.Second, timeout, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		claims := &unstructured.UnstructuredList{}
 		claims.SetGroupVersionKind(nodeClaimListGVK)
 		if err := cl.List(ctx, claims, labels); err != nil {
@@ -493,7 +500,7 @@ func nodeClaimsGone(ctx context.Context, cl client.Client, labels client.Matchin
 		return len(left) == 0, nil
 	})
 	if err != nil {
-		return fmt.Errorf("after %s these NodeClaims remain: %v. Is the Dovetail controller running? It terminates their instances", timeout, left)
+		return fmt.Errorf("these NodeClaims remain: %v. Is the Dovetail controller running? It terminates their instances", left)
 	}
 	return nil
 }

@@ -108,17 +108,15 @@ func updateProfileTags(ctx context.Context, api *iam.Client, profile string, old
 }
 
 // readRoleSettings puts the role's user tags and boundary into the state's values,
-// keeping an unset tags attribute unset when the role has no user tags.
-func readRoleSettings(role *iamtypes.Role, tags *types.Map, boundary *types.String) {
+// keeping an unset tags attribute unset when the role has no tags but the defaults.
+func readRoleSettings(ctx context.Context, c *Clients, role *iamtypes.Role, tags, tagsAll *types.Map, boundary *types.String, diags *diag.Diagnostics) {
 	user := map[string]string{}
 	for _, t := range role.Tags {
 		if !internalRoleTags[aws.ToString(t.Key)] {
 			user[aws.ToString(t.Key)] = aws.ToString(t.Value)
 		}
 	}
-	if len(user) > 0 || !tags.IsNull() {
-		*tags, _ = types.MapValueFrom(context.Background(), types.StringType, user)
-	}
+	readTags(ctx, c, user, tags, tagsAll, diags)
 	if role.PermissionsBoundary != nil {
 		*boundary = types.StringValue(aws.ToString(role.PermissionsBoundary.PermissionsBoundaryArn))
 	} else if !boundary.IsNull() {

@@ -60,6 +60,7 @@ type interruptionQueueModel struct {
 	URL              types.String `tfsdk:"url"`
 	ARN              types.String `tfsdk:"arn"`
 	Tags             types.Map    `tfsdk:"tags"`
+	TagsAll          types.Map    `tfsdk:"tags_all"`
 	RuleNames        types.List   `tfsdk:"rule_names"`
 }
 
@@ -92,6 +93,7 @@ func (r *interruptionQueue) Schema(_ context.Context, _ resource.SchemaRequest, 
 			"arn": computedString("The queue ARN."),
 			"rule_names": schema.ListAttribute{Computed: true, ElementType: types.StringType, Description: "The EventBridge rules.",
 				PlanModifiers: nil},
+			"tags_all": tagsAllAttribute(),
 			"tags": schema.MapAttribute{Optional: true, ElementType: types.StringType, Description: "Tags on the queue and its EventBridge rules; changed in place.",
 				Validators: []validator.Map{mapvalidator.SizeAtMost(50), mapvalidator.KeysAre(stringvalidator.LengthBetween(1, 128)), mapvalidator.ValueStringsAre(stringvalidator.LengthAtMost(256))}},
 		},
@@ -100,6 +102,7 @@ func (r *interruptionQueue) Schema(_ context.Context, _ resource.SchemaRequest, 
 
 func (r *interruptionQueue) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	requireAWS(r.clients, "dovetail_interruption_queue", &resp.Diagnostics)
+	planTagsAll(ctx, r.clients, req, resp)
 	if req.State.Raw.IsNull() || req.Plan.Raw.IsNull() {
 		return
 	}
@@ -177,7 +180,7 @@ func (r *interruptionQueue) apply(ctx context.Context, m *interruptionQueueModel
 	arn := attrs.Attributes[string(sqstypes.QueueAttributeNameQueueArn)]
 	m.ARN = types.StringValue(arn)
 	var diags diag.Diagnostics
-	tags := roleTags(ctx, m.Tags, &diags)
+	tags := roleTags(ctx, m.TagsAll, &diags)
 	if diags.HasError() {
 		return fmt.Errorf("reading tags, %v", diags)
 	}
@@ -294,9 +297,7 @@ func (r *interruptionQueue) Read(ctx context.Context, req resource.ReadRequest, 
 		resp.Diagnostics.AddError("Cannot read the interruption queue's tags", err.Error())
 		return
 	}
-	if len(listed.Tags) > 0 || !state.Tags.IsNull() {
-		state.Tags, _ = types.MapValueFrom(ctx, types.StringType, listed.Tags)
-	}
+	readTags(ctx, r.clients, listed.Tags, &state.Tags, &state.TagsAll, &resp.Diagnostics)
 	// A rule that is gone, disabled or no longer sends to the queue is left out of
 	// rule_names: the plan then puts it back in place, and the queue is kept.
 	var names []string

@@ -21,7 +21,7 @@ func NewNodePoolResource() resource.Resource {
 			"The spec mirrors the YAML field by field in snake_case; defaults, validation and status come from the CRD, so plans are checked before the CRD is installed. Applied with server-side apply.",
 		extraChecks: nodePoolChecks,
 		afterDelete: func(ctx context.Context, cl client.Client, name string) error {
-			return nodeClaimsGone(ctx, cl, client.MatchingLabels{"karpenter.sh/nodepool": name}, deleteTimeout)
+			return nodeClaimsGone(ctx, cl, client.MatchingLabels{"karpenter.sh/nodepool": name})
 		},
 	}
 }

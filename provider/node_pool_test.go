@@ -346,3 +346,63 @@ func TestAccNodePoolRefusesToTakeOver(t *testing.T) {
 		t.Errorf("their pool was rewritten: limits %v, node class %s", got.Spec.Limits, got.Spec.Template.Spec.NodeClassRef.Name)
 	}
 }
+
+// Destroy waits for the pool's finalizers (its nodes go first) within the timeouts
+// block's delete, and when that runs out it fails naming them and how to wait longer.
+func TestAccNodePoolDestroyWaitsWithinItsTimeout(t *testing.T) {
+	acceptance(t)
+	ctx := context.Background()
+	api := testenv.StartAPIServer(t)
+	kube := api.Client
+	config := kubeProvider(api.Kubeconfig) + nodeClassConfig("", "") + `
+resource "dovetail_node_pool" "general" {
+  name = "general"
+  spec = {
+    template = {
+      spec = {
+        node_class_ref = { group = "karpenter.k8s.aws", kind = "EC2NodeClass", name = dovetail_ec2_node_class.default.name }
+        requirements   = [{ key = "karpenter.sh/capacity-type", operator = "In", values = ["on-demand"] }]
+      }
+    }
+  }
+  timeouts {
+    delete = "2s"
+  }
+}
+`
+	// No controller runs here: the finalizer it would remove stays until the test does.
+	setFinalizers := func(finalizers ...string) {
+		np := &v1.NodePool{}
+		if err := kube.Get(ctx, client.ObjectKey{Name: "general"}, np); err != nil {
+			t.Fatal(err)
+		}
+		np.Finalizers = finalizers
+		if err := kube.Update(ctx, np); err != nil {
+			t.Fatal(err)
+		}
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		CheckDestroy: func(*terraform.State) error {
+			if err := kube.Get(ctx, client.ObjectKey{Name: "general"}, &v1.NodePool{}); !apierrors.IsNotFound(err) {
+				return fmt.Errorf("the pool is still in the cluster (%v)", err)
+			}
+			return nil
+		},
+		Steps: []resource.TestStep{
+			{Config: config},
+			{
+				PreConfig:   func() { setFinalizers(v1.TerminationFinalizer) },
+				Config:      config,
+				Destroy:     true,
+				ExpectError: regexp.MustCompile(`(?s)NodePool general is still terminating.*finalizers\s+\[karpenter.sh/termination\]\s+after\s+2s\s+\(timeouts\s+\{\s+delete\s+=\s+"4s"\s+\}`),
+			},
+			{
+				// Once the finalizer goes, so does the pool: the next apply makes it again.
+				PreConfig:        func() { setFinalizers() },
+				Config:           config,
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("dovetail_node_pool.general", plancheck.ResourceActionCreate)}},
+			},
+		},
+	})
+}

@@ -50,6 +50,7 @@ type nodeRoleModel struct {
 	PolicyARNs            types.Set    `tfsdk:"policy_arns"`
 	PermissionsBoundary   types.String `tfsdk:"permissions_boundary"`
 	Tags                  types.Map    `tfsdk:"tags"`
+	TagsAll               types.Map    `tfsdk:"tags_all"`
 }
 
 // defaultPolicyARNs are NodeRolePolicies as ARNs in the aws partition.
@@ -86,12 +87,14 @@ func (r *nodeRole) Schema(_ context.Context, _ resource.SchemaRequest, resp *res
 			"instance_profile_name": schema.StringAttribute{Computed: true, Description: "The instance profile of the role, when one is made (an EC2NodeClass may name it in spec.instanceProfile).", PlanModifiers: keep},
 			"permissions_boundary":  roleBoundaryAttribute(),
 			"tags":                  roleTagsAttribute(),
+			"tags_all":              tagsAllAttribute(),
 		},
 	}
 }
 
-func (r *nodeRole) ModifyPlan(_ context.Context, _ resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+func (r *nodeRole) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	requireAWS(r.clients, "dovetail_node_role", &resp.Diagnostics)
+	planTagsAll(ctx, r.clients, req, resp)
 }
 
 func policyARN(partition, name string) string {
@@ -107,7 +110,7 @@ func (r *nodeRole) Create(ctx context.Context, req resource.CreateRequest, resp 
 	api := r.clients.AWS.IAM
 	in := iam.CreateRoleInput{RoleName: aws.String(plan.Name.ValueString()), Path: aws.String(plan.Path.ValueString()),
 		AssumeRolePolicyDocument: aws.String(ec2TrustPolicy), Description: aws.String("Dovetail node role"),
-		Tags: append(iamTags(roleTags(ctx, plan.Tags, &resp.Diagnostics)), iamtypes.Tag{Key: aws.String("dovetail.sh/managed-by"), Value: aws.String("terraform")})}
+		Tags: append(iamTags(roleTags(ctx, plan.TagsAll, &resp.Diagnostics)), iamtypes.Tag{Key: aws.String("dovetail.sh/managed-by"), Value: aws.String("terraform")})}
 	if b := plan.PermissionsBoundary.ValueString(); b != "" {
 		in.PermissionsBoundary = aws.String(b)
 	}
@@ -125,7 +128,7 @@ func (r *nodeRole) Create(ctx context.Context, req resource.CreateRequest, resp 
 		return
 	}
 	if plan.CreateInstanceProfile.ValueBool() {
-		if err := createInstanceProfile(ctx, api, plan.Name.ValueString(), plan.Path.ValueString(), roleTags(ctx, plan.Tags, &resp.Diagnostics)); err != nil {
+		if err := createInstanceProfile(ctx, api, plan.Name.ValueString(), plan.Path.ValueString(), roleTags(ctx, plan.TagsAll, &resp.Diagnostics)); err != nil {
 			resp.Diagnostics.AddError("Cannot create the instance profile", err.Error())
 			return
 		}
@@ -180,7 +183,7 @@ func (r *nodeRole) Read(ctx context.Context, req resource.ReadRequest, resp *res
 		return
 	}
 	state.ID, state.ARN, state.Path = state.Name, types.StringValue(aws.ToString(out.Role.Arn)), types.StringValue(aws.ToString(out.Role.Path))
-	readRoleSettings(out.Role, &state.Tags, &state.PermissionsBoundary)
+	readRoleSettings(ctx, r.clients, out.Role, &state.Tags, &state.TagsAll, &state.PermissionsBoundary, &resp.Diagnostics)
 	attached := sets.New[string]()
 	pages := iam.NewListAttachedRolePoliciesPaginator(api, &iam.ListAttachedRolePoliciesInput{RoleName: aws.String(state.Name.ValueString())})
 	for pages.HasMorePages() {
@@ -220,13 +223,13 @@ func (r *nodeRole) Update(ctx context.Context, req resource.UpdateRequest, resp 
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	if err := updateRoleSettings(ctx, r.clients.AWS.IAM, plan.Name.ValueString(), roleTags(ctx, state.Tags, &resp.Diagnostics), roleTags(ctx, plan.Tags, &resp.Diagnostics),
+	if err := updateRoleSettings(ctx, r.clients.AWS.IAM, plan.Name.ValueString(), roleTags(ctx, state.TagsAll, &resp.Diagnostics), roleTags(ctx, plan.TagsAll, &resp.Diagnostics),
 		state.PermissionsBoundary.ValueString(), plan.PermissionsBoundary.ValueString()); err != nil {
 		resp.Diagnostics.AddError("Cannot update the node role", err.Error())
 		return
 	}
 	if state.CreateInstanceProfile.ValueBool() {
-		if err := updateProfileTags(ctx, r.clients.AWS.IAM, plan.Name.ValueString(), roleTags(ctx, state.Tags, &resp.Diagnostics), roleTags(ctx, plan.Tags, &resp.Diagnostics)); err != nil {
+		if err := updateProfileTags(ctx, r.clients.AWS.IAM, plan.Name.ValueString(), roleTags(ctx, state.TagsAll, &resp.Diagnostics), roleTags(ctx, plan.TagsAll, &resp.Diagnostics)); err != nil {
 			resp.Diagnostics.AddError("Cannot update the node role's instance profile", err.Error())
 			return
 		}

@@ -47,12 +47,17 @@ type providerModel struct {
 
 // awsModel mirrors the hashicorp/aws provider's settings users already know.
 type awsModel struct {
-	Region                 types.String     `tfsdk:"region"`
-	Profile                types.String     `tfsdk:"profile"`
-	SharedConfigFiles      []types.String   `tfsdk:"shared_config_files"`
-	SharedCredentialsFiles []types.String   `tfsdk:"shared_credentials_files"`
-	Endpoints              types.Map        `tfsdk:"endpoints"`
-	AssumeRole             *assumeRoleModel `tfsdk:"assume_role"`
+	Region                 types.String      `tfsdk:"region"`
+	Profile                types.String      `tfsdk:"profile"`
+	SharedConfigFiles      []types.String    `tfsdk:"shared_config_files"`
+	SharedCredentialsFiles []types.String    `tfsdk:"shared_credentials_files"`
+	Endpoints              types.Map         `tfsdk:"endpoints"`
+	AssumeRole             *assumeRoleModel  `tfsdk:"assume_role"`
+	DefaultTags            *defaultTagsModel `tfsdk:"default_tags"`
+}
+
+type defaultTagsModel struct {
+	Tags types.Map `tfsdk:"tags"`
 }
 
 type assumeRoleModel struct {
@@ -74,6 +79,8 @@ type AWSClients struct {
 	SQS         *sqs.Client
 	EventBridge *eventbridge.Client
 	Region      string
+	// DefaultTags go on everything the resources tag, under each resource's tags.
+	DefaultTags map[string]string
 }
 
 func (p *dovetailProvider) Metadata(_ context.Context, _ provider.MetadataRequest, resp *provider.MetadataResponse) {
@@ -95,6 +102,12 @@ func (p *dovetailProvider) Schema(_ context.Context, _ provider.SchemaRequest, r
 					"endpoints":                schema.MapAttribute{Optional: true, ElementType: types.StringType, Description: "Endpoint URL per service (ec2, iam, sqs, events, sts...), for VPC endpoints or an emulator."},
 				},
 				Blocks: map[string]schema.Block{
+					"default_tags": schema.SingleNestedBlock{
+						Description: "Tags on every AWS resource this provider tags (roles, instance profiles, the queue and its rules, VPC endpoints and their security group), as hashicorp/aws's default_tags: a resource's own tags win on a shared key, and its tags_all shows the result. Instances the controller launches take their tags from EC2NodeClass spec.tags.",
+						Attributes: map[string]schema.Attribute{
+							"tags": schema.MapAttribute{Optional: true, ElementType: types.StringType, Description: "The tags, key to value."},
+						},
+					},
 					"assume_role": schema.SingleNestedBlock{
 						Description: "A role to assume with the configured credentials.",
 						Attributes: map[string]schema.Attribute{
@@ -188,6 +201,7 @@ func newAWSClients(ctx context.Context, m *awsModel, apiOptions []func(*middlewa
 		SQS:         sqs.NewFromConfig(cfg, func(o *sqs.Options) { endpoint("sqs", &o.BaseEndpoint) }),
 		EventBridge: eventbridge.NewFromConfig(cfg, func(o *eventbridge.Options) { endpoint("events", &o.BaseEndpoint) }),
 		Region:      region,
+		DefaultTags: defaultTagValues(m.DefaultTags),
 	}, nil
 }
 
@@ -206,4 +220,11 @@ func (p *dovetailProvider) Resources(context.Context) []func() resource.Resource
 
 func (p *dovetailProvider) DataSources(context.Context) []func() datasource.DataSource {
 	return []func() datasource.DataSource{NewControllerPolicyDataSource, NewInstanceTypesDataSource}
+}
+
+func defaultTagValues(m *defaultTagsModel) map[string]string {
+	if m == nil {
+		return nil
+	}
+	return mapStrings(m.Tags)
 }

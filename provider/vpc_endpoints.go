@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/hashicorp/terraform-plugin-framework-timeouts/resource/timeouts"
 	"github.com/hashicorp/terraform-plugin-framework-validators/mapvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
@@ -39,15 +40,17 @@ func NewVPCEndpointsResource() resource.Resource { return &vpcEndpoints{} }
 type vpcEndpoints struct{ withClients }
 
 type vpcEndpointsModel struct {
-	ID              types.String `tfsdk:"id"`
-	VPCID           types.String `tfsdk:"vpc_id"`
-	SubnetIDs       types.Set    `tfsdk:"subnet_ids"`
-	RouteTableIDs   types.Set    `tfsdk:"route_table_ids"`
-	Services        types.Set    `tfsdk:"services"`
-	SecurityGroupID types.String `tfsdk:"security_group_id"`
-	EndpointIDs     types.Map    `tfsdk:"endpoint_ids"`
-	DeleteTimeout   types.String `tfsdk:"delete_timeout"`
-	Tags            types.Map    `tfsdk:"tags"`
+	ID              types.String   `tfsdk:"id"`
+	VPCID           types.String   `tfsdk:"vpc_id"`
+	SubnetIDs       types.Set      `tfsdk:"subnet_ids"`
+	RouteTableIDs   types.Set      `tfsdk:"route_table_ids"`
+	Services        types.Set      `tfsdk:"services"`
+	SecurityGroupID types.String   `tfsdk:"security_group_id"`
+	EndpointIDs     types.Map      `tfsdk:"endpoint_ids"`
+	DeleteTimeout   types.String   `tfsdk:"delete_timeout"`
+	Tags            types.Map      `tfsdk:"tags"`
+	TagsAll         types.Map      `tfsdk:"tags_all"`
+	Timeouts        timeouts.Value `tfsdk:"timeouts"`
 }
 
 // defaultEndpointsDeleteTimeout bounds a destroy: interface endpoints take a few
@@ -58,7 +61,7 @@ func (r *vpcEndpoints) Metadata(_ context.Context, req resource.MetadataRequest,
 	resp.TypeName = req.ProviderTypeName + "_vpc_endpoints"
 }
 
-func (r *vpcEndpoints) Schema(_ context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
+func (r *vpcEndpoints) Schema(ctx context.Context, _ resource.SchemaRequest, resp *resource.SchemaResponse) {
 	var defaults []attr.Value
 	for _, s := range PrivateClusterServices {
 		defaults = append(defaults, types.StringValue(s))
@@ -66,7 +69,7 @@ func (r *vpcEndpoints) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 	keep := []planmodifier.String{stringplanmodifier.UseStateForUnknown()}
 	resp.Schema = schema.Schema{
 		Description: "VPC endpoints for a private cluster: interface endpoints with private DNS (sts, ssm, ec2, sqs, ecr.api, ecr.dkr, eks by default) behind a security group that admits HTTPS from the VPC, and the S3 gateway endpoint on the given route tables (image layers come from S3). " +
-			"Destroy deletes the endpoints, waits until EC2 reports them deleted, then deletes the security group, retrying while their network interfaces still hold it, all within delete_timeout.",
+			"Destroy deletes the endpoints, waits until EC2 reports them deleted, then deletes the security group, retrying while their network interfaces still hold it, all within the delete timeout.",
 		Attributes: map[string]schema.Attribute{
 			"id": schema.StringAttribute{Computed: true, Description: "The VPC's ID.", PlanModifiers: keep},
 			"vpc_id": schema.StringAttribute{Required: true, Description: "The cluster's VPC; a change replaces the endpoints.", PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
@@ -81,15 +84,19 @@ func (r *vpcEndpoints) Schema(_ context.Context, _ resource.SchemaRequest, resp 
 			"security_group_id": schema.StringAttribute{Computed: true, Description: "The security group the endpoints' interfaces are in (HTTPS from the VPC).", PlanModifiers: keep},
 			"endpoint_ids":      schema.MapAttribute{Computed: true, ElementType: types.StringType, Description: "Endpoint ID per service (s3 included when made)."},
 			"delete_timeout": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(defaultEndpointsDeleteTimeout), Validators: []validator.String{goDuration{}},
-				Description: "How long destroy waits for the endpoints to be deleted, and then for their security group to lose its last dependents, before it fails naming what is left."},
+				Description:        "How long destroy waits for the endpoints to be deleted, and then for their security group to lose its last dependents, before it fails naming what is left, when the timeouts block does not say.",
+				DeprecationMessage: "Use timeouts { delete = \"10m\" }, as in other providers; delete_timeout is only its default now."},
+			"tags_all": tagsAllAttribute(),
 			"tags": schema.MapAttribute{Optional: true, ElementType: types.StringType, Description: "Tags on the endpoints and their security group; changed in place.",
 				Validators: []validator.Map{mapvalidator.SizeAtMost(45), mapvalidator.KeysAre(stringvalidator.LengthBetween(1, 128)), mapvalidator.ValueStringsAre(stringvalidator.LengthAtMost(256))}},
 		},
+		Blocks: map[string]schema.Block{"timeouts": timeouts.Block(ctx, timeouts.Opts{Delete: true})},
 	}
 }
 
-func (r *vpcEndpoints) ModifyPlan(_ context.Context, _ resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
+func (r *vpcEndpoints) ModifyPlan(ctx context.Context, req resource.ModifyPlanRequest, resp *resource.ModifyPlanResponse) {
 	requireAWS(r.clients, "dovetail_vpc_endpoints", &resp.Diagnostics)
+	planTagsAll(ctx, r.clients, req, resp)
 }
 
 func (r *vpcEndpoints) serviceName(service string) string {
@@ -255,7 +262,7 @@ func (r *vpcEndpoints) Create(ctx context.Context, req resource.CreateRequest, r
 // tag gives the endpoints and their security group exactly the configured tags,
 // beside the ones this resource keeps for itself.
 func (r *vpcEndpoints) tag(ctx context.Context, m *vpcEndpointsModel, ids map[string]string, diags *diag.Diagnostics) error {
-	want := roleTags(ctx, m.Tags, diags)
+	want := roleTags(ctx, m.TagsAll, diags)
 	resources := []string{m.SecurityGroupID.ValueString()}
 	for _, svc := range sortedStringKeys(ids) {
 		resources = append(resources, ids[svc])
@@ -339,9 +346,7 @@ func (r *vpcEndpoints) Read(ctx context.Context, req resource.ReadRequest, resp 
 			resp.Diagnostics.AddError("Cannot read the endpoints' tags", err.Error())
 			return
 		}
-		if user := userEC2Tags(out.Tags); len(user) > 0 || !state.Tags.IsNull() {
-			state.Tags, _ = types.MapValueFrom(ctx, types.StringType, user)
-		}
+		readTags(ctx, r.clients, userEC2Tags(out.Tags), &state.Tags, &state.TagsAll, &resp.Diagnostics)
 	}
 	if state.DeleteTimeout.IsNull() {
 		state.DeleteTimeout = types.StringValue(defaultEndpointsDeleteTimeout)
@@ -421,18 +426,18 @@ func (r *vpcEndpoints) Update(ctx context.Context, req resource.UpdateRequest, r
 // Delete deletes the endpoints, waits until EC2 reports them deleted (their network
 // interfaces use the security group until then, and deleting it earlier answers
 // DependencyViolation), then deletes the group, retrying DependencyViolation while the
-// interfaces are released. All within delete_timeout.
+// interfaces are released. All within the delete timeout.
 func (r *vpcEndpoints) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
 	var state vpcEndpointsModel
 	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	timeout, err := time.ParseDuration(state.DeleteTimeout.ValueString())
-	if err != nil || timeout <= 0 {
-		timeout, _ = time.ParseDuration(defaultEndpointsDeleteTimeout)
+	def, err := time.ParseDuration(state.DeleteTimeout.ValueString())
+	if err != nil || def <= 0 {
+		def, _ = time.ParseDuration(defaultEndpointsDeleteTimeout)
 	}
-	deadline, cancel := context.WithTimeout(ctx, timeout)
+	deadline, cancel, timeout := withOperationTimeout(ctx, state.Timeouts, opDelete, def, &resp.Diagnostics)
 	defer cancel()
 	api := r.clients.AWS.EC2
 	ids := map[string]string{}
@@ -458,7 +463,7 @@ func (r *vpcEndpoints) Delete(ctx context.Context, req resource.DeleteRequest, r
 				kept = fmt.Sprintf("; their security group %s is kept until they are gone", sg)
 			}
 			resp.Diagnostics.AddError("The VPC endpoints are still being deleted",
-				fmt.Sprintf("After %s %s%s. Run destroy again once EC2 has deleted them, or raise delete_timeout.", timeout, err, kept))
+				fmt.Sprintf("After %s %s%s. Run destroy again once EC2 has deleted them, or raise timeouts { delete }.", timeout, err, kept))
 			return
 		}
 	}
@@ -466,7 +471,7 @@ func (r *vpcEndpoints) Delete(ctx context.Context, req resource.DeleteRequest, r
 		if err := deleteSecurityGroup(deadline, api, sg); err != nil {
 			resp.Diagnostics.AddError("Cannot delete the endpoints' security group",
 				fmt.Sprintf("After %s security group %s still cannot be deleted: %v. Network interfaces of the deleted endpoints can take minutes to be released; "+
-					"run destroy again, or raise delete_timeout. Anything else using the group (see the network interfaces with it in the EC2 console) must go first.", timeout, sg, err))
+					"run destroy again, or raise timeouts { delete }. Anything else using the group (see the network interfaces with it in the EC2 console) must go first.", timeout, sg, err))
 		}
 	}
 }

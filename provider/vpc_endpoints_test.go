@@ -131,7 +131,7 @@ resource "dovetail_vpc_endpoints" "this" {
 // Interface endpoints take minutes to delete, and their network interfaces hold the
 // security group until they are gone: destroy waits for EC2 to report them deleted
 // before it deletes the group, retries the group while it still has dependents, and
-// gives up after delete_timeout naming the endpoints still there.
+// gives up after the delete timeout naming the endpoints still there.
 func TestAccVPCEndpointsDestroyWaitsForEndpoints(t *testing.T) {
 	acceptance(t)
 	ctx := context.Background()
@@ -152,7 +152,9 @@ resource "dovetail_vpc_endpoints" "this" {
   vpc_id         = %q
   subnet_ids     = [%q]
   services       = ["ec2", "sts"]
-  delete_timeout = %q
+  timeouts {
+    delete = %q
+  }
 }
 `, vpcID, aws.ToString(subnet.Subnet.SubnetId), timeout)
 	}
@@ -182,7 +184,7 @@ resource "dovetail_vpc_endpoints" "this" {
 				PreConfig:   func() { slow.stuck.Store(true) },
 				Config:      config("3s"),
 				Destroy:     true,
-				ExpectError: regexp.MustCompile(`still\s+being\s+deleted(.|\n)*vpce-[0-9a-f]+\s+\((ec2|sts),\s+deleting\)(.|\n)*delete_timeout`),
+				ExpectError: regexp.MustCompile(`still\s+being\s+deleted(.|\n)*vpce-[0-9a-f]+\s+\((ec2|sts),\s+deleting\)(.|\n)*timeouts\s+\{\s+delete\s+\}`),
 			},
 			{
 				// Still in the state, group included: the next apply makes the endpoints
