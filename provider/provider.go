@@ -11,6 +11,7 @@ import (
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
 	"github.com/aws/aws-sdk-go-v2/service/eventbridge"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
@@ -75,6 +76,7 @@ type Clients struct {
 // AWSClients are the AWS API clients, each with its endpoint override.
 type AWSClients struct {
 	EC2         *ec2.Client
+	EKS         *eks.Client
 	IAM         *iam.Client
 	SQS         *sqs.Client
 	EventBridge *eventbridge.Client
@@ -99,7 +101,7 @@ func (p *dovetailProvider) Schema(_ context.Context, _ provider.SchemaRequest, r
 					"profile":                  schema.StringAttribute{Optional: true, Description: "Named profile from the shared files."},
 					"shared_config_files":      schema.ListAttribute{Optional: true, ElementType: types.StringType, Description: "Shared config files to read."},
 					"shared_credentials_files": schema.ListAttribute{Optional: true, ElementType: types.StringType, Description: "Shared credentials files to read."},
-					"endpoints":                schema.MapAttribute{Optional: true, ElementType: types.StringType, Description: "Endpoint URL per service (ec2, iam, sqs, events, sts...), for VPC endpoints or an emulator."},
+					"endpoints":                schema.MapAttribute{Optional: true, ElementType: types.StringType, Description: "Endpoint URL per service (ec2, eks, iam, sqs, events, sts...), for VPC endpoints or an emulator."},
 				},
 				Blocks: map[string]schema.Block{
 					"default_tags": schema.SingleNestedBlock{
@@ -197,6 +199,7 @@ func newAWSClients(ctx context.Context, m *awsModel, apiOptions []func(*middlewa
 	}
 	return &AWSClients{
 		EC2:         ec2.NewFromConfig(cfg, func(o *ec2.Options) { endpoint("ec2", &o.BaseEndpoint) }),
+		EKS:         eks.NewFromConfig(cfg, func(o *eks.Options) { endpoint("eks", &o.BaseEndpoint) }),
 		IAM:         iam.NewFromConfig(cfg, func(o *iam.Options) { endpoint("iam", &o.BaseEndpoint) }),
 		SQS:         sqs.NewFromConfig(cfg, func(o *sqs.Options) { endpoint("sqs", &o.BaseEndpoint) }),
 		EventBridge: eventbridge.NewFromConfig(cfg, func(o *eventbridge.Options) { endpoint("events", &o.BaseEndpoint) }),
@@ -215,6 +218,7 @@ func stringValues(in []types.String) []string {
 
 func (p *dovetailProvider) Resources(context.Context) []func() resource.Resource {
 	return []func() resource.Resource{NewDiscoveryTagsResource, NewInterruptionQueueResource, NewNodeRoleResource, NewControllerRoleResource, NewVPCEndpointsResource,
+		NewNodeAccessEntryResource, NewPodIdentityAssociationResource, NewSpotServiceLinkedRoleResource,
 		NewNodePoolResource, NewEC2NodeClassResource, NewControllerResource}
 }
 
