@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/hashicorp/terraform-plugin-framework-validators/listvalidator"
+	"github.com/hashicorp/terraform-plugin-framework-validators/setvalidator"
 	"github.com/hashicorp/terraform-plugin-framework-validators/stringvalidator"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -20,6 +21,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 )
 
 const controllerPolicyName = "DovetailController"
@@ -48,6 +50,7 @@ type controllerRoleModel struct {
 	PermissionsBoundary  types.String `tfsdk:"permissions_boundary"`
 	Tags                 types.Map    `tfsdk:"tags"`
 	TagsAll              types.Map    `tfsdk:"tags_all"`
+	PolicyARNs           types.Set    `tfsdk:"policy_arns"`
 }
 
 func (r *controllerRole) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -87,6 +90,9 @@ func (r *controllerRole) Schema(_ context.Context, _ resource.SchemaRequest, res
 			"permissions_boundary": roleBoundaryAttribute(),
 			"tags":                 roleTagsAttribute(),
 			"tags_all":             tagsAllAttribute(),
+			"policy_arns": schema.SetAttribute{Optional: true, ElementType: types.StringType,
+				Description: "Further managed policies attached to the role, beside the controller policy (terraform-aws-eks's iam_role_policies); changed in place. Attachments made outside Terraform show in the next plan.",
+				Validators:  []validator.Set{setvalidator.ValueStringsAre(stringvalidator.RegexMatches(regexp.MustCompile(`^arn:aws[a-z-]*:iam::(aws|[0-9]{12}):policy/.+`), "must be an IAM policy ARN"))}},
 		},
 	}
 }
@@ -194,6 +200,9 @@ func (r *controllerRole) Create(ctx context.Context, req resource.CreateRequest,
 		return
 	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
+	if err := attachRolePolicies(ctx, r.clients.AWS.IAM, plan.Name.ValueString(), setStrings(ctx, plan.PolicyARNs), nil); err != nil {
+		resp.Diagnostics.AddError("Cannot attach a managed policy to the controller role", err.Error())
+	}
 }
 
 func (r *controllerRole) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
@@ -215,6 +224,14 @@ func (r *controllerRole) Read(ctx context.Context, req resource.ReadRequest, res
 	state.ID, state.ARN, state.Path = state.Name, types.StringValue(aws.ToString(role.Role.Arn)), types.StringValue(aws.ToString(role.Role.Path))
 	readRoleSettings(ctx, r.clients, role.Role, &state.Tags, &state.TagsAll, &state.PermissionsBoundary, &resp.Diagnostics)
 	readTrust(aws.ToString(role.Role.AssumeRolePolicyDocument), &state)
+	attached, err := attachedRolePolicies(ctx, api, state.Name.ValueString())
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot read the controller role's managed policies", err.Error())
+		return
+	}
+	if len(attached) > 0 || !state.PolicyARNs.IsNull() {
+		state.PolicyARNs, _ = types.SetValueFrom(ctx, types.StringType, attached)
+	}
 	state.PolicyJSON = types.StringValue("")
 	got, err := api.GetRolePolicy(ctx, &iam.GetRolePolicyInput{RoleName: aws.String(state.Name.ValueString()), PolicyName: aws.String(controllerPolicyName)})
 	switch {
@@ -254,6 +271,11 @@ func (r *controllerRole) Update(ctx context.Context, req resource.UpdateRequest,
 		resp.Diagnostics.AddError("Cannot update the controller policy", err.Error())
 		return
 	}
+	want, have := sets.New(setStrings(ctx, plan.PolicyARNs)...), sets.New(setStrings(ctx, state.PolicyARNs)...)
+	if err := attachRolePolicies(ctx, r.clients.AWS.IAM, plan.Name.ValueString(), sets.List(want.Difference(have)), sets.List(have.Difference(want))); err != nil {
+		resp.Diagnostics.AddError("Cannot update the controller role's managed policies", err.Error())
+		return
+	}
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
 }
 
@@ -267,6 +289,10 @@ func (r *controllerRole) Delete(ctx context.Context, req resource.DeleteRequest,
 	name := aws.String(state.Name.ValueString())
 	if _, err := api.DeleteRolePolicy(ctx, &iam.DeleteRolePolicyInput{RoleName: name, PolicyName: aws.String(controllerPolicyName)}); err != nil && !isCode(err, "NoSuchEntity") {
 		resp.Diagnostics.AddError("Cannot remove the controller policy", err.Error())
+		return
+	}
+	if err := detachAllRolePolicies(ctx, api, state.Name.ValueString()); err != nil {
+		resp.Diagnostics.AddError("Cannot detach the controller role's managed policies", err.Error())
 		return
 	}
 	if _, err := api.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: name}); err != nil && !isCode(err, "NoSuchEntity") {

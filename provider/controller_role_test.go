@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/url"
+	"sort"
 	"strings"
 	"testing"
 
@@ -58,6 +59,23 @@ func TestAccControllerRole(t *testing.T) {
 			doc, _ := url.QueryUnescape(aws.ToString(out.Role.AssumeRolePolicyDocument))
 			if !strings.Contains(doc, want) {
 				return fmt.Errorf("trust policy lacks %s:\n%s", want, doc)
+			}
+			return nil
+		}
+	}
+	attached := func(want ...string) resource.TestCheckFunc {
+		return func(*terraform.State) error {
+			out, err := api.ListAttachedRolePolicies(ctx, &iam.ListAttachedRolePoliciesInput{RoleName: name})
+			if err != nil {
+				return err
+			}
+			var got []string
+			for _, p := range out.AttachedPolicies {
+				got = append(got, aws.ToString(p.PolicyName))
+			}
+			sort.Strings(got)
+			if strings.Join(got, ",") != strings.Join(want, ",") {
+				return fmt.Errorf("attached policies %v, want %v", got, want)
 			}
 			return nil
 		}
@@ -137,6 +155,39 @@ func TestAccControllerRole(t *testing.T) {
 			{
 				ResourceName: "dovetail_controller_role.this", ImportState: true, ImportStateKind: resource.ImportBlockWithID, ImportStateId: "DovetailController-demo",
 			},
+			{
+				// Further managed policies (terraform-aws-eks's iam_role_policies) are
+				// attached and detached in place, and imported.
+				Config: controllerRoleConfig(moto.Endpoint, queue, withPolicies("ReadOnlyAccess", "AmazonSQSReadOnlyAccess")),
+				Check:  resource.ComposeTestCheckFunc(attached("AmazonSQSReadOnlyAccess", "ReadOnlyAccess"), sameRole),
+			},
+			{
+				Config: controllerRoleConfig(moto.Endpoint, queue, withPolicies("AmazonSQSReadOnlyAccess")),
+				Check:  resource.ComposeTestCheckFunc(attached("AmazonSQSReadOnlyAccess"), sameRole),
+			},
+			{
+				ResourceName: "dovetail_controller_role.this", ImportState: true, ImportStateKind: resource.ImportBlockWithID, ImportStateId: "DovetailController-demo",
+			},
+			{
+				// One attached by hand is drift, detached by the next apply.
+				PreConfig: func() {
+					if _, err := api.AttachRolePolicy(ctx, &iam.AttachRolePolicyInput{RoleName: name, PolicyArn: aws.String("arn:aws:iam::aws:policy/ReadOnlyAccess")}); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config: controllerRoleConfig(moto.Endpoint, queue, withPolicies("AmazonSQSReadOnlyAccess")),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+					plancheck.ExpectResourceAction("dovetail_controller_role.this", plancheck.ResourceActionUpdate)}},
+				Check: attached("AmazonSQSReadOnlyAccess"),
+			},
 		},
 	})
+}
+
+func withPolicies(names ...string) string {
+	var arns []string
+	for _, n := range names {
+		arns = append(arns, fmt.Sprintf("%q", "arn:aws:iam::aws:policy/"+n))
+	}
+	return "policy_arns = [" + strings.Join(arns, ", ") + "]"
 }

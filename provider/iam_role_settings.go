@@ -123,3 +123,44 @@ func readRoleSettings(ctx context.Context, c *Clients, role *iamtypes.Role, tags
 		*boundary = types.StringNull()
 	}
 }
+
+// attachRolePolicies attaches the managed policies want and detaches drop.
+func attachRolePolicies(ctx context.Context, api *iam.Client, role string, want, drop []string) error {
+	for _, arn := range want {
+		if _, err := api.AttachRolePolicy(ctx, &iam.AttachRolePolicyInput{RoleName: aws.String(role), PolicyArn: aws.String(arn)}); err != nil {
+			return fmt.Errorf("attaching %s, %w", arn, err)
+		}
+	}
+	for _, arn := range drop {
+		if _, err := api.DetachRolePolicy(ctx, &iam.DetachRolePolicyInput{RoleName: aws.String(role), PolicyArn: aws.String(arn)}); err != nil && !isCode(err, "NoSuchEntity") {
+			return fmt.Errorf("detaching %s, %w", arn, err)
+		}
+	}
+	return nil
+}
+
+// attachedRolePolicies are the ARNs of the managed policies attached to the role, sorted.
+func attachedRolePolicies(ctx context.Context, api *iam.Client, role string) ([]string, error) {
+	var out []string
+	pages := iam.NewListAttachedRolePoliciesPaginator(api, &iam.ListAttachedRolePoliciesInput{RoleName: aws.String(role)})
+	for pages.HasMorePages() {
+		page, err := pages.NextPage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		for _, p := range page.AttachedPolicies {
+			out = append(out, aws.ToString(p.PolicyArn))
+		}
+	}
+	sort.Strings(out)
+	return out, nil
+}
+
+// detachAllRolePolicies detaches every managed policy, as IAM requires before DeleteRole.
+func detachAllRolePolicies(ctx context.Context, api *iam.Client, role string) error {
+	attached, err := attachedRolePolicies(ctx, api, role)
+	if err != nil {
+		return err
+	}
+	return attachRolePolicies(ctx, api, role, nil, attached)
+}

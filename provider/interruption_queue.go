@@ -2,7 +2,6 @@ package provider
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"regexp"
 	"sort"
@@ -62,6 +61,7 @@ type interruptionQueueModel struct {
 	Tags             types.Map    `tfsdk:"tags"`
 	TagsAll          types.Map    `tfsdk:"tags_all"`
 	RuleNames        types.List   `tfsdk:"rule_names"`
+	PolicyStatements types.List   `tfsdk:"policy_statements"`
 }
 
 func (r *interruptionQueue) Metadata(_ context.Context, req resource.MetadataRequest, resp *resource.MetadataResponse) {
@@ -93,7 +93,8 @@ func (r *interruptionQueue) Schema(_ context.Context, _ resource.SchemaRequest, 
 			"arn": computedString("The queue ARN."),
 			"rule_names": schema.ListAttribute{Computed: true, ElementType: types.StringType, Description: "The EventBridge rules.",
 				PlanModifiers: nil},
-			"tags_all": tagsAllAttribute(),
+			"tags_all":          tagsAllAttribute(),
+			"policy_statements": queuePolicyStatementsAttribute(),
 			"tags": schema.MapAttribute{Optional: true, ElementType: types.StringType, Description: "Tags on the queue and its EventBridge rules; changed in place.",
 				Validators: []validator.Map{mapvalidator.SizeAtMost(50), mapvalidator.KeysAre(stringvalidator.LengthBetween(1, 128)), mapvalidator.ValueStringsAre(stringvalidator.LengthAtMost(256))}},
 		},
@@ -119,22 +120,6 @@ func (r *interruptionQueue) ModifyPlan(ctx context.Context, req resource.ModifyP
 	}
 }
 
-// queuePolicy admits EventBridge and SQS, and refuses anything not over TLS.
-func queuePolicy(arn string) string {
-	policy := map[string]any{
-		"Version": "2012-10-17",
-		"Id":      "DovetailInterruptionQueue",
-		"Statement": []map[string]any{
-			{"Sid": "EventBridgeAndSQS", "Effect": "Allow", "Action": "sqs:SendMessage", "Resource": arn,
-				"Principal": map[string]any{"Service": []string{"events.amazonaws.com", "sqs.amazonaws.com"}}},
-			{"Sid": "DenyHTTP", "Effect": "Deny", "Action": "sqs:*", "Resource": arn, "Principal": "*",
-				"Condition": map[string]any{"Bool": map[string]string{"aws:SecureTransport": "false"}}},
-		},
-	}
-	b, _ := json.Marshal(policy)
-	return string(b)
-}
-
 func (r *interruptionQueue) attributes(m *interruptionQueueModel, arn string) map[string]string {
 	attrs := map[string]string{
 		string(sqstypes.QueueAttributeNameMessageRetentionPeriod): strconv.FormatInt(m.MessageRetention.ValueInt64(), 10),
@@ -147,7 +132,7 @@ func (r *interruptionQueue) attributes(m *interruptionQueueModel, arn string) ma
 		}
 	}
 	if arn != "" {
-		attrs[string(sqstypes.QueueAttributeNamePolicy)] = queuePolicy(arn)
+		attrs[string(sqstypes.QueueAttributeNamePolicy)] = queuePolicy(arn, listStrings(context.Background(), m.PolicyStatements))
 	}
 	return attrs
 }
@@ -298,6 +283,7 @@ func (r *interruptionQueue) Read(ctx context.Context, req resource.ReadRequest, 
 		return
 	}
 	readTags(ctx, r.clients, listed.Tags, &state.Tags, &state.TagsAll, &resp.Diagnostics)
+	state.PolicyStatements = readQueueStatements(ctx, a[string(sqstypes.QueueAttributeNamePolicy)], state.ARN.ValueString(), state.PolicyStatements, &resp.Diagnostics)
 	// A rule that is gone, disabled or no longer sends to the queue is left out of
 	// rule_names: the plan then puts it back in place, and the queue is kept.
 	var names []string

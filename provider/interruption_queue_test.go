@@ -2,6 +2,7 @@ package provider_test
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"regexp"
 	"strings"
@@ -416,5 +417,105 @@ resource "dovetail_interruption_queue" "this" {
 		ProtoV6ProviderFactories: factories,
 		Steps: []resource.TestStep{{Config: config(`kms_master_key_id = "alias/dovetail-interruption"`), PlanOnly: true,
 			ExpectError: regexp.MustCompile(`set sqs_managed_sse =\s+false\s+beside it`)}},
+	})
+}
+
+// Further queue policy statements (terraform-aws-eks's queue_policy_statements) follow
+// the queue's own, scoped to the queue unless they name a resource; they change in
+// place, import without a plan, and an edit outside Terraform is put back.
+func TestAccInterruptionQueuePolicyStatements(t *testing.T) {
+	acceptance(t)
+	ctx := context.Background()
+	moto := testenv.StartMoto(t)
+	clients := testenv.AWSClients(t, moto, "us-west-2")
+	config := func(statements string) string {
+		return awsProvider(moto.Endpoint, "sqs", "events") + fmt.Sprintf(`
+resource "dovetail_interruption_queue" "this" {
+  name              = "demo-interruption"
+  policy_statements = %s
+}
+`, statements)
+	}
+	const audit = `[jsonencode({ Sid = "AuditRead", Effect = "Allow", Principal = { AWS = "arn:aws:iam::123456789012:role/audit" }, Action = ["sqs:GetQueueAttributes"] })]`
+	policy := func() (map[string]map[string]any, error) {
+		url, err := clients.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("demo-interruption")})
+		if err != nil {
+			return nil, err
+		}
+		attrs, err := clients.SQS.GetQueueAttributes(ctx, &sqs.GetQueueAttributesInput{QueueUrl: url.QueueUrl, AttributeNames: []sqstypes.QueueAttributeName{sqstypes.QueueAttributeNamePolicy}})
+		if err != nil {
+			return nil, err
+		}
+		var doc struct{ Statement []map[string]any }
+		if err := json.Unmarshal([]byte(attrs.Attributes["Policy"]), &doc); err != nil {
+			return nil, err
+		}
+		out := map[string]map[string]any{}
+		for _, st := range doc.Statement {
+			out[fmt.Sprint(st["Sid"])] = st
+		}
+		return out, nil
+	}
+	sids := func(want ...string) resource.TestCheckFunc {
+		return func(*terraform.State) error {
+			got, err := policy()
+			if err != nil {
+				return err
+			}
+			if len(got) != len(want) {
+				return fmt.Errorf("policy statements %v, want %v", got, want)
+			}
+			for _, sid := range want {
+				if got[sid] == nil {
+					return fmt.Errorf("policy lacks %s: %v", sid, got)
+				}
+			}
+			if a := got["AuditRead"]; a != nil && !strings.HasSuffix(fmt.Sprint(a["Resource"]), ":demo-interruption") {
+				return fmt.Errorf("AuditRead is not scoped to the queue: %v", a)
+			}
+			return nil
+		}
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{Config: config("null"), Check: sids("EventBridgeAndSQS", "DenyHTTP")},
+			{Config: config(audit), Check: sids("EventBridgeAndSQS", "DenyHTTP", "AuditRead"),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("dovetail_interruption_queue.this", plancheck.ResourceActionUpdate)}}},
+			{ResourceName: "dovetail_interruption_queue.this", ImportState: true, ImportStateKind: resource.ImportBlockWithID, ImportStateId: "demo-interruption"},
+			{
+				// Someone replaces the policy by hand: the next apply puts it back.
+				PreConfig: func() {
+					url, err := clients.SQS.GetQueueUrl(ctx, &sqs.GetQueueUrlInput{QueueName: aws.String("demo-interruption")})
+					if err != nil {
+						t.Fatal(err)
+					}
+					p, err := policy()
+					if err != nil {
+						t.Fatal(err)
+					}
+					p["AuditRead"]["Action"] = "sqs:*"
+					doc, _ := json.Marshal(map[string]any{"Version": "2012-10-17", "Statement": []any{p["EventBridgeAndSQS"], p["DenyHTTP"], p["AuditRead"]}})
+					if _, err := clients.SQS.SetQueueAttributes(ctx, &sqs.SetQueueAttributesInput{QueueUrl: url.QueueUrl, Attributes: map[string]string{"Policy": string(doc)}}); err != nil {
+						t.Fatal(err)
+					}
+				},
+				Config:           config(audit),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("dovetail_interruption_queue.this", plancheck.ResourceActionUpdate)}},
+				Check: func(*terraform.State) error {
+					p, err := policy()
+					if err != nil {
+						return err
+					}
+					if fmt.Sprint(p["AuditRead"]["Action"]) != "[sqs:GetQueueAttributes]" {
+						return fmt.Errorf("AuditRead still allows %v", p["AuditRead"]["Action"])
+					}
+					return nil
+				},
+			},
+			{Config: config(`[jsonencode({ Sid = "DenyHTTP", Effect = "Allow" })]`), ExpectError: regexp.MustCompile(`Sid\s+"DenyHTTP"\s+is\s+the\s+queue's\s+own`)},
+			{Config: config(`["{\"Action\": \"sqs:*\"}"]`), ExpectError: regexp.MustCompile(`needs\s+an\s+Effect`)},
+			{Config: config("null"), Check: sids("EventBridgeAndSQS", "DenyHTTP")},
+		},
 	})
 }

@@ -123,7 +123,7 @@ func (r *nodeRole) Create(ctx context.Context, req resource.CreateRequest, resp 
 	plan.InstanceProfileName = types.StringValue("")
 	// The role exists from here on: record it, so a failure below is not a leak.
 	resp.Diagnostics.Append(resp.State.Set(ctx, &plan)...)
-	if err := r.attach(ctx, plan.Name.ValueString(), setStrings(ctx, plan.PolicyARNs), nil); err != nil {
+	if err := attachRolePolicies(ctx, r.clients.AWS.IAM, plan.Name.ValueString(), setStrings(ctx, plan.PolicyARNs), nil); err != nil {
 		resp.Diagnostics.AddError("Cannot attach a managed policy to the node role", err.Error())
 		return
 	}
@@ -143,21 +143,6 @@ func (r *nodeRole) Create(ctx context.Context, req resource.CreateRequest, resp 
 }
 
 // attach attaches want and detaches drop.
-func (r *nodeRole) attach(ctx context.Context, role string, want, drop []string) error {
-	api := r.clients.AWS.IAM
-	for _, arn := range want {
-		if _, err := api.AttachRolePolicy(ctx, &iam.AttachRolePolicyInput{RoleName: aws.String(role), PolicyArn: aws.String(arn)}); err != nil {
-			return fmt.Errorf("attaching %s, %w", arn, err)
-		}
-	}
-	for _, arn := range drop {
-		if _, err := api.DetachRolePolicy(ctx, &iam.DetachRolePolicyInput{RoleName: aws.String(role), PolicyArn: aws.String(arn)}); err != nil && !isCode(err, "NoSuchEntity") {
-			return fmt.Errorf("detaching %s, %w", arn, err)
-		}
-	}
-	return nil
-}
-
 func setStrings(ctx context.Context, s types.Set) []string {
 	var out []string
 	s.ElementsAs(ctx, &out, false)
@@ -184,19 +169,12 @@ func (r *nodeRole) Read(ctx context.Context, req resource.ReadRequest, resp *res
 	}
 	state.ID, state.ARN, state.Path = state.Name, types.StringValue(aws.ToString(out.Role.Arn)), types.StringValue(aws.ToString(out.Role.Path))
 	readRoleSettings(ctx, r.clients, out.Role, &state.Tags, &state.TagsAll, &state.PermissionsBoundary, &resp.Diagnostics)
-	attached := sets.New[string]()
-	pages := iam.NewListAttachedRolePoliciesPaginator(api, &iam.ListAttachedRolePoliciesInput{RoleName: aws.String(state.Name.ValueString())})
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
-		if err != nil {
-			resp.Diagnostics.AddError("Cannot read the node role's policies", err.Error())
-			return
-		}
-		for _, p := range page.AttachedPolicies {
-			attached.Insert(aws.ToString(p.PolicyArn))
-		}
+	attached, err := attachedRolePolicies(ctx, api, state.Name.ValueString())
+	if err != nil {
+		resp.Diagnostics.AddError("Cannot read the node role's policies", err.Error())
+		return
 	}
-	state.PolicyARNs, _ = types.SetValueFrom(ctx, types.StringType, sets.List(attached))
+	state.PolicyARNs, _ = types.SetValueFrom(ctx, types.StringType, attached)
 	profiles, err := api.ListInstanceProfilesForRole(ctx, &iam.ListInstanceProfilesForRoleInput{RoleName: aws.String(state.Name.ValueString())})
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot read the node role's instance profiles", err.Error())
@@ -235,7 +213,7 @@ func (r *nodeRole) Update(ctx context.Context, req resource.UpdateRequest, resp 
 		}
 	}
 	want, have := sets.New(setStrings(ctx, plan.PolicyARNs)...), sets.New(setStrings(ctx, state.PolicyARNs)...)
-	if err := r.attach(ctx, plan.Name.ValueString(), sets.List(want.Difference(have)), sets.List(have.Difference(want))); err != nil {
+	if err := attachRolePolicies(ctx, r.clients.AWS.IAM, plan.Name.ValueString(), sets.List(want.Difference(have)), sets.List(have.Difference(want))); err != nil {
 		resp.Diagnostics.AddError("Cannot update the node role's policies", err.Error())
 		return
 	}
@@ -270,16 +248,9 @@ func (r *nodeRole) Delete(ctx context.Context, req resource.DeleteRequest, resp 
 			}
 		}
 	}
-	attached, err := api.ListAttachedRolePolicies(ctx, &iam.ListAttachedRolePoliciesInput{RoleName: name})
-	if err != nil {
-		resp.Diagnostics.AddError("Cannot list the node role's policies", err.Error())
+	if err := detachAllRolePolicies(ctx, api, state.Name.ValueString()); err != nil {
+		resp.Diagnostics.AddError("Cannot detach the node role's policies", err.Error())
 		return
-	}
-	for _, p := range attached.AttachedPolicies {
-		if _, err := api.DetachRolePolicy(ctx, &iam.DetachRolePolicyInput{RoleName: name, PolicyArn: p.PolicyArn}); err != nil {
-			resp.Diagnostics.AddError("Cannot detach a policy from the node role", err.Error())
-			return
-		}
 	}
 	if _, err := api.DeleteRole(ctx, &iam.DeleteRoleInput{RoleName: name}); err != nil && !isCode(err, "NoSuchEntity") {
 		resp.Diagnostics.AddError("Cannot delete the node role", err.Error())
