@@ -41,6 +41,15 @@ module "dovetail" {
   node_iam_role_attach_cni_policy = false
   queue_kms_master_key_id         = var.queue_kms_master_key_id
   ami_id_ssm_parameter_arns       = var.ami_id_ssm_parameter_arns
+  # A managed policy beside the controller's own, and an auditor that may read the
+  # queue's settings.
+  iam_role_policies = var.controller_additional_policies
+  queue_policy_statements = var.audit_role_arn == null ? null : {
+    AuditRead = {
+      actions    = ["sqs:GetQueueAttributes"]
+      principals = [{ type = "AWS", identifiers = [var.audit_role_arn] }]
+    }
+  }
 }
 
 output "render_command" {

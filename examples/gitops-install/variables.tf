@@ -41,3 +41,15 @@ variable "ami_id_ssm_parameter_arns" {
   type        = list(string)
   default     = []
 }
+
+variable "controller_additional_policies" {
+  description = "Further managed policies for the controller role, by any key."
+  type        = map(string)
+  default     = {}
+}
+
+variable "audit_role_arn" {
+  description = "A role allowed to read the interruption queue's settings; null for none."
+  type        = string
+  default     = null
+}

@@ -4,9 +4,25 @@ locals {
   # when node_iam_role_additional_policies adds to them.
   # The VPC CNI's policy is attached to the node role unless the CNI has a role of
   # its own (IRSA or Pod Identity for aws-node), as in terraform-aws-eks.
-  node_role_default_policies = [for p in concat(["AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryReadOnly", "AmazonSSMManagedInstanceCore"], var.node_iam_role_attach_cni_policy ? ["AmazonEKS_CNI_Policy"] : []) : "arn:aws:iam::aws:policy/${p}"]
-  node_role_tags             = merge(var.tags, var.node_iam_role_tags)
-  controller_role_tags       = merge(var.tags, var.iam_role_tags)
+  # With IPv6 the CNI's policy is the customer-managed one terraform-aws-eks makes.
+  cni_policy = var.cluster_ip_family == "ipv6" ? "arn:aws:iam::${coalesce(var.account_id, "000000000000")}:policy/AmazonEKS_CNI_IPv6_Policy" : "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy"
+  node_role_default_policies = concat([for p in ["AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryReadOnly", "AmazonSSMManagedInstanceCore"] : "arn:aws:iam::aws:policy/${p}"],
+  var.node_iam_role_attach_cni_policy ? [local.cni_policy] : [])
+  node_role_arn = var.create_node_role ? dovetail_node_role.this[0].arn : "arn:aws:iam::${coalesce(var.account_id, "000000000000")}:role${coalesce(var.node_iam_role_path, "/")}${local.node_role_name}"
+  # queue_policy_statements in the queue policy's JSON, keys as IAM spells them.
+  queue_policy_statements = var.queue_policy_statements == null ? null : [for key, st in var.queue_policy_statements : jsonencode({ for k, v in {
+    Sid          = coalesce(st.sid, key)
+    Effect       = coalesce(st.effect, "Allow")
+    Action       = st.actions
+    NotAction    = st.not_actions
+    Resource     = st.resources
+    NotResource  = st.not_resources
+    Principal    = st.principals == null ? null : { for type, ids in { for p in st.principals : p.type => p.identifiers... } : type => flatten(ids) }
+    NotPrincipal = st.not_principals == null ? null : { for type, ids in { for p in st.not_principals : p.type => p.identifiers... } : type => flatten(ids) }
+    Condition    = st.condition == null ? null : { for test, cs in { for c in st.condition : c.test => c... } : test => { for c in cs : c.variable => c.values } }
+  } : k => v if v != null })]
+  node_role_tags       = merge(var.tags, var.node_iam_role_tags)
+  controller_role_tags = merge(var.tags, var.iam_role_tags)
   # The service account the controller runs as: IRSA trusts it, Pod Identity associates it.
   service_account = "dovetail"
   discovery       = { "karpenter.sh/discovery" = var.cluster_name }
@@ -21,8 +37,15 @@ resource "dovetail_node_role" "this" {
   create_instance_profile = true
   path                    = var.node_iam_role_path
   permissions_boundary    = var.node_iam_role_permissions_boundary
-  policy_arns             = length(var.node_iam_role_additional_policies) > 0 || !var.node_iam_role_attach_cni_policy ? distinct(concat(local.node_role_default_policies, values(var.node_iam_role_additional_policies))) : null
+  policy_arns             = length(var.node_iam_role_additional_policies) > 0 || !var.node_iam_role_attach_cni_policy || var.cluster_ip_family == "ipv6" ? distinct(concat(local.node_role_default_policies, values(var.node_iam_role_additional_policies))) : null
   tags                    = length(local.node_role_tags) > 0 ? local.node_role_tags : null
+
+  lifecycle {
+    precondition {
+      condition     = var.cluster_ip_family == "ipv4" || !var.node_iam_role_attach_cni_policy || var.account_id != null
+      error_message = "cluster_ip_family = \"ipv6\" needs account_id: the node role gets the account's AmazonEKS_CNI_IPv6_Policy."
+    }
+  }
 }
 
 resource "dovetail_interruption_queue" "this" {
@@ -32,6 +55,7 @@ resource "dovetail_interruption_queue" "this" {
   sqs_managed_sse                   = var.queue_kms_master_key_id == null ? var.queue_managed_sse_enabled : false
   kms_master_key_id                 = var.queue_kms_master_key_id
   kms_data_key_reuse_period_seconds = var.queue_kms_master_key_id == null ? null : var.queue_kms_data_key_reuse_period_seconds
+  policy_statements                 = local.queue_policy_statements
 }
 
 resource "dovetail_controller_role" "this" {
@@ -40,7 +64,7 @@ resource "dovetail_controller_role" "this" {
   cluster_name           = var.cluster_name
   region                 = var.region
   account_id             = var.account_id
-  node_role_arn          = var.create_node_role ? dovetail_node_role.this[0].arn : "arn:aws:iam::${coalesce(var.account_id, "000000000000")}:role/${local.node_role_name}"
+  node_role_arn          = local.node_role_arn
   interruption_queue_arn = var.create_interruption_queue ? dovetail_interruption_queue.this[0].arn : null
   # SQS decrypts the queue's messages with the controller's permissions.
   interruption_queue_kms_key = var.create_interruption_queue ? var.queue_kms_master_key_id : null
@@ -51,6 +75,7 @@ resource "dovetail_controller_role" "this" {
   path                       = var.iam_role_path
   permissions_boundary       = var.iam_role_permissions_boundary_arn
   tags                       = length(local.controller_role_tags) > 0 ? local.controller_role_tags : null
+  policy_arns                = length(var.iam_role_policies) > 0 ? values(var.iam_role_policies) : null
 
   lifecycle {
     precondition {
@@ -58,6 +83,34 @@ resource "dovetail_controller_role" "this" {
       error_message = "With create_node_role = false, set account_id: the controller's iam:PassRole is scoped to the existing node role's ARN."
     }
   }
+}
+
+resource "dovetail_node_access_entry" "this" {
+  count         = var.create_access_entry ? 1 : 0
+  cluster_name  = var.cluster_name
+  principal_arn = local.node_role_arn
+  type          = var.access_entry_type
+  tags          = length(var.tags) > 0 ? var.tags : null
+
+  lifecycle {
+    precondition {
+      condition     = var.create_node_role || var.account_id != null
+      error_message = "With create_node_role = false, set account_id: the access entry names the existing node role's ARN."
+    }
+  }
+}
+
+resource "dovetail_pod_identity_association" "this" {
+  count           = var.create_pod_identity_association && var.oidc_provider_arn == null && (var.create_controller_role || var.controller_role_arn != null) ? 1 : 0
+  cluster_name    = var.cluster_name
+  namespace       = var.controller.namespace
+  service_account = local.service_account
+  role_arn        = var.create_controller_role ? dovetail_controller_role.this[0].arn : var.controller_role_arn
+  tags            = length(var.tags) > 0 ? var.tags : null
+}
+
+resource "dovetail_spot_service_linked_role" "this" {
+  count = var.create_spot_service_linked_role ? 1 : 0
 }
 
 resource "dovetail_discovery_tags" "this" {

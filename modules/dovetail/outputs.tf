@@ -14,7 +14,7 @@ output "instance_profile_name" {
 }
 
 output "controller_role_arn" {
-  description = "The controller's IAM role. With Pod Identity (no oidc_provider_arn), associate it with controller_namespace/controller_service_account."
+  description = "The controller's IAM role (IRSA annotates the ServiceAccount with it; with Pod Identity, create_pod_identity_association associates it)."
   value       = var.create_controller_role ? dovetail_controller_role.this[0].arn : var.controller_role_arn
 }
 
@@ -51,4 +51,14 @@ output "node_class_name" {
 output "node_pool_name" {
   description = "The default NodePool, when created."
   value       = var.create_default_node_pool ? dovetail_node_pool.default[0].name : null
+}
+
+output "node_access_entry_arn" {
+  description = "ARN of the node role's EKS access entry, when the module made it."
+  value       = var.create_access_entry ? dovetail_node_access_entry.this[0].access_entry_arn : null
+}
+
+output "pod_identity_association_id" {
+  description = "ID of the controller's Pod Identity association, when the module made it."
+  value       = length(dovetail_pod_identity_association.this) > 0 ? dovetail_pod_identity_association.this[0].id : null
 }

@@ -27,7 +27,7 @@ variable "cluster_endpoint" {
 }
 
 variable "oidc_provider_arn" {
-  description = "The cluster's IAM OIDC provider. Set it for IAM Roles for Service Accounts; leave null for EKS Pod Identity, then associate the output controller_role_arn with the service account named by the outputs (aws_eks_pod_identity_association)."
+  description = "The cluster's IAM OIDC provider. Set it for IAM Roles for Service Accounts; leave null for EKS Pod Identity, which create_pod_identity_association sets up."
   type        = string
   default     = null
   validation {
@@ -317,4 +317,76 @@ variable "ami_id_ssm_parameter_arns" {
     condition     = alltrue([for arn in var.ami_id_ssm_parameter_arns : can(regex("^arn:aws[a-z-]*:ssm:[a-z0-9-*]*:[0-9*]*:parameter/.+$", arn))])
     error_message = "ami_id_ssm_parameter_arns must hold SSM parameter ARNs, e.g. arn:aws:ssm:us-west-2:123456789012:parameter/golden-ami/*."
   }
+}
+
+variable "create_access_entry" {
+  description = "Create the EKS access entry that lets instances with the node role join the cluster (as in terraform-aws-eks//modules/karpenter). Needs the cluster's authentication mode API or API_AND_CONFIG_MAP; set false when the role is mapped in aws-auth instead."
+  type        = bool
+  default     = true
+}
+
+variable "access_entry_type" {
+  description = "Type of the node role's access entry: EC2_LINUX, or EC2_WINDOWS for Windows nodes."
+  type        = string
+  default     = "EC2_LINUX"
+
+  validation {
+    condition     = contains(["EC2_LINUX", "EC2_WINDOWS"], var.access_entry_type)
+    error_message = "access_entry_type must be EC2_LINUX or EC2_WINDOWS."
+  }
+}
+
+variable "create_pod_identity_association" {
+  description = "With Pod Identity (oidc_provider_arn null), create the association that gives the controller's ServiceAccount its role (as in terraform-aws-eks//modules/karpenter). The cluster needs the eks-pod-identity-agent add-on."
+  type        = bool
+  default     = true
+}
+
+variable "create_spot_service_linked_role" {
+  description = "Make sure the account has EC2's spot service-linked role (AWSServiceRoleForEC2Spot): an account that never ran spot has none, every spot launch fails until it exists, and the controller may not create it. The role is left in the account on destroy."
+  type        = bool
+  default     = true
+}
+
+variable "cluster_ip_family" {
+  description = "The cluster's IP family. With ipv6 the node role gets the customer-managed AmazonEKS_CNI_IPv6_Policy (which must exist in the account, as terraform-aws-eks's create_cni_ipv6_iam_policy makes it) instead of AmazonEKS_CNI_Policy; needs account_id."
+  type        = string
+  default     = "ipv4"
+
+  validation {
+    condition     = contains(["ipv4", "ipv6"], var.cluster_ip_family)
+    error_message = "cluster_ip_family must be ipv4 or ipv6."
+  }
+}
+
+variable "iam_role_policies" {
+  description = "Further managed policy ARNs attached to the controller role, by any key (as in terraform-aws-eks//modules/karpenter)."
+  type        = map(string)
+  default     = {}
+}
+
+variable "queue_policy_statements" {
+  description = "Further statements of the interruption queue's policy, by Sid (the key, unless sid is set), in terraform-aws-eks//modules/karpenter's shape. A statement without resources applies to the queue; effect defaults to Allow."
+  type = map(object({
+    sid           = optional(string)
+    actions       = optional(list(string))
+    not_actions   = optional(list(string))
+    effect        = optional(string)
+    resources     = optional(list(string))
+    not_resources = optional(list(string))
+    principals = optional(list(object({
+      type        = string
+      identifiers = list(string)
+    })))
+    not_principals = optional(list(object({
+      type        = string
+      identifiers = list(string)
+    })))
+    condition = optional(list(object({
+      test     = string
+      values   = list(string)
+      variable = string
+    })))
+  }))
+  default = null
 }

@@ -6,6 +6,8 @@ package terraform_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
+	"maps"
 	"net/url"
 	"os"
 	"os/exec"
@@ -18,6 +20,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"github.com/aws/aws-sdk-go-v2/service/eks"
+	ekstypes "github.com/aws/aws-sdk-go-v2/service/eks/types"
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
@@ -88,6 +92,17 @@ func TestExamples(t *testing.T) {
 	moto := testenv.StartMoto(t)
 	clients := testenv.AWSClients(t, moto, region)
 	seeded := testenv.SeedAWS(t, ctx, clients, "seeded", "10.70", "us-west-2a", "us-west-2b")
+	// The module makes the node role's access entry and the controller's Pod Identity
+	// association: EKS APIs moto lacks, served in front of it, on the cluster EKS has.
+	eksAPI, err := localstack.StartEKSAccess(moto)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(eksAPI.Stop)
+	if _, err := clients.EKS.CreateCluster(ctx, &eks.CreateClusterInput{Name: aws.String(cluster), RoleArn: aws.String("arn:aws:iam::123456789012:role/eks"),
+		ResourcesVpcConfig: &ekstypes.VpcConfigRequest{SubnetIds: slices.Collect(maps.Values(seeded.Subnets))}}); err != nil {
+		t.Fatal(err)
+	}
 
 	work := t.TempDir()
 	providerDir := filepath.Join(work, "provider")
@@ -97,7 +112,7 @@ func TestExamples(t *testing.T) {
 	if err := localstack.CopyConfigurations(root, work); err != nil {
 		t.Fatal(err)
 	}
-	awsEnv := []string{"AWS_ENDPOINT_URL=" + moto.Endpoint, "AWS_ACCESS_KEY_ID=testing", "AWS_SECRET_ACCESS_KEY=testing",
+	awsEnv := []string{"AWS_ENDPOINT_URL=" + moto.Endpoint, "AWS_ENDPOINT_URL_EKS=" + eksAPI.URL, "AWS_ACCESS_KEY_ID=testing", "AWS_SECRET_ACCESS_KEY=testing",
 		"AWS_REGION=" + region, "AWS_CONFIG_FILE=" + os.DevNull, "AWS_SHARED_CREDENTIALS_FILE=" + os.DevNull}
 
 	var subnets []string
@@ -120,6 +135,8 @@ func TestExamples(t *testing.T) {
 				vars["tags"] = map[string]string{"cost-center": "platform"}
 				vars["queue_kms_master_key_id"] = "alias/dovetail-queue"
 				vars["ami_id_ssm_parameter_arns"] = []string{"arn:aws:ssm:us-west-2:123456789012:parameter/golden-ami/*"}
+				vars["controller_additional_policies"] = map[string]string{"sqs_read": "arn:aws:iam::aws:policy/AmazonSQSReadOnlyAccess"}
+				vars["audit_role_arn"] = "arn:aws:iam::123456789012:role/audit"
 				delete(vars, "kubeconfig_path")
 			case ex.vpcEndpoints:
 				vars["vpc_id"], vars["subnet_ids"], vars["route_table_ids"], vars["security_group_ids"] = seeded.VPC, subnets, []string{seeded.RouteTable}, []string{seeded.SecurityGroup}
@@ -147,6 +164,9 @@ func TestExamples(t *testing.T) {
 				t.Fatalf("a second plan right after apply should have no changes (err %v):\n%s", err, plan)
 			}
 			assertPresent(t, ctx, stack.Client, clients, seeded, ex, true)
+			if ex.bootstraps {
+				assertEKSAccess(t, eksAPI, ex, vars["oidc_provider_arn"] == nil, true)
+			}
 			if len(ex.placements) > 0 {
 				checkPlacements(t, ctx, stack.Client, filepath.Join(tf.Dir, "workload.yaml"), ex.placements)
 			}
@@ -160,10 +180,38 @@ func TestExamples(t *testing.T) {
 			must(t, tf.Destroy(ctx))
 			applied = false
 			assertPresent(t, ctx, stack.Client, clients, seeded, ex, false)
+			if ex.bootstraps {
+				assertEKSAccess(t, eksAPI, ex, false, false)
+			}
 			if left, err := tf.StateResources(ctx); err != nil || len(left) > 0 {
 				t.Errorf("state after destroy still holds %v (err %v)", left, err)
 			}
 		})
+	}
+}
+
+// assertEKSAccess checks the node role's access entry (modules/dovetail makes it by
+// default) and, with Pod Identity, the controller's association.
+func assertEKSAccess(t *testing.T, eksAPI *localstack.EKSAccess, ex example, podIdentity, applied bool) {
+	t.Helper()
+	entries, assoc := eksAPI.AccessEntries(cluster), eksAPI.PodIdentityAssociations(cluster)
+	if !applied {
+		if len(entries)+len(assoc) > 0 {
+			t.Errorf("after destroy EKS still has access entries %v and associations %v", entries, assoc)
+		}
+		return
+	}
+	var nodeRole string
+	for arn, kind := range entries {
+		if strings.HasSuffix(arn, "/DovetailNode-"+cluster) && kind == "EC2_LINUX" {
+			nodeRole = arn
+		}
+	}
+	if len(entries) != 1 || nodeRole == "" {
+		t.Errorf("%s: access entries %v, want the node role's, EC2_LINUX", ex.dir, entries)
+	}
+	if podIdentity != (len(assoc) == 1 && strings.HasSuffix(assoc["dovetail/dovetail"], "/DovetailController-"+cluster)) {
+		t.Errorf("%s: Pod Identity associations %v (Pod Identity %v)", ex.dir, assoc, podIdentity)
 	}
 }
 
@@ -333,6 +381,30 @@ func checkGitOpsInstall(t *testing.T, tf *localstack.Terraform, clients *dtaws.C
 	must(t, err)
 	if attrs.Attributes["KmsMasterKeyId"] != "alias/dovetail-queue" || attrs.Attributes["SqsManagedSseEnabled"] == "true" {
 		t.Errorf("queue encryption %v", attrs.Attributes)
+	}
+	// queue_policy_statements in the queue's policy, after its own, scoped to it.
+	var queuePolicy struct{ Statement []map[string]any }
+	must(t, json.Unmarshal([]byte(attrs.Attributes["Policy"]), &queuePolicy))
+	var sids []string
+	for _, st := range queuePolicy.Statement {
+		sids = append(sids, fmt.Sprint(st["Sid"]))
+		if st["Sid"] == "AuditRead" && (fmt.Sprint(st["Principal"]) != "map[AWS:[arn:aws:iam::123456789012:role/audit]]" || st["Resource"] != attrs.Attributes["QueueArn"]) {
+			t.Errorf("AuditRead statement %v", st)
+		}
+	}
+	if strings.Join(sids, ",") != "EventBridgeAndSQS,DenyHTTP,AuditRead" {
+		t.Errorf("queue policy statements %v", sids)
+	}
+	// iam_role_policies on the controller role.
+	controllerPolicies, err := clients.IAM.ListAttachedRolePolicies(ctx, &iam.ListAttachedRolePoliciesInput{RoleName: role.Role.RoleName})
+	must(t, err)
+	if len(controllerPolicies.AttachedPolicies) != 1 || aws.ToString(controllerPolicies.AttachedPolicies[0].PolicyName) != "AmazonSQSReadOnlyAccess" {
+		t.Errorf("controller role's managed policies %v", controllerPolicies.AttachedPolicies)
+	}
+	// The account can run spot: the module made EC2's service-linked role.
+	slr, err := clients.IAM.ListRoles(ctx, &iam.ListRolesInput{PathPrefix: aws.String("/aws-service-role/spot.amazonaws.com/")})
+	if err != nil || len(slr.Roles) != 1 {
+		t.Errorf("no spot service-linked role (%v)", err)
 	}
 	checkRenderCommand(t, tf)
 }

@@ -55,6 +55,12 @@ func TestModuleInputValidation(t *testing.T) {
   create_node_role = false
   account_id = "123456789012"
   node_class_uses_instance_profile = true`, `node_class_uses_instance_profile needs create_node_role = true`},
+		"access entry type": {bootstrap + `cluster_name = "demo"
+  access_entry_type = "STANDARD"`, `access_entry_type must be EC2_LINUX or EC2_WINDOWS`},
+		"ip family": {bootstrap + `cluster_name = "demo"
+  cluster_ip_family = "dual"`, `cluster_ip_family must be ipv4 or ipv6`},
+		"ipv6 without account": {bootstrap + `cluster_name = "demo"
+  cluster_ip_family = "ipv6"`, `cluster_ip_family = "ipv6" needs account_id`},
 		"role and instance profile": {pools + `node_classes = { a = { role = "r", instance_profile = "p" } }`, `exactly one of role and instance_profile`},
 		"taint effect": {pools + `node_pools = { a = { node_class = "a", taints = [{ key = "k", effect = "NoScheduleNow" }] } }`,
 			`effect must be NoSchedule, PreferNoSchedule or NoExecute`},

@@ -1,0 +1,1 @@
+terraform import dovetail_pod_identity_association.this demo,a-0123456789abcdef0

@@ -1,0 +1,1 @@
+terraform import dovetail_spot_service_linked_role.this AWSServiceRoleForEC2Spot

@@ -1,0 +1,1 @@
+resource "dovetail_spot_service_linked_role" "this" {}
