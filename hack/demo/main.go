@@ -134,6 +134,13 @@ func run(ctx context.Context, root, binDir string, replicas int32, keep bool) er
 		return err
 	}
 	defer moto.Stop()
+	// moto has no EKS access-entry or Pod Identity API, which the quickstart's module
+	// calls: they are served in front of it.
+	eksAPI, err := localstack.StartEKSAccess(moto)
+	if err != nil {
+		return err
+	}
+	defer eksAPI.Stop()
 	c := stack.Client
 	// The managed node group the controller itself would run on: two nodes no NodePool owns.
 	if err := localstack.AddSystemNodes(ctx, c, 2); err != nil {
@@ -173,7 +180,7 @@ func run(ctx context.Context, root, binDir string, replicas int32, keep bool) er
 	if err := localstack.CopyConfigurations(root, dir); err != nil {
 		return err
 	}
-	tf, err := localstack.NewTerraform(filepath.Join(dir, "examples", "quickstart"), binDir, "AWS_ENDPOINT_URL="+moto.Endpoint)
+	tf, err := localstack.NewTerraform(filepath.Join(dir, "examples", "quickstart"), binDir, "AWS_ENDPOINT_URL="+moto.Endpoint, "AWS_ENDPOINT_URL_EKS="+eksAPI.URL)
 	if err != nil {
 		return err
 	}
