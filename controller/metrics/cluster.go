@@ -20,26 +20,26 @@ import (
 	dv1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 )
 
-var nodeLabels = []string{"node_name", "nodepool", "resource_type", "instance_type", "capacity_type", "zone", "arch"}
+var nodeLabels = nodeMetricLabels("resource_type")
 
 var (
-	descAllocatable    = prometheus.NewDesc("karpenter_nodes_allocatable", "Node allocatable, by resource.", nodeLabels, nil)
-	descPodRequests    = prometheus.NewDesc("karpenter_nodes_total_pod_requests", "Requests of the pods (daemonsets excluded) bound to the node.", nodeLabels, nil)
-	descPodLimits      = prometheus.NewDesc("karpenter_nodes_total_pod_limits", "Limits of the pods (daemonsets excluded) bound to the node.", nodeLabels, nil)
-	descDaemonRequests = prometheus.NewDesc("karpenter_nodes_total_daemon_requests", "Requests of the daemonset pods bound to the node.", nodeLabels, nil)
-	descDaemonLimits   = prometheus.NewDesc("karpenter_nodes_total_daemon_limits", "Limits of the daemonset pods bound to the node.", nodeLabels, nil)
-	descOverhead       = prometheus.NewDesc("karpenter_nodes_system_overhead", "Capacity the node keeps for the system: capacity minus allocatable.", nodeLabels, nil)
-	descPodState       = prometheus.NewDesc("karpenter_pods_state", "Pods bound or pending, by phase and where they run.",
-		[]string{"name", "namespace", "owner", "node", "nodepool", "zone", "arch", "capacity_type", "instance_type", "phase"}, nil)
-	descNodeCount = prometheus.NewDesc("karpenter_cluster_state_node_count", "Nodes the controller knows of.", nil, nil)
-	descSynced    = prometheus.NewDesc("karpenter_cluster_state_synced", "1 when the controller's view of the cluster is read from a synced cache.", nil, nil)
-	descBuildInfo = prometheus.NewDesc("karpenter_build_info", "A metric with a constant 1 labelled by the controller's version, Go version and commit.",
-		[]string{"version", "goversion", "commit"}, nil)
+	descAllocatable    = prometheus.NewDesc("karpenter_nodes_allocatable", "Node allocatable are the resources allocatable by nodes.", nodeLabels, nil)
+	descPodRequests    = prometheus.NewDesc("karpenter_nodes_total_pod_requests", "Node total pod requests are the resources requested by non-DaemonSet pods bound to nodes.", nodeLabels, nil)
+	descPodLimits      = prometheus.NewDesc("karpenter_nodes_total_pod_limits", "Node total pod limits are the resources specified by non-DaemonSet pod limits.", nodeLabels, nil)
+	descDaemonRequests = prometheus.NewDesc("karpenter_nodes_total_daemon_requests", "Node total daemon requests are the resource requested by DaemonSet pods bound to nodes.", nodeLabels, nil)
+	descDaemonLimits   = prometheus.NewDesc("karpenter_nodes_total_daemon_limits", "Node total daemon limits are the resources specified by DaemonSet pod limits.", nodeLabels, nil)
+	descOverhead       = prometheus.NewDesc("karpenter_nodes_system_overhead", "Node system daemon overhead are the resources reserved for system overhead, the difference between the node's capacity and allocatable values are reported by the status.", nodeLabels, nil)
+	descPodState       = prometheus.NewDesc("karpenter_pods_state", "Pod state is the current state of pods. This metric can be used several ways as it is labeled by the pod name, namespace, owner, node, nodepool name, zone, architecture, capacity type, instance type and pod phase.",
+		[]string{"name", "namespace", "owner", "node", "scheduled", "nodepool", "zone", "arch", "capacity_type", "instance_type", "phase", "ready", "managed"}, nil)
+	descNodeCount = prometheus.NewDesc("karpenter_cluster_state_node_count", "Current count of nodes in cluster state", nil, nil)
+	descSynced    = prometheus.NewDesc("karpenter_cluster_state_synced", "Returns 1 if cluster state is synced and 0 otherwise. Synced checks that nodeclaims and nodes that are stored in the APIServer have the same representation as Karpenter's cluster state", nil, nil)
+	descBuildInfo = prometheus.NewDesc("karpenter_build_info", "A metric with a constant '1' value labeled by version from which karpenter was built.",
+		[]string{"version", "goversion", "goarch", "commit"}, nil)
 )
 
 var (
-	descLifetime    = prometheus.NewDesc("karpenter_nodes_current_lifetime_seconds", "Node age in seconds.", []string{"node_name", "nodepool", "instance_type", "capacity_type", "zone", "arch"}, nil)
-	descUtilization = prometheus.NewDesc("karpenter_cluster_utilization_percent", "Requests of the pods bound to nodes as a percentage of the nodes' allocatable, by resource.", []string{"resource_type"}, nil)
+	descLifetime    = prometheus.NewDesc("karpenter_nodes_current_lifetime_seconds", "Node age in seconds", nodeMetricLabels(), nil)
+	descUtilization = prometheus.NewDesc("karpenter_cluster_utilization_percent", "Utilization of allocatable resources by pod requests", []string{"resource_type"}, nil)
 )
 
 var descUnsyncedTime = prometheus.NewDesc("karpenter_cluster_state_unsynced_time_seconds", "How long the controller's view of the cluster has not been readable; 0 while it is.", nil, nil)
@@ -56,7 +56,8 @@ type ClusterCollector struct {
 	lastSynced time.Time
 	// running are the pods already counted in podStartup, so each is counted once.
 	running    map[types.UID]bool
-	podStartup prometheus.Histogram
+	podStartup prometheus.Summary
+	podTimes   *podTimes
 }
 
 func (c *ClusterCollector) init() {
@@ -66,11 +67,13 @@ func (c *ClusterCollector) init() {
 	if c.started.IsZero() {
 		c.started = c.Clock.Now()
 		c.running = map[types.UID]bool{}
-		c.podStartup = prometheus.NewHistogram(prometheus.HistogramOpts{
+		// A summary, as Karpenter's is: dashboards read its quantiles.
+		c.podStartup = prometheus.NewSummary(prometheus.SummaryOpts{
 			Namespace: "karpenter", Subsystem: "pods", Name: "startup_duration_seconds",
-			Help:    "Time from a pod's creation until it is running and ready, for pods that became ready while the controller ran.",
-			Buckets: prometheus.ExponentialBuckets(0.5, 2, 14),
+			Help:       "The time from pod creation until the pod is running, for pods that became ready while the controller ran.",
+			Objectives: summaryObjectives,
 		})
+		c.podTimes = newPodTimes()
 	}
 }
 
@@ -82,6 +85,7 @@ func (c *ClusterCollector) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	c.podStartup.Describe(ch)
+	c.podTimes.describe(ch)
 }
 
 // synced records whether the cache could be read, and reports how long it could not.
@@ -138,7 +142,7 @@ func (c *ClusterCollector) observeStartups(pods []corev1.Pod) {
 
 func (c *ClusterCollector) Collect(ch chan<- prometheus.Metric) {
 	version, commit := buildVersion()
-	ch <- prometheus.MustNewConstMetric(descBuildInfo, prometheus.GaugeValue, 1, version, runtime.Version(), commit)
+	ch <- prometheus.MustNewConstMetric(descBuildInfo, prometheus.GaugeValue, 1, version, runtime.Version(), runtime.GOARCH, commit)
 	ctx := context.Background()
 	var nodes corev1.NodeList
 	var pods corev1.PodList
@@ -146,6 +150,7 @@ func (c *ClusterCollector) Collect(ch chan<- prometheus.Metric) {
 	c.init()
 	c.mu.Unlock()
 	defer c.podStartup.Collect(ch)
+	defer c.podTimes.collect(ch)
 	if err := c.Reader.List(ctx, &nodes); err != nil {
 		c.synced(ch, false)
 		return
@@ -156,6 +161,7 @@ func (c *ClusterCollector) Collect(ch chan<- prometheus.Metric) {
 	}
 	c.synced(ch, true)
 	c.observeStartups(pods.Items)
+	c.podTimes.observe(ch, pods.Items, c.Clock.Now(), c.started)
 	ch <- prometheus.MustNewConstMetric(descNodeCount, prometheus.GaugeValue, float64(len(nodes.Items)))
 	byNode := map[string]*corev1.Node{}
 	for i := range nodes.Items {
@@ -166,9 +172,11 @@ func (c *ClusterCollector) Collect(ch chan<- prometheus.Metric) {
 	for i := range pods.Items {
 		p := &pods.Items[i]
 		node := byNode[p.Spec.NodeName]
-		ch <- prometheus.MustNewConstMetric(descPodState, prometheus.GaugeValue, 1, p.Name, p.Namespace, owner(p), p.Spec.NodeName,
+		_, scheduled := conditionTime(p, corev1.PodScheduled)
+		_, ready := conditionTime(p, corev1.PodReady)
+		ch <- prometheus.MustNewConstMetric(descPodState, prometheus.GaugeValue, 1, p.Name, p.Namespace, owner(p), p.Spec.NodeName, boolString(scheduled),
 			label(node, dv1.LabelNodePool), label(node, dv1.LabelTopologyZone), label(node, dv1.LabelArch), label(node, dv1.LabelCapacityType),
-			label(node, dv1.LabelInstanceType), string(p.Status.Phase))
+			label(node, dv1.LabelInstanceType), string(p.Status.Phase), boolString(ready), managed(node))
 		if node == nil || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
@@ -189,17 +197,16 @@ func (c *ClusterCollector) Collect(ch chan<- prometheus.Metric) {
 	now := c.Clock.Now()
 	allocatable, requested := corev1.ResourceList{}, corev1.ResourceList{}
 	for _, n := range byNode {
-		ch <- prometheus.MustNewConstMetric(descLifetime, prometheus.GaugeValue, now.Sub(n.CreationTimestamp.Time).Seconds(), n.Name, label(n, dv1.LabelNodePool),
-			label(n, dv1.LabelInstanceType), label(n, dv1.LabelCapacityType), label(n, dv1.LabelTopologyZone), label(n, dv1.LabelArch))
+		ch <- prometheus.MustNewConstMetric(descLifetime, prometheus.GaugeValue, now.Sub(n.CreationTimestamp.Time).Seconds(), nodeMetricValues(n)...)
 		add(allocatable, n.Status.Allocatable)
 		if s, ok := perNode[n.Name]; ok {
 			add(requested, s.podReq)
 			add(requested, s.dsReq)
 		}
-		values := []string{n.Name, label(n, dv1.LabelNodePool), "", label(n, dv1.LabelInstanceType), label(n, dv1.LabelCapacityType), label(n, dv1.LabelTopologyZone), label(n, dv1.LabelArch)}
+		values := nodeMetricValues(n, "")
 		emit := func(d *prometheus.Desc, rl corev1.ResourceList) {
 			for name, q := range rl {
-				values[2] = string(name)
+				values[len(values)-1] = string(name)
 				ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, q.AsApproximateFloat64(), values...)
 			}
 		}

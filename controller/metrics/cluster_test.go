@@ -3,6 +3,7 @@ package metrics
 import (
 	"context"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -91,7 +92,7 @@ func TestClusterCollectorPodStartupAndUnsyncedTime(t *testing.T) {
 				if err := m.Write(&pb); err != nil {
 					t.Fatal(err)
 				}
-				return pb.GetHistogram().GetSampleCount(), pb.GetHistogram().GetSampleSum()
+				return pb.GetSummary().GetSampleCount(), pb.GetSummary().GetSampleSum()
 			}
 		}
 		t.Fatal("no karpenter_pods_startup_duration_seconds")
@@ -99,7 +100,7 @@ func TestClusterCollectorPodStartupAndUnsyncedTime(t *testing.T) {
 	}
 	for range 2 {
 		if n, sum := startups(); n != 1 || sum != 30 {
-			t.Errorf("startup histogram has %d samples summing to %vs; want the new pod's 30s once", n, sum)
+			t.Errorf("startup histogram has %d samples summing to %vs; want the new pod's 30s once (a summary, as Karpenter's)", n, sum)
 		}
 	}
 
@@ -129,4 +130,102 @@ type failingReader struct{ client.Reader }
 
 func (failingReader) List(context.Context, client.ObjectList, ...client.ListOption) error {
 	return errors.New("cache not readable")
+}
+
+// The provisioning pod family follows a pod the provisioner saw: unbound and undecided
+// while it waits, its decision timed once, its binding and start observed once.
+func TestProvisioningPodTimings(t *testing.T) {
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	clk := clocktesting.NewFakeClock(start)
+	waiting := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "web-uid", CreationTimestamp: metav1.NewTime(start.Add(-10 * time.Second))},
+		Status: corev1.PodStatus{Phase: corev1.PodPending}}
+	kube := fake.NewClientBuilder().WithScheme(scheme).WithObjects(waiting).Build()
+	collector := &ClusterCollector{Reader: kube, Clock: clk}
+	scrape := func() map[string]float64 {
+		ch := make(chan prometheus.Metric, 100)
+		collector.Collect(ch)
+		close(ch)
+		out := map[string]float64{}
+		for m := range ch {
+			var pb dto.Metric
+			if err := m.Write(&pb); err != nil {
+				t.Fatal(err)
+			}
+			name := regexp.MustCompile(`fqName: "([^"]+)"`).FindStringSubmatch(m.Desc().String())[1]
+			switch {
+			case pb.Gauge != nil:
+				out[name] = pb.GetGauge().GetValue()
+			case pb.Histogram != nil:
+				out[name+"_count"] = float64(pb.GetHistogram().GetSampleCount())
+				out[name+"_sum"] = pb.GetHistogram().GetSampleSum()
+			}
+		}
+		return out
+	}
+	decisions := func() uint64 {
+		var pb dto.Metric
+		if err := PodsSchedulingDecisionDuration.Write(&pb); err != nil {
+			t.Fatal(err)
+		}
+		return pb.GetHistogram().GetSampleCount()
+	}
+	PodSeen(waiting.UID, start)
+	clk.Step(5 * time.Second)
+	got := scrape()
+	for name, want := range map[string]float64{
+		"karpenter_pods_provisioning_unbound_time_seconds":              15,
+		"karpenter_pods_provisioning_unstarted_time_seconds":            15,
+		"karpenter_pods_provisioning_scheduling_undecided_time_seconds": 5,
+		"karpenter_pods_unbound_time_seconds":                           15,
+	} {
+		if got[name] != want {
+			t.Errorf("%s = %v, want %v", name, got[name], want)
+		}
+	}
+	before := decisions()
+	PodDecided(waiting.UID, clk.Now())
+	PodDecided(waiting.UID, clk.Now().Add(time.Minute))
+	if n := decisions() - before; n != 1 {
+		t.Errorf("the decision was observed %d times, want once", n)
+	}
+	if _, undecided := scrape()["karpenter_pods_provisioning_scheduling_undecided_time_seconds"]; undecided {
+		t.Error("a decided pod is still reported undecided")
+	}
+	// Bound 20s after creation, ready 40s after.
+	bound := waiting.DeepCopy()
+	bound.Spec.NodeName = "n1"
+	bound.Status.Phase = corev1.PodRunning
+	bound.Status.Conditions = []corev1.PodCondition{
+		{Type: corev1.PodScheduled, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(start.Add(10 * time.Second))},
+		{Type: corev1.PodReady, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(start.Add(30 * time.Second))}}
+	status := bound.Status
+	if err := kube.Update(context.Background(), bound); err != nil {
+		t.Fatal(err)
+	}
+	bound.Status = status
+	if err := kube.Status().Update(context.Background(), bound); err != nil {
+		t.Fatal(err)
+	}
+	clk.Step(time.Minute)
+	for range 2 {
+		got = scrape()
+		for name, want := range map[string]float64{
+			"karpenter_pods_provisioning_bound_duration_seconds_count":   1,
+			"karpenter_pods_provisioning_bound_duration_seconds_sum":     20,
+			"karpenter_pods_provisioning_startup_duration_seconds_count": 1,
+			"karpenter_pods_provisioning_startup_duration_seconds_sum":   40,
+			"karpenter_pods_bound_duration_seconds_count":                1,
+		} {
+			if got[name] != want {
+				t.Errorf("%s = %v, want %v", name, got[name], want)
+			}
+		}
+		if _, unbound := got["karpenter_pods_provisioning_unbound_time_seconds"]; unbound {
+			t.Error("a bound pod is still reported unbound")
+		}
+	}
 }

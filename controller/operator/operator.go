@@ -133,7 +133,7 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(manager
 		provisioning.NewPodController(mgr.GetClient(), provisioner),
 		lifecycle.NewController(mgr.GetClient(), cloudFor("nodeclaim.lifecycle"), clk, recorder, opts.RegistrationTTL),
 		termination.NewController(mgr.GetClient(), cloudFor("nodeclaim.termination"), clk, recorder),
-		counter.NewController(mgr.GetClient(), clk),
+		counter.NewController(mgr.GetClient(), clk, cloudFor("nodepool.counter")),
 		garbagecollection.NewController(mgr.GetClient(), cloudFor("nodeclaim.garbagecollection"), clk),
 		expiration.NewController(mgr.GetClient(), clk, recorder),
 		claimhash.NewController(mgr.GetClient()),

@@ -106,7 +106,8 @@ func TestAWSEndToEnd(t *testing.T) {
 		must(t, err)
 		victim := claimOfNode(t, c, pods[0].Spec.NodeName)
 		id := victim.Status.ProviderID[strings.LastIndex(victim.Status.ProviderID, "/")+1:]
-		actions := testutil.ToFloat64(metrics.InterruptionActions.WithLabelValues("cordon_and_drain", "spot_interrupted"))
+		interrupted := metrics.NodeClaimsDisrupted.WithLabelValues("interrupted", victim.Labels[v1.LabelNodePool], victim.Labels[v1.LabelCapacityType])
+		disrupted, drained := testutil.ToFloat64(interrupted), testutil.ToFloat64(metrics.PodsDrained.WithLabelValues("interrupted"))
 		queued := queueDurations(t)
 		out, err := events.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
 			Source: aws.String("aws.ec2"), DetailType: aws.String("EC2 Spot Instance Interruption Warning"),
@@ -138,8 +139,13 @@ func TestAWSEndToEnd(t *testing.T) {
 		if observed := queueDurations(t); observed <= queued {
 			t.Errorf("queue durations observed went from %d to %d; want the interruption's", queued, observed)
 		}
-		if got := testutil.ToFloat64(metrics.InterruptionActions.WithLabelValues("cordon_and_drain", "spot_interrupted")); got != actions+1 {
-			t.Errorf("cordon_and_drain actions went from %v to %v; want one more", actions, got)
+		if got := testutil.ToFloat64(interrupted); got != disrupted+1 {
+			t.Errorf("interrupted nodeclaims went from %v to %v; want one more", disrupted, got)
+		}
+		// The claim said why it went (its DisruptionReason), and its pods were
+		// evicted under that reason.
+		if got := testutil.ToFloat64(metrics.PodsDrained.WithLabelValues("interrupted")); got <= drained {
+			t.Errorf("pods drained for an interruption went from %v to %v; want more", drained, got)
 		}
 	})
 

@@ -18,45 +18,53 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/metrics"
 )
 
-// karpenterMetrics are the Karpenter v1 metric names Dovetail serves, with labels
-// each must carry, as a run that launched, interrupted and drained nodes leaves them.
+// karpenterMetrics are Karpenter v1.14 metric names Dovetail serves, with labels each
+// must carry, as a run that launched, interrupted and drained nodes leaves them.
+// (TestMetricsAreKarpenters in controller/operator checks every name's exact type and
+// label set; this checks the series a real run produces.)
 var karpenterMetrics = map[string][]string{
-	"karpenter_nodeclaims_created_total":                                  {"reason", "nodepool"},
-	"karpenter_nodeclaims_launched_total":                                 {"nodepool"},
-	"karpenter_nodeclaims_registered_total":                               {"nodepool"},
-	"karpenter_nodeclaims_initialized_total":                              {"nodepool"},
-	"karpenter_nodeclaims_terminated_total":                               {"reason", "nodepool"},
+	"karpenter_nodeclaims_created_total":                                  {"reason", "nodepool", "min_values_relaxed"},
+	"karpenter_nodeclaims_terminated_total":                               {"nodepool", "capacity_type", "zone"},
+	"karpenter_nodeclaims_termination_duration_seconds":                   {"nodepool"},
+	"karpenter_nodeclaims_instance_termination_duration_seconds":          {"nodepool"},
 	"karpenter_nodeclaims_disrupted_total":                                {"reason", "nodepool", "capacity_type"},
-	"karpenter_nodes_allocatable":                                         {"node_name", "nodepool", "resource_type", "instance_type", "capacity_type", "zone", "arch"},
+	"karpenter_nodes_allocatable":                                         {"node_name", "nodepool", "resource_type", "instance_type", "capacity_type", "zone", "arch", "phase", "managed"},
 	"karpenter_nodes_total_pod_requests":                                  {"node_name", "nodepool", "resource_type"},
 	"karpenter_nodes_total_pod_limits":                                    {"node_name", "nodepool", "resource_type"},
 	"karpenter_nodes_system_overhead":                                     {"node_name", "nodepool", "resource_type"},
-	"karpenter_pods_state":                                                {"name", "namespace", "owner", "node", "nodepool", "zone", "phase"},
+	"karpenter_pods_state":                                                {"name", "namespace", "owner", "node", "scheduled", "nodepool", "zone", "phase", "ready", "managed"},
+	"karpenter_pods_drained_total":                                        {"reason"},
+	"karpenter_pods_eviction_requests_total":                              {"code"},
+	"karpenter_pods_scheduling_decision_duration_seconds":                 {},
 	"karpenter_nodepools_usage":                                           {"nodepool", "resource_type"},
+	"karpenter_nodepools_cost_total":                                      {"nodepool"},
 	"karpenter_nodepools_allowed_disruptions":                             {"nodepool", "reason"},
+	"karpenter_nodepools_nodes_consuming_budgets":                         {"nodepool", "reason"},
 	"karpenter_voluntary_disruption_eligible_nodes":                       {"reason"},
+	"karpenter_voluntary_disruption_consolidation_timeouts_total":         {"consolidation_type"},
 	"karpenter_interruption_received_messages_total":                      {"message_type"},
-	"karpenter_interruption_actions_performed_total":                      {"action_type", "message_type"},
 	"karpenter_interruption_message_queue_duration_seconds":               {},
-	"karpenter_cloudprovider_duration_seconds":                            {"controller", "method", "provider", "error"},
+	"karpenter_cloudprovider_duration_seconds":                            {"controller", "method", "provider"},
 	"karpenter_cloudprovider_instance_type_offering_available":            {"instance_type", "capacity_type", "zone"},
 	"karpenter_cloudprovider_instance_type_offering_price_estimate":       {"instance_type", "capacity_type", "zone"},
 	"karpenter_cloudprovider_instance_type_cpu_cores":                     {"instance_type"},
 	"karpenter_cloudprovider_instance_type_memory_bytes":                  {"instance_type"},
 	"karpenter_nodes_drained_total":                                       {"nodepool"},
-	"karpenter_nodes_current_lifetime_seconds":                            {"node_name", "nodepool", "instance_type", "capacity_type", "zone", "arch"},
+	"karpenter_nodes_current_lifetime_seconds":                            {"node_name", "nodepool", "instance_type", "capacity_type", "zone", "arch", "phase", "managed"},
 	"karpenter_cluster_utilization_percent":                               {"resource_type"},
-	"karpenter_nodes_created_total":                                       {"nodepool"},
-	"karpenter_nodes_terminated_total":                                    {"nodepool"},
+	"karpenter_nodes_created_total":                                       {"nodepool", "zone"},
+	"karpenter_nodes_terminated_total":                                    {"nodepool", "zone"},
 	"karpenter_nodes_termination_duration_seconds":                        {"nodepool"},
 	"karpenter_nodes_lifetime_duration_seconds":                           {"nodepool"},
 	"karpenter_pods_startup_duration_seconds":                             {},
-	"karpenter_voluntary_disruption_decision_evaluation_duration_seconds": {"method", "consolidation_type"},
+	"karpenter_voluntary_disruption_decision_evaluation_duration_seconds": {"reason", "consolidation_type"},
 	"karpenter_cluster_state_unsynced_time_seconds":                       {},
-	"karpenter_provisioner_scheduling_duration_seconds":                   {},
+	"karpenter_scheduler_scheduling_duration_seconds":                     {"controller"},
+	"karpenter_scheduler_unschedulable_pods_count":                        {"controller"},
+	"karpenter_scheduler_ignored_pods_count":                              {},
 	"karpenter_cluster_state_node_count":                                  {},
 	"karpenter_cluster_state_synced":                                      {},
-	"karpenter_build_info":                                                {"version", "goversion", "commit"},
+	"karpenter_build_info":                                                {"version", "goversion", "goarch", "commit"},
 }
 
 // checkKarpenterMetrics scrapes what the controller's /metrics endpoint serves (the

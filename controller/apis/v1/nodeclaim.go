@@ -1,7 +1,10 @@
 package v1
 
 import (
+	"time"
+
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
@@ -126,4 +129,12 @@ type NodeClaimList struct {
 	metav1.TypeMeta `json:",inline"`
 	metav1.ListMeta `json:"metadata,omitempty"`
 	Items           []NodeClaim `json:"items"`
+}
+
+// SetDisruptionReason records on the claim why it is being disrupted (Drifted, Empty,
+// Underutilized, Expired, Interrupted), as Karpenter's DisruptionReason condition
+// does, so termination can say why it drains. It reports whether anything changed.
+func (nc *NodeClaim) SetDisruptionReason(reason string, now time.Time) bool {
+	return meta.SetStatusCondition(&nc.Status.Conditions, metav1.Condition{Type: ConditionTypeDisruptionReason, Status: metav1.ConditionTrue,
+		Reason: reason, Message: "the node is being disrupted: " + reason, ObservedGeneration: nc.Generation, LastTransitionTime: metav1.NewTime(now)})
 }

@@ -63,6 +63,7 @@ func (c *CloudProvider) Delete(ctx context.Context, nc *v1.NodeClaim) error {
 		if isCode(err, "InvalidInstanceID.NotFound") {
 			return cloudprovider.NewNodeClaimNotFoundError(err)
 		}
+		InstanceTerminationFailures.WithLabelValues(nc.Labels[v1.LabelTopologyZone], nc.Labels[v1.LabelZoneID]).Inc()
 		return fmt.Errorf("terminating instance %s, %w", id, err)
 	}
 	return nil

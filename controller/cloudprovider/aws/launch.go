@@ -184,6 +184,7 @@ func (c *CloudProvider) launch(ctx context.Context, nc *v1.NodeClaim, class *aws
 		if lt := e.LaunchTemplateAndOverrides; lt != nil && lt.Overrides != nil {
 			it, zone = string(lt.Overrides.InstanceType), aws.ToString(lt.Overrides.AvailabilityZone)
 		}
+		InstanceLaunchFailures.WithLabelValues(zone, zoneID(class, zone), capacityType, code).Inc()
 		if code == spotRoleMissing && capacityType == v1.CapacityTypeSpot {
 			// Every spot offering fails alike: the claim falls back to on-demand
 			// where it allows it, and no launch asks for spot until the TTL passes.
@@ -374,10 +375,8 @@ func launchedClaim(nc *v1.NodeClaim, class *awsv1.EC2NodeClass, id, instanceType
 	out.Labels[v1.LabelInstanceType] = instanceType
 	out.Labels[v1.LabelTopologyZone] = zone
 	out.Labels[v1.LabelCapacityType] = capacityType
-	for _, s := range class.Status.Subnets {
-		if s.Zone == zone && s.ZoneID != "" {
-			out.Labels[v1.LabelZoneID] = s.ZoneID
-		}
+	if id := zoneID(class, zone); id != "" {
+		out.Labels[v1.LabelZoneID] = id
 	}
 	if out.Annotations == nil {
 		out.Annotations = map[string]string{}
@@ -650,4 +649,14 @@ func userDataLabels(nc *v1.NodeClaim) map[string]string {
 func registrationTaints(nc *v1.NodeClaim) []corev1.Taint {
 	taints := append(append([]corev1.Taint{}, nc.Spec.Taints...), nc.Spec.StartupTaints...)
 	return append(taints, v1.UnregisteredNoExecuteTaint)
+}
+
+// zoneID is the ID of a zone the node class's subnets are in, "" when none is.
+func zoneID(class *awsv1.EC2NodeClass, zone string) string {
+	for _, s := range class.Status.Subnets {
+		if s.Zone == zone && s.ZoneID != "" {
+			return s.ZoneID
+		}
+	}
+	return ""
 }

@@ -19,9 +19,9 @@ import (
 var (
 	duration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
 		Namespace: "karpenter", Subsystem: "cloudprovider", Name: "duration_seconds",
-		Help:    "Duration of cloud provider method calls, by calling controller, method, provider and error kind.",
+		Help:    "Duration of cloud provider method calls. Labeled by the controller, method name and provider.",
 		Buckets: prometheus.ExponentialBuckets(0.005, 2, 14),
-	}, []string{"controller", "method", "provider", "error"})
+	}, []string{"controller", "method", "provider"})
 	errorsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "karpenter", Subsystem: "cloudprovider", Name: "errors_total",
 		Help: "Cloud provider method calls that failed, by calling controller, method, provider and error kind.",
@@ -110,7 +110,7 @@ func (d *decorated) observe(method string, start time.Time, err error) {
 		}
 		errorsTotal.WithLabelValues(d.controller, method, d.Name(), kind).Inc()
 	}
-	duration.WithLabelValues(d.controller, method, d.Name(), kind).Observe(d.clock.Since(start).Seconds())
+	duration.WithLabelValues(d.controller, method, d.Name()).Observe(d.clock.Since(start).Seconds())
 }
 
 func (d *decorated) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeClaim, error) {

@@ -78,7 +78,9 @@ type Controller struct {
 // only once the same decision has held for the validation delay.
 type proposal struct {
 	candidates sets.Set[string]
-	decidedAt  time.Time
+	// types are the candidates' consolidation types, for failed validations.
+	types     map[string]string
+	decidedAt time.Time
 }
 
 // NewController wires the controller.
@@ -155,7 +157,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	plan := consolidation.Decide(s.cluster, s.allowed, consolidation.Options{Now: now, SpotToSpot: c.opts.SpotToSpotConsolidation})
 	// One decision weighs every candidate at once, the work Karpenter's
 	// multi-node consolidation does; dashboards read it under that type.
-	metrics.DecisionEvaluationDuration.WithLabelValues("consolidation", "multi").Observe(c.clock.Since(now).Seconds())
+	metrics.DecisionEvaluationDuration.WithLabelValues("underutilized", "multi").Observe(c.clock.Since(now).Seconds())
 	c.reportPlan(ctx, s, plan)
 	if len(plan.Batches) == 0 {
 		c.proposed = nil
@@ -170,18 +172,27 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	}
 	// Act on the batches the decision of a validation delay ago already held;
 	// anything new in the plan is proposed afresh.
-	held := c.proposed.candidates
+	held := c.proposed
 	c.proposed = nil
 	var errs []error
 	acted := false
+	stillHeld := sets.New[string]()
 	for _, b := range plan.Batches {
-		if b = heldPart(b, held); b == nil {
+		if b = heldPart(b, held.candidates); b == nil {
 			continue
 		}
 		acted = true
+		for _, cand := range b.Candidates {
+			stillHeld.Insert(cand.Claim.Name)
+		}
 		if err := c.execute(ctx, s, c.commandOf(plan, b)); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	// Candidates the decision no longer holds after the validation delay failed
+	// validation, as Karpenter counts them.
+	for name := range held.candidates.Difference(stillHeld) {
+		metrics.VoluntaryDisruptionFailedValidations.WithLabelValues(held.types[name]).Inc()
 	}
 	if !acted {
 		metrics.VoluntaryDisruptionDecisions.WithLabelValues("abandoned", strings.ToLower(string(plan.Batches[0].Reason)), plan.Batches[0].Type).Inc()
@@ -192,10 +203,11 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 }
 
 func (c *Controller) propose(ctx context.Context, plan *consolidation.Plan, now time.Time) {
-	p := &proposal{candidates: sets.New[string](), decidedAt: now}
+	p := &proposal{candidates: sets.New[string](), types: map[string]string{}, decidedAt: now}
 	for _, b := range plan.Batches {
 		for _, cand := range b.Candidates {
 			p.candidates.Insert(cand.Claim.Name)
+			p.types[cand.Claim.Name] = b.Type
 		}
 		log.FromContext(ctx).Info("proposing disruption; validating before acting", "batch", b.String(), "after", c.opts.ValidationDelay.String(),
 			"planRemoves", len(plan.Remove), "planLaunches", len(plan.Replacements), "planSavesPerHour", fmt.Sprintf("%.4f", plan.Savings()))
@@ -303,6 +315,8 @@ func (c *Controller) observe(ctx context.Context) (*pass, error) {
 			n := allowed[name][r]
 			status = append(status, v1.AllowedDisruption{Reason: r, Nodes: int32(n)})
 			metrics.NodePoolAllowedDisruptions.WithLabelValues(name, strings.ToLower(string(r))).Set(float64(n))
+			// Every node being disrupted counts against each reason's budget.
+			metrics.NodePoolNodesConsumingBudgets.WithLabelValues(name, strings.ToLower(string(r))).Set(float64(s.cluster.Disrupting[name]))
 		}
 		c.writeAllowed(ctx, np, status)
 	}

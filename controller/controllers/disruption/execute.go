@@ -63,6 +63,13 @@ func (c *Controller) execute(ctx context.Context, s *pass, cmd *command) error {
 		decision = "replace"
 	}
 	metrics.VoluntaryDisruptionDecisions.WithLabelValues(decision, strings.ToLower(string(cmd.reason)), cmd.consolidationType).Inc()
+	pools := sets.New[string]()
+	for _, cand := range cmd.candidates {
+		pools.Insert(cand.Pool.Name)
+	}
+	for pool := range pools {
+		metrics.VoluntaryDisruptionDecisionsByNodePool.WithLabelValues(pool, decision, strings.ToLower(string(cmd.reason)), cmd.consolidationType).Inc()
+	}
 	logger.Info("disrupting")
 	cmd.startedAt = c.clock.Now()
 	if len(cmd.launched) > 0 {
@@ -128,6 +135,7 @@ func (c *Controller) progress(ctx context.Context, s *pass) error {
 			}
 		case failed || c.clock.Since(cmd.startedAt) > c.opts.ReplacementTimeout:
 			log.FromContext(ctx).Info("replacements did not come up; leaving the nodes in service", "command", cmd.String())
+			metrics.VoluntaryDisruptionQueueFailures.WithLabelValues("replace", strings.ToLower(string(cmd.reason)), cmd.consolidationType).Inc()
 			c.rollBack(ctx, cmd)
 		case ready == len(cmd.launched):
 			if err := c.deleteCandidates(ctx, cmd); err != nil {
@@ -147,6 +155,13 @@ func (c *Controller) deleteCandidates(ctx context.Context, cmd *command) error {
 	for _, cand := range cmd.candidates {
 		if cand.Claim.DeletionTimestamp != nil {
 			continue
+		}
+		// Termination reads why the node goes from the claim (pods_drained_total).
+		patch := client.MergeFrom(cand.Claim.DeepCopy())
+		if cand.Claim.SetDisruptionReason(string(cmd.reason), c.clock.Now()) {
+			if err := c.kube.Status().Patch(ctx, cand.Claim, patch); client.IgnoreNotFound(err) != nil {
+				log.FromContext(ctx).V(1).Info("recording the disruption reason", "nodeclaim", cand.Claim.Name, "error", err.Error())
+			}
 		}
 		if err := c.kube.Delete(ctx, cand.Claim); client.IgnoreNotFound(err) != nil {
 			errs = append(errs, fmt.Errorf("deleting nodeclaim %s, %w", cand.Claim.Name, err))

@@ -197,7 +197,6 @@ func (c *Controller) act(ctx context.Context, msg Message, nc *v1.NodeClaim, vie
 	logger := log.FromContext(ctx).WithValues("nodeclaim", nc.Name, "kind", string(msg.Kind), "providerID", nc.Status.ProviderID)
 	if !msg.Acts() {
 		c.recorder.Eventf(nc, corev1.EventTypeNormal, eventReason(msg.Kind), "%s for the instance; no action taken", describe(msg))
-		metrics.InterruptionActions.WithLabelValues("event", string(msg.Kind)).Inc()
 		return nil
 	}
 	if nc.DeletionTimestamp != nil {
@@ -220,11 +219,16 @@ func (c *Controller) act(ctx context.Context, msg Message, nc *v1.NodeClaim, vie
 		// The instance goes regardless; draining it now still beats waiting.
 		logger.Error(err, "launching replacements; draining anyway")
 	}
+	patch := client.MergeFrom(nc.DeepCopy())
+	if nc.SetDisruptionReason("Interrupted", c.clock.Now()) {
+		if err := c.kube.Status().Patch(ctx, nc, patch); client.IgnoreNotFound(err) != nil {
+			logger.V(1).Info("recording the disruption reason", "error", err.Error())
+		}
+	}
 	if err := c.kube.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
 		return fmt.Errorf("deleting interrupted nodeclaim %s, %w", nc.Name, err)
 	}
 	c.recorder.Eventf(nc, corev1.EventTypeWarning, eventReason(msg.Kind), "%s; draining the node and launching %d replacement(s)", describe(msg), launched)
-	metrics.InterruptionActions.WithLabelValues("cordon_and_drain", string(msg.Kind)).Inc()
 	metrics.NodeClaimsDisrupted.WithLabelValues("interrupted", nc.Labels[v1.LabelNodePool], nc.Labels[v1.LabelCapacityType]).Inc()
 	logger.Info("interrupted: draining", "replacements", launched)
 	return nil

@@ -70,7 +70,8 @@ func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *schedul
 		return nil, fmt.Errorf("creating nodeclaim, %w", err)
 	}
 	p.cluster.ClaimCreated(nc)
-	metrics.NodeClaimsCreated.WithLabelValues(reason, np.Name).Inc()
+	// The engine keeps every minValues (minValuesPolicy Strict): never relaxed.
+	metrics.NodeClaimsCreated.WithLabelValues(reason, np.Name, "false").Inc()
 	return nc, nil
 }
 

@@ -117,6 +117,7 @@ func (p *Provisioner) TriggerFor(pod *corev1.Pod) bool {
 		p.seen[pod.UID] = true
 	}
 	p.mu.Unlock()
+	metrics.PodSeen(pod.UID, p.clock.Now())
 	if !known {
 		p.batcher.Trigger()
 	}
@@ -168,9 +169,14 @@ func (p *Provisioner) schedule(ctx context.Context, fullOnly bool) (bool, error)
 	if err != nil {
 		return false, err
 	}
-	metrics.PodsPending.Set(float64(len(state.pending)))
+	for _, pod := range state.pending {
+		metrics.PodSeen(pod.UID, p.clock.Now())
+	}
 	if !fullOnly {
+		metrics.SchedulerIgnoredPods.Set(float64(len(state.refused)))
 		for _, u := range state.refused {
+			metrics.PodSeen(u.Pod.UID, p.clock.Now())
+			metrics.PodDecided(u.Pod.UID, p.clock.Now())
 			p.recorder.Eventf(u.Pod, corev1.EventTypeWarning, "FailedScheduling", "Failed to schedule pod, %s", u.Reason)
 		}
 		p.mu.Lock()
@@ -182,10 +188,10 @@ func (p *Provisioner) schedule(ctx context.Context, fullOnly bool) (bool, error)
 		return state.nominated > 0, nil
 	}
 	start := p.clock.Now()
+	simulation := metrics.StartSimulation(p.clock, "provisioner", len(state.pending))
 	// The engine's input is the snapshot's, as `dovetail simulate` plans it.
 	results := state.public(p.costs).PlanOn(state.nodes, nil, state.pending, true)
-	solveDuration := p.clock.Since(start)
-	metrics.SchedulingDuration.Observe(solveDuration.Seconds())
+	solveDuration := simulation.Done()
 	if fullOnly {
 		results.NodeClaims = filledClaims(results.NodeClaims, state.pending)
 		if len(results.NodeClaims) == 0 {
@@ -193,7 +199,7 @@ func (p *Provisioner) schedule(ctx context.Context, fullOnly bool) (bool, error)
 		}
 		results.Unschedulable = nil
 	}
-	metrics.PodsUnschedulable.Set(float64(len(results.Unschedulable)))
+	recordDecisions(results, p.clock.Now(), !fullOnly)
 	// Creates run in parallel: each one is a round trip through the CRD's validation,
 	// and a burst can plan dozens of nodes.
 	claims := make([]*v1.NodeClaim, len(results.NodeClaims))
@@ -231,6 +237,36 @@ func (p *Provisioner) schedule(ctx context.Context, fullOnly bool) (bool, error)
 	logger.Info("solved", "fullNodesOnly", fullOnly, "pods", len(state.pending), "nodeclaims", created, "existing", len(results.Existing),
 		"unschedulable", len(results.Unschedulable), "pricePerHour", fmt.Sprintf("%.4f", results.PricePerHour()), "solveDuration", solveDuration.String(), "totalDuration", p.clock.Since(start).String())
 	return true, nil
+}
+
+// recordDecisions records the solve's decisions in the scheduler and pod metrics;
+// complete is false for a solve that decided only about the pods of full nodes.
+func recordDecisions(results *scheduling.Results, now time.Time, complete bool) {
+	zones := map[string]int{}
+	for _, plan := range results.NodeClaims {
+		zones[plan.Offering.Zone] += len(plan.Pods)
+		for _, pod := range plan.Pods {
+			metrics.PodDecided(pod.UID, now)
+		}
+	}
+	for _, placement := range results.Existing {
+		zones[placement.Node.Labels[v1.LabelTopologyZone]] += len(placement.Pods)
+		for _, pod := range placement.Pods {
+			metrics.PodDecided(pod.UID, now)
+		}
+	}
+	if !complete {
+		return
+	}
+	for _, u := range results.Unschedulable {
+		zones[""]++
+		metrics.PodDecided(u.Pod.UID, now)
+	}
+	metrics.PodsUnschedulable.WithLabelValues("provisioner").Set(float64(len(results.Unschedulable)))
+	metrics.PendingPodsByEffectiveZone.Reset()
+	for zone, n := range zones {
+		metrics.PendingPodsByEffectiveZone.WithLabelValues("provisioner", zone).Set(float64(n))
+	}
 }
 
 func (p *Provisioner) nominate(pods []*corev1.Pod, target, message string) {

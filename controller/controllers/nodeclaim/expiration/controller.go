@@ -50,6 +50,12 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 	if wait := expiresAt.Sub(c.clock.Now()); wait > 0 {
 		return reconcile.Result{RequeueAfter: wait}, nil
 	}
+	patch := client.MergeFrom(nc.DeepCopy())
+	if nc.SetDisruptionReason("Expired", c.clock.Now()) {
+		if err := c.kube.Status().Patch(ctx, nc, patch); err != nil {
+			return reconcile.Result{}, client.IgnoreNotFound(err)
+		}
+	}
 	if err := c.kube.Delete(ctx, nc); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}

@@ -177,7 +177,6 @@ func (c *Controller) launch(ctx context.Context, nc *v1.NodeClaim) (reconcile.Re
 	c.retries.DeleteEntry(string(nc.UID))
 	c.retries.GC()
 	c.launched.Store(nc.UID, launched)
-	metrics.NodeClaimsLaunched.WithLabelValues(nc.Labels[v1.LabelNodePool]).Inc()
 	log.FromContext(ctx).Info("launched nodeclaim", "providerID", launched.Status.ProviderID, "instanceType", launched.Labels[v1.LabelInstanceType],
 		"zone", launched.Labels[v1.LabelTopologyZone], "capacityType", launched.Labels[v1.LabelCapacityType])
 	c.recorder.Eventf(nc, corev1.EventTypeNormal, "Launched", "Launched %s in %s (%s)", launched.Labels[v1.LabelInstanceType], launched.Labels[v1.LabelTopologyZone], launched.Labels[v1.LabelCapacityType])
@@ -211,7 +210,6 @@ func (c *Controller) launchFailed(ctx context.Context, nc *v1.NodeClaim, launchE
 	if timedOut {
 		c.recorder.Eventf(nc, corev1.EventTypeWarning, "LaunchTimeout", "No instance launched within %s; deleting the NodeClaim so its pods are planned again. Last error: %v", c.registrationTTL, launchErr)
 		log.FromContext(ctx).Error(launchErr, "launch timed out, deleting nodeclaim", "age", age.String())
-		metrics.NodeClaimsTerminated.WithLabelValues("launch_timeout", nc.Labels[v1.LabelNodePool]).Inc()
 		c.forget(nc)
 		return reconcile.Result{}, client.IgnoreNotFound(c.kube.Delete(ctx, nc))
 	}
@@ -366,7 +364,6 @@ func (c *Controller) awaitRegistration(ctx context.Context, nc *v1.NodeClaim) (r
 	if waited := c.clock.Since(since); waited > c.registrationTTL {
 		c.recorder.Eventf(nc, corev1.EventTypeWarning, "RegistrationTimeout", "The node did not register within %s; deleting the NodeClaim", c.registrationTTL)
 		log.FromContext(ctx).Info("registration timed out, deleting nodeclaim", "waited", waited.String())
-		metrics.NodeClaimsTerminated.WithLabelValues("registration_timeout", nc.Labels[v1.LabelNodePool]).Inc()
 		return reconcile.Result{}, client.IgnoreNotFound(c.kube.Delete(ctx, nc))
 	}
 	return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
@@ -432,8 +429,7 @@ func (c *Controller) register(ctx context.Context, nc *v1.NodeClaim, node *corev
 	if err := c.kube.Status().Patch(ctx, nc, patch); err != nil {
 		return fmt.Errorf("recording registration, %w", err)
 	}
-	metrics.NodeClaimsRegistered.WithLabelValues(nc.Labels[v1.LabelNodePool]).Inc()
-	metrics.NodesCreated.WithLabelValues(nc.Labels[v1.LabelNodePool]).Inc()
+	metrics.NodesCreated.WithLabelValues(nc.Labels[v1.LabelNodePool], node.Labels[v1.LabelTopologyZone]).Inc()
 	return nil
 }
 
@@ -463,7 +459,6 @@ func (c *Controller) initialize(ctx context.Context, nc *v1.NodeClaim, node *cor
 	if err := c.kube.Status().Patch(ctx, nc, patch); err != nil {
 		return requeueOnConflict(fmt.Errorf("recording initialization, %w", err))
 	}
-	metrics.NodeClaimsInitialized.WithLabelValues(nc.Labels[v1.LabelNodePool]).Inc()
 	return reconcile.Result{}, nil
 }
 

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -68,15 +69,16 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 			return reconcile.Result{}, err
 		}
 		deadline := terminationDeadline(nc)
+		reason := disruptionReason(nc)
 		if deadline == nil || c.clock.Now().Before(*deadline) {
-			remaining, err := c.drain(ctx, node, deadline)
+			remaining, err := c.drain(ctx, node, deadline, reason)
 			if err != nil {
 				return reconcile.Result{}, err
 			}
 			if remaining > 0 {
 				return reconcile.Result{RequeueAfter: time.Second}, nil
 			}
-		} else if remaining, err := c.drain(ctx, node, deadline); err == nil && remaining > 0 {
+		} else if remaining, err := c.drain(ctx, node, deadline, reason); err == nil && remaining > 0 {
 			// The grace period is the bound on a drain: whatever still runs goes with
 			// the instance, and the pod garbage collector removes it with the node.
 			c.recorder.Eventf(nc, corev1.EventTypeWarning, "TerminationGracePeriodElapsed",
@@ -84,9 +86,11 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 		}
 	}
 	if nc.Status.ProviderID != "" {
+		start := c.clock.Now()
 		if err := c.cloud.Delete(ctx, nc); err != nil && !cloudprovider.IsNodeClaimNotFound(err) {
 			return reconcile.Result{}, c.terminationFailed(ctx, nc, err)
 		}
+		metrics.NodeClaimsInstanceTerminationDuration.WithLabelValues(nc.Labels[v1.LabelNodePool]).Observe(c.clock.Since(start).Seconds())
 	}
 	if node != nil {
 		if err := c.kube.Delete(ctx, node); client.IgnoreNotFound(err) != nil {
@@ -108,12 +112,13 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 	if err := c.kube.Patch(ctx, nc, patch); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	metrics.NodeClaimsTerminated.WithLabelValues("deleted", nc.Labels[v1.LabelNodePool]).Inc()
+	// Counted once the claim is released, which happens once.
+	pool, zone := nc.Labels[v1.LabelNodePool], nc.Labels[v1.LabelTopologyZone]
+	metrics.NodeClaimsTerminated.WithLabelValues(pool, nc.Labels[v1.LabelCapacityType], zone).Inc()
+	metrics.NodeClaimsTerminationDuration.WithLabelValues(pool).Observe(c.clock.Since(nc.DeletionTimestamp.Time).Seconds())
 	if node != nil {
-		// Counted once the claim is released, which happens once.
-		pool := nc.Labels[v1.LabelNodePool]
 		metrics.NodesDrained.WithLabelValues(pool).Inc()
-		metrics.NodesTerminated.WithLabelValues(pool).Inc()
+		metrics.NodesTerminated.WithLabelValues(pool, zone).Inc()
 		metrics.NodesTerminationDuration.WithLabelValues(pool).Observe(c.clock.Since(nc.DeletionTimestamp.Time).Seconds())
 		metrics.NodesLifetime.WithLabelValues(pool).Observe(c.clock.Since(node.CreationTimestamp.Time).Seconds())
 	}
@@ -206,7 +211,8 @@ const stuckTerminatingMargin = time.Minute
 // deadline is no more than its own grace period, with the time left as its grace
 // period, so that it still ends cleanly before the instance goes: the period
 // exists so that a blocking PDB or do-not-disrupt pod cannot hold a node forever.
-func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *time.Time) (int, error) {
+// Evicted pods count in karpenter_pods_drained_total under reason, why the node goes.
+func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *time.Time, reason string) (int, error) {
 	var pods corev1.PodList
 	if err := c.kube.List(ctx, &pods, client.MatchingFields{"spec.nodeName": node.Name}); err != nil {
 		return 0, fmt.Errorf("listing pods to drain, %w", err)
@@ -238,7 +244,12 @@ func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *tim
 			continue
 		}
 		eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
-		if err := c.kube.SubResource("eviction").Create(ctx, pod, eviction); err != nil {
+		err := c.kube.SubResource("eviction").Create(ctx, pod, eviction)
+		metrics.PodsEvictionRequests.WithLabelValues(evictionCode(err)).Inc()
+		if err == nil {
+			metrics.PodsDrained.WithLabelValues(reason).Inc()
+		}
+		if err != nil {
 			switch {
 			case apierrors.IsNotFound(err):
 				remaining--
@@ -250,6 +261,27 @@ func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *tim
 		}
 	}
 	return remaining, nil
+}
+
+// evictionCode is the HTTP status the eviction API answered.
+func evictionCode(err error) string {
+	if err == nil {
+		return "200"
+	}
+	var status apierrors.APIStatus
+	if errors.As(err, &status) {
+		return strconv.Itoa(int(status.Status().Code))
+	}
+	return "error"
+}
+
+// disruptionReason is why the claim is being deleted, in lower case: a disruption
+// reason (drifted, empty, underutilized, expired, interrupted, ...) or "deleted".
+func disruptionReason(nc *v1.NodeClaim) string {
+	if c := meta.FindStatusCondition(nc.Status.Conditions, v1.ConditionTypeDisruptionReason); c != nil && c.Reason != "" {
+		return strings.ToLower(c.Reason)
+	}
+	return "deleted"
 }
 
 // podGracePeriod is the pod's terminationGracePeriodSeconds, or the API's default.

@@ -22,6 +22,7 @@ import (
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
@@ -89,11 +90,13 @@ func reasonFor(ok bool, yes, no string) string {
 type Controller struct {
 	kube  client.Client
 	clock clock.Clock
+	// cloud prices the pool's nodes; nil leaves the cost gauge out.
+	cloud cloudprovider.CloudProvider
 }
 
 // NewController wires the controller.
-func NewController(kube client.Client, clk clock.Clock) *Controller {
-	return &Controller{kube: kube, clock: clk}
+func NewController(kube client.Client, clk clock.Clock, cloud cloudprovider.CloudProvider) *Controller {
+	return &Controller{kube: kube, clock: clk, cloud: cloud}
 }
 
 func (c *Controller) Name() string { return "nodepool.counter" }
@@ -128,6 +131,7 @@ func (c *Controller) Reconcile(ctx context.Context, np *v1.NodePool) (reconcile.
 	for name, q := range np.Spec.Limits {
 		metrics.NodePoolLimit.WithLabelValues(np.Name, string(name)).Set(q.AsApproximateFloat64())
 	}
+	c.recordCost(ctx, np, claims.Items)
 	patch := client.MergeFrom(np.DeepCopy())
 	before := np.Status.DeepCopy()
 	np.Status.Resources = resources

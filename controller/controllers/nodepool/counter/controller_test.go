@@ -31,7 +31,7 @@ func setup(t *testing.T, objs ...client.Object) (client.Client, *Controller) {
 		t.Fatal(err)
 	}
 	kube := fakeclient.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&v1.NodePool{}, &v1.NodeClaim{}, &awsv1.EC2NodeClass{}).Build()
-	return kube, NewController(kube, clocktesting.NewFakeClock(start))
+	return kube, NewController(kube, clocktesting.NewFakeClock(start), nil)
 }
 
 func pool(name, class string) *v1.NodePool {
