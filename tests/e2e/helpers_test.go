@@ -105,11 +105,24 @@ func verifyPlacement(t *testing.T, c client.Client, pods []corev1.Pod, wantPool 
 				t.Errorf("pod %s runs on %s despite untolerated taint %s", p.Name, node.Name, taint.ToString())
 			}
 		}
-		for _, key := range []string{v1.LabelInstanceType, v1.LabelTopologyZone, v1.LabelArch, v1.LabelCapacityType, v1.LabelNodePool, v1.LabelNodeRegistered, v1.LabelNodeInitialized} {
+		for _, key := range []string{v1.LabelInstanceType, v1.LabelTopologyZone, v1.LabelArch, v1.LabelCapacityType, v1.LabelNodePool, v1.LabelNodeRegistered} {
 			if node.Labels[key] == "" {
 				t.Errorf("node %s has no %s label", node.Name, key)
 			}
 		}
+		// kube-scheduler binds to a Ready node without waiting for the initialized
+		// label (nor does it under Karpenter): the lifecycle controller sets it on its
+		// next pass, so a running pod may briefly be ahead of it.
+		eventually(t, 30*time.Second, "node "+node.Name+" labelled "+v1.LabelNodeInitialized, func() error {
+			n := &corev1.Node{}
+			if err := c.Get(context.Background(), client.ObjectKeyFromObject(node), n); err != nil {
+				return err
+			}
+			if n.Labels[v1.LabelNodeInitialized] != "true" {
+				return fmt.Errorf("labels %v", n.Labels)
+			}
+			return nil
+		})
 		if wantPool != "" && node.Labels[v1.LabelNodePool] != wantPool {
 			t.Errorf("pod %s runs on nodepool %s, want %s", p.Name, node.Labels[v1.LabelNodePool], wantPool)
 		}

@@ -17,6 +17,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ssm"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -474,12 +476,38 @@ func TestInsufficientCapacityFallsBack(t *testing.T) {
 	cp := f.provider(testenv.RefuseCapacity(func(instanceType, zone string) bool {
 		return instanceType == "m5.large" || (instanceType == "m5.xlarge" && zone == refusedZone)
 	}))
+	// failures sums the launch failures EC2's capacity refusals left, by zone.
+	failures := func() map[string]float64 {
+		ch := make(chan prometheus.Metric, 100)
+		dtaws.InstanceLaunchFailures.Collect(ch)
+		close(ch)
+		out := map[string]float64{}
+		for m := range ch {
+			var pb dto.Metric
+			if err := m.Write(&pb); err != nil {
+				t.Fatal(err)
+			}
+			labels := map[string]string{}
+			for _, l := range pb.Label {
+				labels[l.GetName()] = l.GetValue()
+			}
+			if labels["reason"] == "InsufficientInstanceCapacity" && labels["capacity_type"] == v1.CapacityTypeOnDemand {
+				out[labels["zone"]] += pb.GetCounter().GetValue()
+			}
+		}
+		return out
+	}
+	failedBefore := failures()
 	launched, err := cp.Create(f.ctx, claim("fallback", "default", req(v1.LabelInstanceType, "m5.large", "m5.xlarge"), req(v1.LabelCapacityType, v1.CapacityTypeOnDemand)))
 	if err != nil {
 		t.Fatal(err)
 	}
 	if launched.Labels[v1.LabelInstanceType] != "m5.xlarge" || launched.Labels[v1.LabelTopologyZone] != "us-west-2b" {
 		t.Errorf("launched %s in %s; want m5.xlarge in us-west-2b, the only offering with capacity", launched.Labels[v1.LabelInstanceType], launched.Labels[v1.LabelTopologyZone])
+	}
+	// One failure per offering EC2 refused, labelled as Karpenter's are.
+	if after := failures(); after[refusedZone] <= failedBefore[refusedZone] || after["us-west-2b"] <= failedBefore["us-west-2b"] {
+		t.Errorf("karpenter_cloudprovider_instance_launch_failures_total did not count EC2's refusals in both zones: %v, before %v", after, failedBefore)
 	}
 	for _, zone := range []string{"us-west-2a", "us-west-2b"} {
 		if !cp.Unavailable().IsUnavailable("m5.large", zone, v1.CapacityTypeOnDemand) {

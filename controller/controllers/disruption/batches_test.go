@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -14,6 +16,7 @@ import (
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/consolidation"
+	"github.com/dovetail-sh/dovetail/controller/metrics"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
@@ -70,12 +73,27 @@ func TestEmptyNodesGoInBudgetSizedBatches(t *testing.T) {
 	if n := deletingClaims(t, f.kube, false); n != 0 {
 		t.Fatalf("%d nodes deleted before the validation delay", n)
 	}
+	byPool := metrics.VoluntaryDisruptionDecisionsByNodePool.WithLabelValues("default", "delete", "empty", consolidation.TypeEmpty)
+	decided := testutil.ToFloat64(byPool)
 	f.clock.Step(DefaultOptions().ValidationDelay + time.Second)
 	if err := f.reconcile(t); err != nil {
 		t.Fatal(err)
 	}
 	if n := deletingClaims(t, f.kube, false); n != 2 {
 		t.Fatalf("%d of four empty nodes deleted in the first batch, want 2 (50%%)", n)
+	}
+	if got := testutil.ToFloat64(byPool) - decided; got != 1 {
+		t.Errorf("decisions by nodepool rose by %v, want 1 (one decision of the default pool)", got)
+	}
+	// The deleted claims say why they go, for termination's drain metrics.
+	var claims v1.NodeClaimList
+	if err := f.kube.List(context.Background(), &claims); err != nil {
+		t.Fatal(err)
+	}
+	for _, nc := range claims.Items {
+		if c := meta.FindStatusCondition(nc.Status.Conditions, v1.ConditionTypeDisruptionReason); nc.DeletionTimestamp != nil && (c == nil || c.Reason != "Empty") {
+			t.Errorf("deleted claim %s has DisruptionReason %+v, want Empty", nc.Name, c)
+		}
 	}
 	events := drain(recorder)
 	if !strings.Contains(events, "DisruptionTerminating") || !strings.Contains(events, "plan ") || !strings.Contains(events, "saving $") {
@@ -84,6 +102,9 @@ func TestEmptyNodesGoInBudgetSizedBatches(t *testing.T) {
 	f.clock.Step(DefaultOptions().ValidationDelay + time.Second)
 	if err := f.reconcile(t); err != nil {
 		t.Fatal(err)
+	}
+	if got := testutil.ToFloat64(metrics.NodePoolNodesConsumingBudgets.WithLabelValues("default", "empty")); got != 2 {
+		t.Errorf("nodes consuming the budget %v, want the 2 being deleted", got)
 	}
 	if n := deletingClaims(t, f.kube, true); n != 2 {
 		t.Fatalf("%d nodes deleting while the first batch of two is; the budget allows no more", n)

@@ -160,6 +160,10 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	metrics.DecisionEvaluationDuration.WithLabelValues("underutilized", "multi").Observe(c.clock.Since(now).Seconds())
 	c.reportPlan(ctx, s, plan)
 	if len(plan.Batches) == 0 {
+		// Whatever was proposed no longer holds.
+		if c.proposed != nil {
+			c.proposed.failed(sets.New[string]())
+		}
 		c.proposed = nil
 		return nil
 	}
@@ -189,17 +193,21 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 			errs = append(errs, err)
 		}
 	}
-	// Candidates the decision no longer holds after the validation delay failed
-	// validation, as Karpenter counts them.
-	for name := range held.candidates.Difference(stillHeld) {
-		metrics.VoluntaryDisruptionFailedValidations.WithLabelValues(held.types[name]).Inc()
-	}
+	held.failed(stillHeld)
 	if !acted {
 		metrics.VoluntaryDisruptionDecisions.WithLabelValues("abandoned", strings.ToLower(string(plan.Batches[0].Reason)), plan.Batches[0].Type).Inc()
 		log.FromContext(ctx).Info("abandoned a disruption that no longer holds; proposing the current plan")
 		c.propose(ctx, plan, now)
 	}
 	return errors.Join(errs...)
+}
+
+// failed counts the proposed candidates the current decision no longer holds as
+// failed validations, as Karpenter counts them.
+func (p *proposal) failed(stillHeld sets.Set[string]) {
+	for name := range p.candidates.Difference(stillHeld) {
+		metrics.VoluntaryDisruptionFailedValidations.WithLabelValues(p.types[name]).Inc()
+	}
 }
 
 func (c *Controller) propose(ctx context.Context, plan *consolidation.Plan, now time.Time) {

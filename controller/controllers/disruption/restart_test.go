@@ -8,6 +8,7 @@ import (
 
 	"github.com/dovetail-sh/dovetail/controller/apis/scheme"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -22,6 +23,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
 	"github.com/dovetail-sh/dovetail/controller/consolidation"
 	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
+	"github.com/dovetail-sh/dovetail/controller/metrics"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/state"
 )
@@ -194,12 +196,17 @@ func TestResumedDisruptionIsBoundedByTheReplacementTimeout(t *testing.T) {
 	if nc := f.oldClaim(t); nc == nil || nc.DeletionTimestamp != nil {
 		t.Fatal("the candidate was deleted before its replacement initialized")
 	}
+	failures := metrics.VoluntaryDisruptionQueueFailures.WithLabelValues("replace", "underutilized", consolidation.TypeSingle)
+	failed := testutil.ToFloat64(failures)
 	f.clock.SetTime(started.Add(DefaultOptions().ReplacementTimeout + time.Second))
 	if err := f.reconcile(t); err != nil {
 		t.Fatal(err)
 	}
 	if f.tainted(t) {
 		t.Error("past the replacement timeout the candidate is still tainted")
+	}
+	if got := testutil.ToFloat64(failures) - failed; got != 1 {
+		t.Errorf("queue failures rose by %v, want 1 (the replacement never came up)", got)
 	}
 	if nc := f.oldClaim(t); nc == nil || nc.DeletionTimestamp != nil || state.Recorded(nc) != nil {
 		t.Error("past the replacement timeout the candidate is not back in service unchanged")
@@ -319,4 +326,34 @@ func (f *restartFixture) decidedToRemoveOld(t *testing.T) bool {
 		f.clock.Step(DefaultOptions().ValidationDelay + time.Second)
 	}
 	return f.oldClaim(t) == nil || f.oldClaim(t).DeletionTimestamp != nil
+}
+
+// An empty node proposed for removal that gets a pod before the validation delay is
+// kept, and counts as a failed validation, as Karpenter counts it.
+func TestProposalThatNoLongerHoldsFailsValidation(t *testing.T) {
+	f := newRestartFixture(t, nil, false, nil, interceptor.Funcs{})
+	ctx := context.Background()
+	f.removeEmptyNodesAtOnce(t)
+	validations := metrics.VoluntaryDisruptionFailedValidations.WithLabelValues(consolidation.TypeEmpty)
+	before := testutil.ToFloat64(validations)
+	if err := f.reconcile(t); err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "arrived", Namespace: "default", UID: "arrived-uid"},
+		Spec: corev1.PodSpec{NodeName: f.oldNode.Name, Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+			Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("128Mi")}}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+	if err := f.kube.Create(ctx, pod); err != nil {
+		t.Fatal(err)
+	}
+	f.clock.Step(DefaultOptions().ValidationDelay + time.Second)
+	if err := f.reconcile(t); err != nil {
+		t.Fatal(err)
+	}
+	if nc := f.oldClaim(t); nc == nil || nc.DeletionTimestamp != nil {
+		t.Fatal("the node was removed though a pod arrived before the validation delay")
+	}
+	if got := testutil.ToFloat64(validations) - before; got != 1 {
+		t.Errorf("failed validations rose by %v, want 1", got)
+	}
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/apis/scheme"
 
 	"github.com/aws/smithy-go"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -24,6 +25,7 @@ import (
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/fake"
+	"github.com/dovetail-sh/dovetail/controller/metrics"
 )
 
 const (
@@ -425,5 +427,42 @@ func TestTerminationFailureIsSurfaced(t *testing.T) {
 	}
 	if got := e.cloud.Deleted(); len(got) != 1 || got[0] != providerID {
 		t.Errorf("deleted %v", got)
+	}
+}
+
+// The drain counts its eviction requests by the API's answer and the evicted pods by
+// why the node goes (the claim's DisruptionReason); the released claim counts as
+// terminated and its termination is timed.
+func TestDrainMetrics(t *testing.T) {
+	nc := deletingClaim(nil)
+	nc.Labels[v1.LabelTopologyZone], nc.Labels[v1.LabelCapacityType] = "zone-m", v1.CapacityTypeSpot
+	nc.SetDisruptionReason("Drifted", time.Now())
+	drained := metrics.PodsDrained.WithLabelValues("drifted")
+	ok := metrics.PodsEvictionRequests.WithLabelValues("200")
+	terminated := metrics.NodeClaimsTerminated.WithLabelValues("default", v1.CapacityTypeSpot, "zone-m")
+	before := []float64{testutil.ToFloat64(drained), testutil.ToFloat64(ok), testutil.ToFloat64(terminated)}
+	e := newEnv(t, nc, false, node(corev1.ConditionTrue), pod("web"), pod("api"))
+	e.reconcile(t)
+	e.reconcile(t)
+	if !e.terminated(t) {
+		t.Fatal("not terminated once drained")
+	}
+	for i, c := range []struct {
+		name string
+		got  float64
+		want float64
+	}{{"pods drained (drifted)", testutil.ToFloat64(drained), 2}, {"eviction requests (200)", testutil.ToFloat64(ok), 2}, {"nodeclaims terminated", testutil.ToFloat64(terminated), 1}} {
+		if c.got-before[i] != c.want {
+			t.Errorf("%s rose by %v, want %v", c.name, c.got-before[i], c.want)
+		}
+	}
+
+	// Blocked by a PodDisruptionBudget: the API answers 429 and nothing is drained.
+	blocked := metrics.PodsEvictionRequests.WithLabelValues("429")
+	was := testutil.ToFloat64(blocked)
+	e = newEnv(t, deletingClaim(nil), true, node(corev1.ConditionTrue), pod("guarded"))
+	e.reconcile(t)
+	if got := testutil.ToFloat64(blocked) - was; got != 1 {
+		t.Errorf("blocked eviction requests rose by %v, want 1", got)
 	}
 }
