@@ -13,31 +13,10 @@ import (
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
+	"github.com/dovetail-sh/dovetail/tests/compat"
 )
 
-// compatDir is the corpus of public Karpenter NodePools, EC2NodeClasses and their
-// workloads that lives beside the repository.
-const compatDir = "../../../shared/compat"
-
 var compatZones = []string{"us-west-2a", "us-west-2b", "us-west-2c"}
-
-func compatFiles(t *testing.T) (karpenter, workloads []string) {
-	t.Helper()
-	entries, err := os.ReadDir(compatDir)
-	if err != nil {
-		t.Fatalf("reading the compat corpus (expected at %s, beside the repository): %v", compatDir, err)
-	}
-	for _, e := range entries {
-		name := e.Name()
-		switch {
-		case strings.HasSuffix(name, ".workload.yaml"):
-			workloads = append(workloads, filepath.Join(compatDir, name))
-		case strings.HasSuffix(name, ".yaml"):
-			karpenter = append(karpenter, filepath.Join(compatDir, name))
-		}
-	}
-	return karpenter, workloads
-}
 
 func readInto(t *testing.T, in *Inputs, path string, edit func(string) string) {
 	t.Helper()
@@ -55,28 +34,37 @@ func readInto(t *testing.T, in *Inputs, path string, edit func(string) string) {
 }
 
 func TestCompatCorpusDecodesStrictly(t *testing.T) {
-	karpenter, _ := compatFiles(t)
-	pools, classes := 0, 0
-	for _, path := range karpenter {
-		// Files reuse names such as "default"; each is its own cluster.
-		in := &Inputs{}
-		readInto(t, in, path, nil)
-		pools += len(in.NodePools)
-		classes += len(in.NodeClasses)
-		if len(in.Warnings) != 0 {
-			t.Errorf("%s: Karpenter's own files must decode without warnings: %v", path, in.Warnings)
+	compat.Each(t, func(t *testing.T, c compat.Corpus) {
+		karpenter, _ := c.Files(t)
+		pools, classes := 0, 0
+		for _, path := range karpenter {
+			// Files reuse names such as "default"; each is its own cluster.
+			in := &Inputs{}
+			readInto(t, in, path, nil)
+			if len(in.NodePools)+len(in.NodeClasses) == 0 {
+				t.Errorf("%s: no NodePool or EC2NodeClass decoded", path)
+			}
+			pools += len(in.NodePools)
+			classes += len(in.NodeClasses)
+			if len(in.Warnings) != 0 {
+				t.Errorf("%s: Karpenter's own files must decode without warnings: %v", path, in.Warnings)
+			}
 		}
-	}
-	if pools != 29 || classes != 30 {
-		t.Errorf("decoded %d NodePools and %d EC2NodeClasses, want 29 and 30 (SOURCES.md)", pools, classes)
-	}
+		if wantPools, wantClasses, ok := c.Expected(t); ok && (pools != wantPools || classes != wantClasses) {
+			t.Errorf("decoded %d NodePools and %d EC2NodeClasses, want %d and %d", pools, classes, wantPools, wantClasses)
+		}
+	})
 }
 
 // TestCompatWorkloadsArePlanned plans each workload against its own NodePools (or,
 // for standalone examples, the blueprints' default pool) and checks every placement
 // with Kubernetes' own node-affinity and toleration code, not the engine's.
 func TestCompatWorkloadsArePlanned(t *testing.T) {
-	_, workloads := compatFiles(t)
+	compat.Each(t, planWorkloads)
+}
+
+func planWorkloads(t *testing.T, c compat.Corpus) {
+	_, workloads := c.Files(t)
 	cat, err := catalog.EmbeddedAWS()
 	if err != nil {
 		t.Fatal(err)

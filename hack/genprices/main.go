@@ -1,4 +1,4 @@
-// Command genprices turns ../shared/data/aws-on-demand-prices.csv into a Go table, so
+// Command genprices turns data/aws-on-demand-prices.csv into a Go table, so
 // the controller knows on-demand prices without the Pricing API (which isolated VPCs
 // cannot reach and the EC2 emulator does not serve).
 package main

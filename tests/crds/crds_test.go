@@ -17,6 +17,7 @@ import (
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/tests/compat"
 	"github.com/dovetail-sh/dovetail/tests/testenv"
 )
 
@@ -133,42 +134,39 @@ func TestCRDs(t *testing.T) {
 	})
 
 	t.Run("compat corpus is accepted unchanged", func(t *testing.T) {
-		root, err := testenv.RepoRoot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		files, err := filepath.Glob(filepath.Join(root, "..", "shared", "compat", "*.yaml"))
-		if err != nil || len(files) == 0 {
-			t.Fatalf("the compat corpus should be at ../shared/compat beside the repository: %v", err)
-		}
-		objects := 0
-		for i, f := range files {
-			if strings.HasSuffix(f, ".workload.yaml") {
-				continue
-			}
-			raw, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, doc := range strings.Split(string(raw), "\n---") {
-				u := &unstructured.Unstructured{}
-				if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
-					t.Fatalf("%s: %v", f, err)
+		compat.Each(t, func(t *testing.T, corpus compat.Corpus) {
+			files, _ := corpus.Files(t)
+			pools, classes := 0, 0
+			for i, f := range files {
+				raw, err := os.ReadFile(f)
+				if err != nil {
+					t.Fatal(err)
 				}
-				if len(u.Object) == 0 {
-					continue
+				for _, doc := range strings.Split(string(raw), "\n---") {
+					u := &unstructured.Unstructured{}
+					if err := yaml.Unmarshal([]byte(doc), &u.Object); err != nil {
+						t.Fatalf("%s: %v", f, err)
+					}
+					if len(u.Object) == 0 {
+						continue
+					}
+					// Files reuse names such as "default"; suffix them to apply all.
+					u.SetName(fmt.Sprintf("%s-%s-%d", u.GetName(), corpus.Name, i))
+					if err := create(ctx, c, u); err != nil {
+						t.Errorf("%s: %s %s refused: %v", filepath.Base(f), u.GetKind(), u.GetName(), err)
+					}
+					switch u.GetKind() {
+					case "NodePool":
+						pools++
+					case "EC2NodeClass":
+						classes++
+					}
 				}
-				// Files reuse names such as "default"; suffix them to apply all.
-				u.SetName(fmt.Sprintf("%s-%d", u.GetName(), i))
-				if err := create(ctx, c, u); err != nil {
-					t.Errorf("%s: %s %s refused: %v", filepath.Base(f), u.GetKind(), u.GetName(), err)
-				}
-				objects++
 			}
-		}
-		if objects != 59 {
-			t.Errorf("applied %d objects, the corpus has 59", objects)
-		}
+			if wantPools, wantClasses, ok := corpus.Expected(t); ok && (pools != wantPools || classes != wantClasses) {
+				t.Errorf("applied %d NodePools and %d EC2NodeClasses, the corpus has %d and %d", pools, classes, wantPools, wantClasses)
+			}
+		})
 	})
 
 	refusals := []struct {

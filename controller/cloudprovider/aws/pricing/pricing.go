@@ -1,9 +1,10 @@
 // Package pricing knows EC2 on-demand prices from a table generated at build time
-// (make generate) from ../shared/data. The table covers us-east-1; other regions fall
-// back to it until a live source answers, as Karpenter's static prices do.
+// (make generate) from data/aws-on-demand-prices.csv. The table covers us-east-1;
+// other regions fall back to it until a live source answers, as Karpenter's static
+// prices do.
 package pricing
 
-//go:generate go run ../../../../hack/genprices -prices ../../../../../shared/data/aws-on-demand-prices.csv -o zz_generated.prices.go
+//go:generate go run ../../../../hack/genprices -prices ../../../../data/aws-on-demand-prices.csv -o zz_generated.prices.go
 
 // FallbackRegion is the region the table was captured in.
 const FallbackRegion = "us-east-1"
