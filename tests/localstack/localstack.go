@@ -40,6 +40,9 @@ type Options struct {
 	ControlPlaneOnly bool
 	// WithoutCRDs leaves Dovetail's CRDs out, as in a cluster it was never installed in.
 	WithoutCRDs bool
+	// StockKwokStages runs kwok with the stages kwokctl ships instead of the tests'
+	// trimmed ones.
+	StockKwokStages bool
 }
 
 // Stack is a running local cluster.
@@ -109,7 +112,13 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 		return s, nil
 	}
 	stages := filepath.Join(opts.Dir, "kwok-stages.yaml")
-	if err := os.WriteFile(stages, kwokStages, 0o600); err != nil {
+	stageConfig := kwokStages
+	if opts.StockKwokStages {
+		if stageConfig, err = stockKwokStages(ctx, opts.BinDir); err != nil {
+			return s, err
+		}
+	}
+	if err := os.WriteFile(stages, stageConfig, 0o600); err != nil {
 		return s, err
 	}
 	// kube-scheduler's default client rate (50 qps) would bind only ~50 pods a second.

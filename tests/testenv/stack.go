@@ -16,18 +16,26 @@ type Stack struct {
 // the tail of every process's output if the test failed.
 func StartStack(t testing.TB) *Stack {
 	t.Helper()
-	return startStack(t, false)
+	return startStack(t, localstack.Options{})
 }
 
 // StartStackWithoutCRDs is StartStack on a cluster Dovetail was never installed in.
 func StartStackWithoutCRDs(t testing.TB) *Stack {
 	t.Helper()
-	return startStack(t, true)
+	return startStack(t, localstack.Options{WithoutCRDs: true})
 }
 
-func startStack(t testing.TB, withoutCRDs bool) *Stack {
+// StartStackWithStockKwokStages is StartStack with kwok running the stages kwokctl
+// ships, which race a Node's registration as the tests' trimmed stages do not.
+func StartStackWithStockKwokStages(t testing.TB) *Stack {
 	t.Helper()
-	s, err := localstack.Start(context.Background(), localstack.Options{BinDir: BinDir(t), Dir: t.TempDir(), WithoutCRDs: withoutCRDs})
+	return startStack(t, localstack.Options{StockKwokStages: true})
+}
+
+func startStack(t testing.TB, opts localstack.Options) *Stack {
+	t.Helper()
+	opts.BinDir, opts.Dir = BinDir(t), t.TempDir()
+	s, err := localstack.Start(context.Background(), opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -75,15 +76,8 @@ func (p *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 	if it == nil {
 		return nil, fmt.Errorf("kwok node %s has instance type %q, which the catalog does not have", node.Name, node.Labels[v1.LabelInstanceType])
 	}
-	if len(node.Status.Capacity) == 0 {
-		// The status subresource is ignored on create; patch it in. A patch, not an
-		// update: kwok starts writing the node's conditions the moment it appears.
-		base := node.DeepCopy()
-		node.Status.Capacity, node.Status.Allocatable = it.Capacity.ToResourceList(), it.Allocatable.ToResourceList()
-		node.Status.NodeInfo = corev1.NodeSystemInfo{Architecture: node.Labels[v1.LabelArch], OperatingSystem: node.Labels[v1.LabelOS], KubeletVersion: "v1.33.13"}
-		if err := p.client.Status().Patch(ctx, node, client.MergeFrom(base)); err != nil {
-			return nil, fmt.Errorf("writing kwok node capacity, %w", err)
-		}
+	if err := p.ensureStatus(ctx, node, it); err != nil {
+		return nil, err
 	}
 	launched := nc.DeepCopy()
 	launched.Status.ProviderID = node.Spec.ProviderID
@@ -124,13 +118,18 @@ func (p *CloudProvider) createNode(ctx context.Context, nc *v1.NodeClaim) (*core
 	labels[labelManaged] = "true"
 	taints := append(append([]corev1.Taint{}, nc.Spec.Taints...), nc.Spec.StartupTaints...)
 	taints = append(taints, v1.UnregisteredNoExecuteTaint)
+	// The Node is created with its status, as a kubelet registers its Node: kwok
+	// starts writing the node's status the moment it appears, and a stage that read
+	// a Node without resources writes its defaults (cpu 1k, memory 1Ti) over any
+	// patched in after.
 	node := &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{
 			Name:        nc.Name,
 			Labels:      labels,
 			Annotations: map[string]string{NodeAnnotation: "fake"},
 		},
-		Spec: corev1.NodeSpec{ProviderID: ProviderIDPrefix + nc.Name, Taints: taints},
+		Spec:   corev1.NodeSpec{ProviderID: ProviderIDPrefix + nc.Name, Taints: taints},
+		Status: nodeStatus(it, labels),
 	}
 	if err := p.client.Create(ctx, node); err != nil {
 		if !apierrors.IsAlreadyExists(err) {
@@ -142,6 +141,31 @@ func (p *CloudProvider) createNode(ctx context.Context, nc *v1.NodeClaim) (*core
 		}
 	}
 	return node, nil
+}
+
+// nodeStatus is what the instance's kubelet would register.
+func nodeStatus(it *scheduling.InstanceType, labels map[string]string) corev1.NodeStatus {
+	return corev1.NodeStatus{Capacity: it.Capacity.ToResourceList(), Allocatable: it.Allocatable.ToResourceList(),
+		NodeInfo: corev1.NodeSystemInfo{Architecture: labels[v1.LabelArch], OperatingSystem: labels[v1.LabelOS], KubeletVersion: "v1.33.13"}}
+}
+
+// ensureStatus checks the Node holds its instance's resources and writes them when it
+// does not: an API server that dropped the status on create, or a writer that put
+// other figures there. A patch, not an update: kwok writes the node's conditions.
+func (p *CloudProvider) ensureStatus(ctx context.Context, node *corev1.Node, it *scheduling.InstanceType) error {
+	want := nodeStatus(it, node.Labels)
+	if equality.Semantic.DeepEqual(node.Status.Capacity, want.Capacity) && equality.Semantic.DeepEqual(node.Status.Allocatable, want.Allocatable) {
+		return nil
+	}
+	base := node.DeepCopy()
+	node.Status.Capacity, node.Status.Allocatable = want.Capacity, want.Allocatable
+	if node.Status.NodeInfo.KubeletVersion == "" {
+		node.Status.NodeInfo = want.NodeInfo
+	}
+	if err := p.client.Status().Patch(ctx, node, client.MergeFrom(base)); err != nil {
+		return fmt.Errorf("writing kwok node capacity, %w", err)
+	}
+	return nil
 }
 
 func (p *CloudProvider) instanceType(name string) *scheduling.InstanceType {

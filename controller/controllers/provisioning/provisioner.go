@@ -55,6 +55,8 @@ type Provisioner struct {
 	// seen holds the pods that triggered the batch being gathered: their later
 	// status updates must not keep extending it.
 	seen map[types.UID]bool
+	// oversized are the nodes already flagged for reporting more than their instance.
+	oversized map[types.UID]bool
 	// cluster is the state every loop reads; it also counts the claims created here
 	// before the cache lists them.
 	cluster *state.Cluster
@@ -63,7 +65,7 @@ type Provisioner struct {
 // NewProvisioner wires a provisioner.
 func NewProvisioner(kube client.Client, cluster *state.Cluster, cloud cloudprovider.CloudProvider, clk clock.Clock, recorder record.EventRecorder, batcher *Batcher, costs scheduling.NodeCosts) *Provisioner {
 	return &Provisioner{kube: kube, cluster: cluster, cloud: cloud, clock: clk, recorder: recorder, batcher: batcher, costs: costs,
-		nominations: map[types.UID]nomination{}, unschedulable: map[types.UID]bool{}, seen: map[types.UID]bool{}}
+		nominations: map[types.UID]nomination{}, unschedulable: map[types.UID]bool{}, seen: map[types.UID]bool{}, oversized: map[types.UID]bool{}}
 }
 
 // Start runs the loop until ctx ends; the manager calls it on the leader only.

@@ -119,6 +119,7 @@ func (p *Provisioner) snapshotOf(ctx context.Context, view *state.View, typesOf 
 	live := map[string]time.Time{} // target -> when it became ready (zero: not yet)
 	claimOfNode := map[string]string{}
 	launchedAllocatable := map[string]corev1.ResourceList{}
+	launchedClaim := map[string]*v1.NodeClaim{}
 	startupTaints := map[string][]corev1.Taint{}
 	draining := map[string]bool{} // nodes whose claim is being deleted
 	for i := range claims {
@@ -136,6 +137,7 @@ func (p *Provisioner) snapshotOf(ctx context.Context, view *state.View, typesOf 
 			// which on EC2 is not the claim's.
 			live[n.Name] = initializedAt(nc)
 			launchedAllocatable[n.Name] = nc.Status.Allocatable
+			launchedClaim[n.Name] = nc
 			if initializedAt(nc).IsZero() {
 				startupTaints[n.Name] = nc.Spec.StartupTaints
 			}
@@ -177,6 +179,12 @@ func (p *Provisioner) snapshotOf(ctx context.Context, view *state.View, typesOf 
 			// nomination to it and launch again.
 			allocatable = launchedAllocatable[n.Name]
 		}
+		if nc := launchedClaim[n.Name]; nc != nil {
+			if over := exceeding(allocatable, nc.Status.Capacity); len(over) > 0 {
+				allocatable = trustedAllocatable(allocatable, nc.Status.Allocatable, over)
+				p.flagOversized(n, nc, over)
+			}
+		}
 		en := &scheduling.ExistingNode{
 			Name: n.Name, Labels: n.Labels, Taints: withoutStartupTaints(n.Spec.Taints, startupTaints[n.Name]),
 			Capacity: scheduling.FromResourceList(n.Status.Capacity), Allocatable: scheduling.FromResourceList(allocatable),
@@ -202,6 +210,7 @@ func (p *Provisioner) snapshotOf(ctx context.Context, view *state.View, typesOf 
 		p.forget(void)
 		s.nodes = append(s.nodes, en)
 	}
+	p.forgetOversized(nodes)
 	for i := range claims {
 		nc := &claims[i]
 		if nc.DeletionTimestamp != nil {
