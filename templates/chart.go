@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
 	"github.com/dovetail-sh/dovetail/charts"
+	"github.com/dovetail-sh/dovetail/controller/version"
 )
 
 // loadChart reads charts/dovetail from the binary, once.
@@ -49,7 +50,12 @@ func mustChartDefaultImage() string {
 		panic(err)
 	}
 	image, _ := c.Values["controller"].(map[string]any)["image"].(map[string]any)
-	return fmt.Sprintf("%s:%s", image["repository"], c.Metadata.AppVersion)
+	// A released binary deploys the image released with it.
+	tag := c.Metadata.AppVersion
+	if version.Version != "" {
+		tag = version.Version
+	}
+	return fmt.Sprintf("%s:%s", image["repository"], tag)
 }
 
 // ChartValues are the values of charts/dovetail that install what v describes: `helm

@@ -3,7 +3,6 @@ package metrics
 import (
 	"context"
 	"runtime"
-	"runtime/debug"
 	"sync"
 	"time"
 
@@ -18,6 +17,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 
 	dv1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/version"
 )
 
 var nodeLabels = nodeMetricLabels("resource_type")
@@ -284,18 +284,7 @@ func owner(p *corev1.Pod) string {
 	return ""
 }
 
-func buildVersion() (version, commit string) {
-	version, commit = "unknown", "unknown"
-	if info, ok := debug.ReadBuildInfo(); ok {
-		version = info.Main.Version
-		for _, s := range info.Settings {
-			if s.Key == "vcs.revision" {
-				commit = s.Value
-			}
-		}
-	}
-	return version, commit
-}
+func buildVersion() (string, string) { return version.Get(), version.Commit() }
 
 var registered *ClusterCollector
 

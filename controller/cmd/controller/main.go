@@ -13,12 +13,18 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log/zap"
 
 	"github.com/dovetail-sh/dovetail/controller/operator"
+	"github.com/dovetail-sh/dovetail/controller/version"
 )
 
 func main() {
 	var opts operator.Options
 	opts.AddFlags(flag.CommandLine)
+	printVersion := flag.Bool("version", false, "print the version and exit")
 	flag.Parse()
+	if *printVersion {
+		fmt.Println(version.Get())
+		return
+	}
 	level := map[string]zapcore.Level{"debug": zapcore.DebugLevel, "info": zapcore.InfoLevel, "error": zapcore.ErrorLevel}[opts.LogLevel]
 	// Bad paths are reported by Run's validation, before anything is logged.
 	out, _ := operator.LogStreams(opts.LogOutputPaths)
