@@ -34,6 +34,7 @@ require (
 	github.com/robfig/cron/v3 v3.0.1
 	github.com/zclconf/go-cty v1.18.1
 	go.uber.org/zap v1.27.0
+	golang.org/x/mod v0.35.0
 	helm.sh/helm/v3 v3.18.6
 	k8s.io/api v0.33.13
 	k8s.io/apiextensions-apiserver v0.33.13
@@ -179,7 +180,6 @@ require (
 	go.yaml.in/yaml/v3 v3.0.4 // indirect
 	golang.org/x/crypto v0.50.0 // indirect
 	golang.org/x/exp v0.0.0-20240719175910-8a7402abbf56 // indirect
-	golang.org/x/mod v0.35.0 // indirect
 	golang.org/x/net v0.52.0 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
 	golang.org/x/sync v0.20.0 // indirect

@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"io/fs"
@@ -14,6 +15,8 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+
+	"golang.org/x/mod/sumdb/dirhash"
 )
 
 type options struct {
@@ -95,6 +98,9 @@ func provider(ctx context.Context, o options) error {
 	if err := os.RemoveAll(filepath.Join(o.dist, ".build")); err != nil {
 		return err
 	}
+	if err := mirrorIndex(mirror, o.version, zips); err != nil {
+		return err
+	}
 	prefix := fmt.Sprintf("terraform-provider-%s_%s", providerType, o.version)
 	if err := copyFile(filepath.Join(o.root, "terraform-registry-manifest.json"), filepath.Join(o.dist, prefix+"_manifest.json")); err != nil {
 		return err
@@ -165,4 +171,32 @@ func sums(dir, file string, names []string) error {
 		fmt.Fprintf(&b, "%s  %s\n", hex.EncodeToString(sum[:]), name)
 	}
 	return os.WriteFile(filepath.Join(dir, file), []byte(b.String()), 0o644)
+}
+
+// mirrorIndex writes index.json and <version>.json beside the zips, as `terraform
+// providers mirror` does, so the folder also serves as a network mirror (any static
+// HTTP server) and the lock file gets each platform's h1: hash.
+func mirrorIndex(mirror, version string, zips []string) error {
+	archives := map[string]any{}
+	for _, name := range zips {
+		hash, err := dirhash.HashZip(filepath.Join(mirror, name), dirhash.Hash1)
+		if err != nil {
+			return err
+		}
+		platform := strings.TrimSuffix(strings.TrimPrefix(name, fmt.Sprintf("terraform-provider-%s_%s_", providerType, version)), ".zip")
+		archives[platform] = map[string]any{"url": name, "hashes": []string{hash}}
+	}
+	for file, doc := range map[string]any{
+		"index.json":      map[string]any{"versions": map[string]any{version: map[string]any{}}},
+		version + ".json": map[string]any{"archives": archives},
+	} {
+		raw, err := json.MarshalIndent(doc, "", "  ")
+		if err != nil {
+			return err
+		}
+		if err := os.WriteFile(filepath.Join(mirror, file), append(raw, '\n'), 0o644); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"runtime"
 	"strings"
 	"testing"
@@ -84,6 +85,18 @@ func TestReleaseInstalls(t *testing.T) {
 		must(t, err)
 		if !strings.Contains(string(lock), `version     = "`+version+`"`) {
 			t.Errorf("lock file does not pin %s:\n%s", version, lock)
+		}
+		// The mirror's <version>.json lists the h1: hash Terraform computed of the
+		// installed package, as `terraform providers mirror` writes it.
+		index, err := os.ReadFile(filepath.Join(dist, "terraform-mirror", "registry.terraform.io", "dovetail-sh", "dovetail", version+".json"))
+		must(t, err)
+		for _, h := range regexp.MustCompile(`"(h1:[^"]+)"`).FindAllStringSubmatch(string(index), -1) {
+			if !strings.Contains(string(lock), h[1]) {
+				t.Errorf("the mirror lists hash %s, which terraform init did not record:\n%s", h[1], lock)
+			}
+		}
+		if !strings.Contains(string(index), "h1:") {
+			t.Errorf("%s.json lists no h1: hash:\n%s", version, index)
 		}
 	})
 
