@@ -37,7 +37,7 @@ func Each(t *testing.T, f func(t *testing.T, c Corpus)) {
 	t.Run("public", func(t *testing.T) {
 		dir := os.Getenv(EnvVar)
 		if dir == "" {
-			t.Skipf("%s is not set: the corpus of public Karpenter examples is skipped. Set it to that folder (.ci/run uses ../shared/compat when it exists).", EnvVar)
+			t.Skipf("%s is not set: the corpus of public Karpenter examples is skipped. Set it to that folder (.ci/run sets it when the shared corpus folder sits beside the clone).", EnvVar)
 		}
 		if _, err := os.Stat(dir); err != nil {
 			t.Fatalf("%s=%s: %v", EnvVar, dir, err)
