@@ -45,6 +45,10 @@ type testCluster struct {
 	claims []v1.NodeClaim
 	pdbs   []policyv1.PodDisruptionBudget
 	pool   *v1.NodePool
+	// types are the instance types the pool may launch; testTypes() when nil.
+	types []*scheduling.InstanceType
+	// spotToSpot is the SpotToSpotConsolidation gate.
+	spotToSpot bool
 }
 
 func newTestCluster(budget string) *testCluster {
@@ -55,45 +59,65 @@ func newTestCluster(budget string) *testCluster {
 	return &testCluster{pool: pool}
 }
 
+func (tc *testCluster) instanceTypes() []*scheduling.InstanceType {
+	if tc.types != nil {
+		return tc.types
+	}
+	return testTypes()
+}
+
 func (tc *testCluster) addNode(instanceType string, pods int, podCPU string) *corev1.Node {
+	n := tc.addNodeIn(instanceType, "a", v1.CapacityTypeOnDemand)
+	for i := 0; i < pods; i++ {
+		tc.addPod(n.Name, podCPU, "256Mi", map[string]string{"app": "web"})
+	}
+	return n
+}
+
+// addNodeIn adds an initialized node of the instance type, zone and capacity type,
+// with no pods.
+func (tc *testCluster) addNodeIn(instanceType, zone, capacityType string) *corev1.Node {
 	var it *scheduling.InstanceType
-	for _, t := range testTypes() {
+	for _, t := range tc.instanceTypes() {
 		if t.Name == instanceType {
 			it = t
 		}
 	}
 	name := fmt.Sprintf("node-%d", len(tc.nodes))
-	labels := map[string]string{v1.LabelNodePool: "default", v1.LabelInstanceType: it.Name, v1.LabelTopologyZone: "a", v1.LabelCapacityType: v1.CapacityTypeOnDemand,
+	labels := map[string]string{v1.LabelNodePool: "default", v1.LabelInstanceType: it.Name, v1.LabelTopologyZone: zone, v1.LabelCapacityType: capacityType,
 		v1.LabelHostname: name, v1.LabelArch: "amd64", v1.LabelOS: "linux"}
 	tc.claims = append(tc.claims, v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels},
 		Status: v1.NodeClaimStatus{ProviderID: "test://" + name, NodeName: name, Allocatable: it.Allocatable.ToResourceList(), Capacity: it.Capacity.ToResourceList(),
 			Conditions: []metav1.Condition{{Type: v1.ConditionTypeInitialized, Status: metav1.ConditionTrue, LastTransitionTime: metav1.NewTime(testNow.Add(-time.Hour))}}}})
 	tc.nodes = append(tc.nodes, corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: corev1.NodeSpec{ProviderID: "test://" + name},
 		Status: corev1.NodeStatus{Allocatable: it.Allocatable.ToResourceList(), Capacity: it.Capacity.ToResourceList()}})
-	controller := true
-	for i := 0; i < pods; i++ {
-		podName := fmt.Sprintf("%s-pod-%d", name, i)
-		tc.pods = append(tc.pods, corev1.Pod{
-			ObjectMeta: metav1.ObjectMeta{Name: podName, Namespace: "default", UID: types.UID(podName), Labels: map[string]string{"app": "web"},
-				OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: "web", Controller: &controller}}},
-			Spec: corev1.PodSpec{NodeName: name, Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
-				corev1.ResourceCPU: resource.MustParse(podCPU), corev1.ResourceMemory: resource.MustParse("256Mi")}}}}},
-			Status: corev1.PodStatus{Phase: corev1.PodRunning},
-		})
-	}
 	return &tc.nodes[len(tc.nodes)-1]
+}
+
+// addPod binds a running pod of a ReplicaSet to the node.
+func (tc *testCluster) addPod(node, cpu, memory string, labels map[string]string) *corev1.Pod {
+	controller := true
+	podName := fmt.Sprintf("%s-pod-%d", node, len(tc.pods))
+	tc.pods = append(tc.pods, corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: podName, Namespace: "default", UID: types.UID(podName), Labels: labels,
+			OwnerReferences: []metav1.OwnerReference{{Kind: "ReplicaSet", Name: labels["app"], Controller: &controller}}},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+			corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)}}}}},
+		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionTrue}}},
+	})
+	return &tc.pods[len(tc.pods)-1]
 }
 
 func (tc *testCluster) decide(t *testing.T, disrupting ...string) (*Plan, *Cluster) {
 	t.Helper()
 	view := state.NewView(tc.pods, tc.nodes, tc.claims, []v1.NodePool{*tc.pool}, tc.pdbs, nil)
-	snap := provisioning.SnapshotFromView(view, func(*v1.NodePool) []*scheduling.InstanceType { return testTypes() }, scheduling.DefaultNodeCosts())
+	snap := provisioning.SnapshotFromView(view, func(*v1.NodePool) []*scheduling.InstanceType { return tc.instanceTypes() }, scheduling.DefaultNodeCosts())
 	cl := Observe(view, snap, sets.New(disrupting...), testNow)
 	allowed, errs := cl.Allowed(testNow)
 	if len(errs) > 0 {
 		t.Fatal(errs)
 	}
-	return Decide(cl, allowed, Options{Now: testNow}), cl
+	return Decide(cl, allowed, Options{Now: testNow, SpotToSpot: tc.spotToSpot}), cl
 }
 
 func names(cands []*Candidate) []string {

@@ -12,50 +12,65 @@ import (
 // the one type most likely to be interrupted next.
 const MinSpotToSpotOptions = 15
 
-// narrowToCheaper keeps, in each new node's options, the instance types that keep
-// the new nodes together cheaper than the nodes they replace (budget, $/h), and
-// applies the spot-to-spot rule. It reports false when no such choice exists.
-func narrowToCheaper(plans []*scheduling.NodeClaimPlan, budget float64, replacingSpot, spotToSpot bool) bool {
-	planned := scheduling.PriceOf(plans)
-	if planned >= budget {
-		return false
-	}
-	slack := (budget - planned) / float64(len(plans))
-	for _, plan := range plans {
+// narrowToCheaper keeps, in each new node's options, the instance types whose
+// price stays under the node's ceiling (see ceilings), and applies Karpenter's
+// rules for replacing spot capacity. It reports false when some new node has no
+// such choice.
+//
+// A new node for spot nodes that may itself be spot is spot-to-spot: without the
+// SpotToSpotConsolidation gate it is not made (the spot nodes are only deleted,
+// when their pods fit elsewhere), and with it it must be spot with at least
+// MinSpotToSpotOptions cheaper types to launch from (and enough for the pool's
+// minValues), the cheapest of which it is held to: a spot node is cheap because
+// it may be taken back, and the one cheapest type is the likeliest to be. The
+// options of every new node still satisfy the pool's minValues.
+func narrowToCheaper(plans []*scheduling.NodeClaimPlan, ceilings []float64, replacingSpot, spotToSpot bool) bool {
+	for i, plan := range plans {
+		reqs := plan.Requirements.Copy()
+		spotToSpotPlan := replacingSpot && reqs.Get(v1.LabelCapacityType).Has(v1.CapacityTypeSpot)
+		if spotToSpotPlan {
+			if !spotToSpot {
+				return false
+			}
+			reqs.Add(scheduling.MustRequirement(v1.LabelCapacityType, v1.OpIn, v1.CapacityTypeSpot))
+		}
 		type option struct {
 			it    *scheduling.InstanceType
 			price float64
-			spot  bool
 		}
 		var cheaper []option
 		for _, it := range plan.InstanceTypeOptions {
-			o, ok := scheduling.CheapestOffering(it, plan.Requirements)
-			if ok && o.Price < plan.Offering.Price+slack {
-				cheaper = append(cheaper, option{it, o.Price, o.CapacityType == v1.CapacityTypeSpot})
+			if o, ok := scheduling.CheapestOffering(it, reqs); ok && o.Price < ceilings[i]-1e-9 {
+				cheaper = append(cheaper, option{it, o.Price})
 			}
-		}
-		if len(cheaper) == 0 {
-			return false
 		}
 		sort.SliceStable(cheaper, func(i, j int) bool { return cheaper[i].price < cheaper[j].price })
-		if replacingSpot && cheaper[0].spot {
-			// A spot node is cheap because it may be taken back; replacing it with
-			// the next cheapest spot type invites the same. Karpenter allows it behind
-			// a gate, with enough choice.
-			if !spotToSpot || len(cheaper) < MinSpotToSpotOptions {
+		types := make([]*scheduling.InstanceType, len(cheaper))
+		for i, o := range cheaper {
+			types[i] = o.it
+		}
+		need, ok := scheduling.MinValuesPrefix(reqs, types)
+		if !ok || len(types) == 0 {
+			return false
+		}
+		if spotToSpotPlan {
+			need = max(need, MinSpotToSpotOptions)
+			if len(types) < need {
 				return false
 			}
+			types = types[:need]
 		}
-		names := make([]string, len(cheaper))
-		plan.InstanceTypeOptions = make([]*scheduling.InstanceType, len(cheaper))
-		for i, o := range cheaper {
-			names[i] = o.it.Name
-			plan.InstanceTypeOptions[i] = o.it
+		names := make([]string, len(types))
+		for i, it := range types {
+			names[i] = it.Name
 		}
-		plan.Requirements = plan.Requirements.Copy()
-		plan.Requirements[v1.LabelInstanceType] = scheduling.MustRequirement(v1.LabelInstanceType, v1.OpIn, names...)
-		plan.InstanceType = cheaper[0].it
-		plan.Offering, _ = scheduling.CheapestOffering(cheaper[0].it, plan.Requirements)
+		itReq := scheduling.MustRequirement(v1.LabelInstanceType, v1.OpIn, names...)
+		itReq.MinValues = reqs.Get(v1.LabelInstanceType).MinValues
+		reqs[v1.LabelInstanceType] = itReq
+		plan.Requirements = reqs
+		plan.InstanceTypeOptions = types
+		plan.InstanceType = types[0]
+		plan.Offering, _ = scheduling.CheapestOffering(types[0], reqs)
 	}
 	return true
 }

@@ -31,39 +31,65 @@ func plan(types ...*scheduling.InstanceType) *scheduling.NodeClaimPlan {
 	return &scheduling.NodeClaimPlan{InstanceTypeOptions: types, InstanceType: types[0], Offering: o, Requirements: reqs}
 }
 
-// TestNarrowToCheaper: a replacement keeps only the types that keep it cheaper than
-// what it replaces, and spot is replaced by spot only behind the gate, with choice.
+// TestNarrowToCheaper: a replacement keeps only the types under its ceiling, and
+// spot is replaced by spot only behind the gate, with choice.
 func TestNarrowToCheaper(t *testing.T) {
+	one := func(price float64) []float64 { return []float64{price} }
 	p := plan(instanceType("small", 0.10, v1.CapacityTypeOnDemand), instanceType("same", 0.20, v1.CapacityTypeOnDemand), instanceType("big", 0.40, v1.CapacityTypeOnDemand))
-	if !narrowToCheaper([]*scheduling.NodeClaimPlan{p}, 0.20, false, false) {
+	if !narrowToCheaper([]*scheduling.NodeClaimPlan{p}, one(0.20), false, false) {
 		t.Fatal("a cheaper type was not accepted")
 	}
 	if len(p.InstanceTypeOptions) != 1 || p.InstanceTypeOptions[0].Name != "small" || !p.Requirements.Get(v1.LabelInstanceType).Has("small") || p.Requirements.Get(v1.LabelInstanceType).Has("same") {
 		t.Errorf("options narrowed to %v, requirement %v; want only the cheaper small", p.InstanceTypeOptions, p.Requirements.Get(v1.LabelInstanceType))
 	}
-	if narrowToCheaper([]*scheduling.NodeClaimPlan{plan(instanceType("same", 0.20, v1.CapacityTypeOnDemand))}, 0.20, false, false) {
+	if narrowToCheaper([]*scheduling.NodeClaimPlan{plan(instanceType("same", 0.20, v1.CapacityTypeOnDemand))}, one(0.20), false, false) {
 		t.Error("a replacement at the same price was accepted")
 	}
 	two := []*scheduling.NodeClaimPlan{plan(instanceType("a", 0.10, v1.CapacityTypeOnDemand)), plan(instanceType("b", 0.15, v1.CapacityTypeOnDemand))}
-	if narrowToCheaper(two, 0.25, false, false) {
-		t.Error("two replacements costing together what they replace were accepted")
+	if narrowToCheaper(two, []float64{0.10, 0.15}, false, false) {
+		t.Error("two replacements each at their ceiling were accepted")
 	}
 
 	var many []*scheduling.InstanceType
-	for i := 0; i < MinSpotToSpotOptions; i++ {
+	for i := 0; i < MinSpotToSpotOptions+3; i++ {
 		many = append(many, instanceType(fmt.Sprintf("spot-%02d", i), 0.1+float64(i)*0.01, v1.CapacityTypeSpot))
 	}
-	if narrowToCheaper([]*scheduling.NodeClaimPlan{plan(many...)}, 1.0, true, false) {
+	if narrowToCheaper([]*scheduling.NodeClaimPlan{plan(many...)}, one(1.0), true, false) {
 		t.Error("spot replaced by spot without the SpotToSpotConsolidation gate")
 	}
-	if !narrowToCheaper([]*scheduling.NodeClaimPlan{plan(many...)}, 1.0, true, true) {
+	wide := plan(many...)
+	if !narrowToCheaper([]*scheduling.NodeClaimPlan{wide}, one(1.0), true, true) {
 		t.Errorf("spot-to-spot with %d cheaper options refused behind the gate", len(many))
 	}
-	if narrowToCheaper([]*scheduling.NodeClaimPlan{plan(many[:MinSpotToSpotOptions-1]...)}, 1.0, true, true) {
+	if len(wide.InstanceTypeOptions) != MinSpotToSpotOptions || wide.InstanceTypeOptions[MinSpotToSpotOptions-1].Name != "spot-14" || !wide.Requirements.Get(v1.LabelCapacityType).Has(v1.CapacityTypeSpot) || wide.Requirements.Get(v1.LabelCapacityType).Has(v1.CapacityTypeOnDemand) {
+		t.Errorf("spot-to-spot launches from %v with capacity type %v; want the %d cheapest, spot only", wide.InstanceTypeOptions, wide.Requirements.Get(v1.LabelCapacityType), MinSpotToSpotOptions)
+	}
+	if narrowToCheaper([]*scheduling.NodeClaimPlan{plan(many[:MinSpotToSpotOptions-1]...)}, one(1.0), true, true) {
 		t.Errorf("spot-to-spot with only %d cheaper options accepted", MinSpotToSpotOptions-1)
 	}
-	if !narrowToCheaper([]*scheduling.NodeClaimPlan{plan(instanceType("od", 0.5, v1.CapacityTypeOnDemand))}, 1.0, true, false) {
-		t.Error("a spot node could not be replaced by a cheaper on-demand one")
+	// minValues above 15 asks for more cheaper types, and launches from that many.
+	withMin := plan(many...)
+	minValues := MinSpotToSpotOptions + 2
+	withMin.Requirements[v1.LabelInstanceType].MinValues = &minValues
+	if !narrowToCheaper([]*scheduling.NodeClaimPlan{withMin}, one(1.0), true, true) || len(withMin.InstanceTypeOptions) != minValues || *withMin.Requirements.Get(v1.LabelInstanceType).MinValues != minValues {
+		t.Errorf("minValues %d: launches from %d types (requirement %v); want %d", minValues, len(withMin.InstanceTypeOptions), withMin.Requirements.Get(v1.LabelInstanceType), minValues)
+	}
+	tooFew := plan(many...)
+	minValues = len(many) + 1
+	tooFew.Requirements[v1.LabelInstanceType].MinValues = &minValues
+	if narrowToCheaper([]*scheduling.NodeClaimPlan{tooFew}, one(1.0), true, true) {
+		t.Errorf("spot-to-spot accepted with %d cheaper types under minValues %d", len(many), minValues)
+	}
+	// A replacement that may be spot is spot-to-spot even when on-demand is the
+	// cheaper offering today; only a pool that launches no spot replaces spot with
+	// on-demand.
+	if narrowToCheaper([]*scheduling.NodeClaimPlan{plan(instanceType("od", 0.5, v1.CapacityTypeOnDemand))}, one(1.0), true, false) {
+		t.Error("a spot node was replaced, spot-to-spot off, by a node that may be spot")
+	}
+	onDemand := plan(instanceType("od", 0.5, v1.CapacityTypeOnDemand))
+	onDemand.Requirements.Add(scheduling.MustRequirement(v1.LabelCapacityType, v1.OpIn, v1.CapacityTypeOnDemand))
+	if !narrowToCheaper([]*scheduling.NodeClaimPlan{onDemand}, one(1.0), true, false) {
+		t.Error("a spot node of a pool that now launches only on-demand could not be replaced by cheaper on-demand")
 	}
 }
 
@@ -113,5 +139,88 @@ func TestBlocker(t *testing.T) {
 	node.Annotations = map[string]string{v1.DoNotDisruptAnnotationKey: "true"}
 	if why := blocker(node, nil, nil, testNow); !strings.Contains(why, "node has") {
 		t.Errorf("do-not-disrupt node: %q", why)
+	}
+}
+
+// spotTypes are n types of 2 cpu and 8Gi offered as spot and on-demand in zone a,
+// spot at a third of on-demand, cheapest first, and a dear 16-cpu type.
+func spotTypes(n int) []*scheduling.InstanceType {
+	var out []*scheduling.InstanceType
+	add := func(name string, cpu int64, memory string, onDemand float64) {
+		out = append(out, scheduling.NewInstanceType(name, map[string]string{v1.LabelArch: "amd64", v1.LabelOS: "linux"},
+			corev1.ResourceList{corev1.ResourceCPU: *resource.NewQuantity(cpu, resource.DecimalSI), corev1.ResourceMemory: resource.MustParse(memory), corev1.ResourcePods: resource.MustParse("110"), corev1.ResourceEphemeralStorage: resource.MustParse("20Gi")},
+			[]scheduling.Offering{{Zone: "a", CapacityType: v1.CapacityTypeSpot, Price: onDemand / 3, Available: true}, {Zone: "a", CapacityType: v1.CapacityTypeOnDemand, Price: onDemand, Available: true}},
+			scheduling.DefaultAllocatableSettings()))
+	}
+	for i := 0; i < n; i++ {
+		add(fmt.Sprintf("small-%02d", i), 2, "8Gi", 0.10+float64(i)*0.001)
+	}
+	add("big", 16, "64Gi", 0.80)
+	return out
+}
+
+// A spot node whose one small pod fits nowhere else: with spot-to-spot
+// consolidation off it stays (Karpenter does not replace spot with on-demand, nor
+// with spot); with it on, it is replaced by spot only with at least 15 cheaper
+// types to launch from, and then from the 15 cheapest.
+func TestSpotNodeReplacementRules(t *testing.T) {
+	for _, tt := range []struct {
+		name       string
+		types      int
+		spotToSpot bool
+		minValues  int
+		// noSmallSpot: the small types have no spot capacity, on-demand is cheaper.
+		noSmallSpot bool
+		replaced    bool
+		options     int
+	}{
+		{name: "spot-to-spot off", types: 20, spotToSpot: false},
+		{name: "spot-to-spot off, cheaper on-demand", types: 20, spotToSpot: false, noSmallSpot: true},
+		{name: "spot-to-spot on, 20 cheaper types", types: 20, spotToSpot: true, replaced: true, options: MinSpotToSpotOptions},
+		{name: "spot-to-spot on, 14 cheaper types", types: 14, spotToSpot: true},
+		{name: "spot-to-spot on, minValues 18 of 20 types", types: 20, spotToSpot: true, minValues: 18, replaced: true, options: 18},
+		{name: "spot-to-spot on, minValues 18 of 17 types", types: 17, spotToSpot: true, minValues: 18},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tc := newTestCluster("100%")
+			tc.types = spotTypes(tt.types)
+			if tt.noSmallSpot {
+				for _, it := range tc.types[:tt.types] {
+					it.Offerings[0].Available = false
+				}
+			}
+			tc.spotToSpot = tt.spotToSpot
+			if tt.minValues > 0 {
+				tc.pool.Spec.Template.Spec.Requirements = []v1.NodePoolRequirement{{Key: v1.LabelInstanceType,
+					RequirementBody: v1.RequirementBody{Operator: v1.OpExists, MinValues: &tt.minValues}}}
+			}
+			node := tc.addNodeIn("big", "a", v1.CapacityTypeSpot).Name
+			tc.addPod(node, "1", "1Gi", map[string]string{"app": "web"})
+			plan, _ := tc.decide(t)
+			if !tt.replaced {
+				if len(plan.Remove) != 0 || len(plan.Replacements) != 0 {
+					t.Fatalf("removes %v, launches %s; want the spot node kept", names(plan.Remove), typeNames(plan.Replacements))
+				}
+				return
+			}
+			if len(plan.Remove) != 1 || len(plan.Replacements) != 1 {
+				t.Fatalf("removes %v, launches %s; want the spot node replaced", names(plan.Remove), typeNames(plan.Replacements))
+			}
+			r := plan.Replacements[0]
+			ct := r.Requirements.Get(v1.LabelCapacityType)
+			if len(r.InstanceTypeOptions) != tt.options || !ct.Has(v1.CapacityTypeSpot) || ct.Has(v1.CapacityTypeOnDemand) {
+				t.Errorf("the replacement launches from %d types as %v; want the %d cheapest, spot only", len(r.InstanceTypeOptions), ct, tt.options)
+			}
+		})
+	}
+	// Its pod fitting on another node, the spot node is deleted whatever the gate.
+	tc := newTestCluster("100%")
+	tc.types = spotTypes(3)
+	node := tc.addNodeIn("big", "a", v1.CapacityTypeSpot).Name
+	tc.addPod(node, "1", "1Gi", map[string]string{"app": "web"})
+	tc.addNodeIn("small-00", "a", v1.CapacityTypeSpot)
+	plan, _ := tc.decide(t)
+	if len(plan.Remove) != 1 || plan.Remove[0].Node.Name != node || len(plan.Replacements) != 0 {
+		t.Errorf("removes %v, launches %s; want the big spot node deleted, its pod moved to the small one", names(plan.Remove), typeNames(plan.Replacements))
 	}
 }

@@ -2,6 +2,7 @@ package consolidation
 
 import (
 	"math"
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -146,23 +147,28 @@ func (t *trial) target(cands []*Candidate, opts Options) ([]*Candidate, *schedul
 	// Removing the sparse nodes too is tried first: when it saves more than the
 	// emptied nodes cost (all that removing them alone could save), the plan for
 	// the emptied nodes alone is not needed.
+	var best candidateRun
 	if len(sparse) > 0 {
 		more := t.replace(append(append([]*Candidate(nil), emptied...), sparse...), opts)
 		if more.results != nil && more.savings > priceOf(emptied)+1e-9 {
-			return more.removed, more.results
-		}
-		best := t.replace(emptied, opts)
-		if more.results != nil && (best.results == nil || more.savings > best.savings+1e-9) {
 			best = more
+		} else {
+			best = t.replace(emptied, opts)
+			if more.results != nil && (best.results == nil || more.savings > best.savings+1e-9) {
+				best = more
+			}
 		}
-		if best.results == nil {
-			best = t.deletions(reversed(keep))
-		}
-		return best.removed, best.results
+	} else {
+		best = t.replace(emptied, opts)
 	}
-	best := t.replace(emptied, opts)
 	if best.results == nil {
 		best = t.deletions(reversed(keep))
+	}
+	// A fleet planned afresh is not always the cheaper end: the engine may trade a
+	// node that is already right for its pods into the new fleet. The best
+	// decision of Karpenter's shape is the floor.
+	if single := t.bestSingleReplacement(reversed(keep), best.savings, opts); single.results != nil {
+		best = single
 	}
 	return best.removed, best.results
 }
@@ -257,8 +263,9 @@ type candidateRun struct {
 
 // replace plans removing the candidates, new nodes allowed. The run is invalid (no
 // results) when there is nothing to remove, a pod has no place, the new nodes
-// would not cost less than the nodes removed, or the rules for replacing spot
-// capacity forbid them.
+// would not cost less than the nodes removed (together, and each one than the
+// nodes whose pods it takes), or the rules for replacing spot capacity forbid
+// them.
 func (t *trial) replace(removed []*Candidate, opts Options) candidateRun {
 	run := candidateRun{removed: removed}
 	if len(removed) == 0 {
@@ -268,10 +275,193 @@ func (t *trial) replace(removed []*Candidate, opts Options) candidateRun {
 	if r == nil {
 		return run
 	}
-	if len(r.NodeClaims) > 0 && !narrowToCheaper(r.NodeClaims, priceOf(removed), allSpot(removed), opts.SpotToSpot) {
+	if len(r.NodeClaims) > 0 && !narrowToCheaper(r.NodeClaims, ceilings(removed, r), allSpot(removed), opts.SpotToSpot) {
 		return run
 	}
 	run.results = r
 	run.savings = priceOf(removed) - scheduling.PriceOf(r.NodeClaims)
 	return run
+}
+
+// MaxMultiNodeCandidates is how many candidates one decision of Karpenter's
+// shape removes at most (its multi-node consolidation's limit).
+const MaxMultiNodeCandidates = 100
+
+// MaxExhaustiveCandidates is how many candidates bestSingleReplacement tries in
+// every combination (255 plans of a small cluster, a few tens of ms); beyond, it
+// starts from Karpenter's own runs (the longest prefix that places its pods, and
+// each candidate alone) and improves the best of them.
+const MaxExhaustiveCandidates = 8
+
+// SingleReplacementWork bounds the search, in nodes planned: each try plans the
+// whole cluster, about 17 µs a node, so the search takes at most about 0.3 s.
+const SingleReplacementWork = 16384
+
+// bestSingleReplacement is the decision of Karpenter's shape that saves the most:
+// at most MaxMultiNodeCandidates candidates removed, their pods on the rest and on
+// at most one new node that costs less than they do. order is the removal order.
+// It searches only while such a decision could save more than floor: when even
+// removing the dearest candidates for nothing saves no more, it returns none.
+func (t *trial) bestSingleReplacement(order []*Candidate, floor float64, opts Options) candidateRun {
+	best := candidateRun{savings: floor}
+	if ceilingOfSingle(order) <= floor+1e-9 {
+		return candidateRun{}
+	}
+	trials := max(SingleReplacementWork/max(len(t.cl.Snapshot.Nodes), 1), 2*len(order))
+	// try reports whether the candidates' pods have a place with at most one new
+	// node, whether or not that saves.
+	try := func(removed []*Candidate) bool {
+		if trials <= 0 || len(removed) > MaxMultiNodeCandidates {
+			return false
+		}
+		trials--
+		run, placed := t.replaceWithOne(removed, opts)
+		if run.results != nil && run.savings > best.savings+1e-9 {
+			best = run
+		}
+		return placed
+	}
+	if len(order) <= MaxExhaustiveCandidates {
+		for mask := 1; mask < 1<<len(order); mask++ {
+			var removed []*Candidate
+			for i, c := range order {
+				if mask&(1<<i) != 0 {
+					removed = append(removed, c)
+				}
+			}
+			try(removed)
+		}
+	} else {
+		// Karpenter's multi-node run, in its order (cheapest to disrupt first) and
+		// in ours: the longest prefix that places its pods.
+		for _, o := range [][]*Candidate{disruptionOrder(order), order} {
+			lo, hi := 2, min(len(o), MaxMultiNodeCandidates)
+			for lo <= hi {
+				mid := (lo + hi) / 2
+				if try(o[:mid]) {
+					lo = mid + 1
+				} else {
+					hi = mid - 1
+				}
+			}
+		}
+		for _, c := range order {
+			try([]*Candidate{c})
+		}
+		// Then add a candidate, or swap one in for one out, while that saves more.
+		for improved := true; improved && best.results != nil; {
+			improved = false
+			current := best.removed
+			for _, c := range order {
+				if slices.Contains(current, c) {
+					continue
+				}
+				candidates := [][]*Candidate{append(slices.Clone(current), c)}
+				for i := range current {
+					swapped := slices.Clone(current)
+					swapped[i] = c
+					candidates = append(candidates, swapped)
+				}
+				for _, next := range candidates {
+					try(next)
+					if len(best.removed) != len(current) || !slices.Equal(best.removed, current) {
+						improved = true
+						break
+					}
+				}
+				if improved {
+					break
+				}
+			}
+		}
+	}
+	if best.results == nil {
+		return candidateRun{}
+	}
+	return best
+}
+
+// ceilingOfSingle is the most any decision of Karpenter's shape could save: the
+// price of the dearest candidates it may remove, with nothing launched.
+func ceilingOfSingle(order []*Candidate) float64 {
+	prices := make([]float64, 0, len(order))
+	for _, c := range order {
+		if !math.IsNaN(c.Price) {
+			prices = append(prices, c.Price)
+		}
+	}
+	slices.Sort(prices)
+	slices.Reverse(prices)
+	total := 0.0
+	for _, p := range prices[:min(len(prices), MaxMultiNodeCandidates)] {
+		total += p
+	}
+	return total
+}
+
+// disruptionOrder sorts the candidates as Karpenter takes them: cheapest to
+// disrupt first.
+func disruptionOrder(cands []*Candidate) []*Candidate {
+	out := slices.Clone(cands)
+	sort.SliceStable(out, func(i, j int) bool {
+		if out[i].DisruptionCost != out[j].DisruptionCost {
+			return out[i].DisruptionCost < out[j].DisruptionCost
+		}
+		return out[i].Claim.Name < out[j].Claim.Name
+	})
+	return out
+}
+
+// replaceWithOne is replace limited to at most one new node; placed reports
+// whether the pods have a place that way at all, cheaper or not.
+func (t *trial) replaceWithOne(removed []*Candidate, opts Options) (run candidateRun, placed bool) {
+	run = candidateRun{removed: removed}
+	r := t.solve(removed, true)
+	if r == nil || len(r.NodeClaims) > 1 {
+		return run, false
+	}
+	if len(r.NodeClaims) == 1 && !narrowToCheaper(r.NodeClaims, ceilings(removed, r), allSpot(removed), opts.SpotToSpot) {
+		return run, true
+	}
+	run.results = r
+	run.savings = priceOf(removed) - scheduling.PriceOf(r.NodeClaims)
+	return run, true
+}
+
+// ceilings are the $/h each new node must stay under: together they cost less
+// than the nodes removed (the savings shared out evenly), and each costs less than
+// the removed nodes whose pods it takes, so no node is swapped for one as dear or
+// dearer. A new node that takes pods of nodes disrupted already answers only to
+// the total: those nodes are gone whatever this decision does.
+func ceilings(removed []*Candidate, r *scheduling.Results) []float64 {
+	budget := priceOf(removed)
+	slack := (budget - scheduling.PriceOf(r.NodeClaims)) / float64(len(r.NodeClaims))
+	from := map[types.UID]*Candidate{}
+	for _, c := range removed {
+		for _, p := range c.Pods {
+			from[p.UID] = c
+		}
+	}
+	out := make([]float64, len(r.NodeClaims))
+	for i, nc := range r.NodeClaims {
+		out[i] = nc.Offering.Price + slack
+		sources := map[*Candidate]bool{}
+		paid, others := 0.0, false
+		for _, p := range nc.Pods {
+			c, ok := from[p.UID]
+			switch {
+			case !ok:
+				others = true
+			case !sources[c]:
+				sources[c] = true
+				if !math.IsNaN(c.Price) {
+					paid += c.Price
+				}
+			}
+		}
+		if !others {
+			out[i] = min(out[i], paid)
+		}
+	}
+	return out
 }

@@ -319,6 +319,20 @@ func checkMinValues(reqs Requirements, options []*InstanceType) error {
 	return nil
 }
 
+// MinValuesPrefix is how many of options, taken in order, it takes to satisfy every
+// minValues of reqs (0 when reqs has none); ok is false when all of them do not.
+func MinValuesPrefix(reqs Requirements, options []*InstanceType) (int, bool) {
+	if !hasMinValues(reqs) {
+		return 0, true
+	}
+	for n := 1; n <= len(options); n++ {
+		if checkMinValues(reqs, options[:n]) == nil {
+			return n, true
+		}
+	}
+	return 0, false
+}
+
 // tryNewClaim opens a claim on the first NodePool, by weight, that can hold the pod.
 func (s *solver) tryNewClaim(p *podInfo) (*claim, error) {
 	if len(s.pools) == 0 {
