@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -206,17 +207,25 @@ func consolidatableSince(nc *v1.NodeClaim, np *v1.NodePool) time.Time {
 	return last.Add(*after.Duration)
 }
 
-// reschedulable keeps the pods a drain must move: not daemonset, mirror or finished.
+// reschedulable keeps the pods a drain must move: not daemonset, mirror or
+// finished, and not terminating unless a StatefulSet owns them: a StatefulSet
+// recreates a pod under the same name only once the old one is gone, so the
+// successor needs room as the pod does and may come back to the same node
+// (Karpenter counts these pods the same way).
 func reschedulable(pods []*corev1.Pod) []*corev1.Pod {
 	var out []*corev1.Pod
 	for _, p := range pods {
-		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.DeletionTimestamp != nil {
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 			continue
 		}
 		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
 			continue
 		}
-		if owner := metav1.GetControllerOf(p); owner != nil && owner.Kind == "DaemonSet" {
+		owner := metav1.GetControllerOf(p)
+		if owner != nil && owner.Kind == "DaemonSet" {
+			continue
+		}
+		if p.DeletionTimestamp != nil && (owner == nil || owner.Kind != "StatefulSet") {
 			continue
 		}
 		out = append(out, p)
@@ -224,20 +233,19 @@ func reschedulable(pods []*corev1.Pod) []*corev1.Pod {
 	return out
 }
 
-// evictionsUnder counts the pods under each PodDisruptionBudget.
+// Recreated reports whether a controller will recreate the pod once it is
+// evicted: a pod no controller owns is evicted like any other (as Karpenter does)
+// and is then gone.
+func Recreated(p *corev1.Pod) bool { return metav1.GetControllerOf(p) != nil }
+
+// evictionsUnder counts the pods under each PodDisruptionBudget that evicting them
+// takes from its budget.
 func evictionsUnder(pods []*corev1.Pod, pdbs []policyv1.PodDisruptionBudget) map[string]int {
 	var out map[string]int
 	for i := range pdbs {
 		pdb := &pdbs[i]
-		if pdb.Spec.Selector == nil {
-			continue
-		}
-		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
-		if err != nil {
-			continue
-		}
 		for _, p := range pods {
-			if p.Namespace == pdb.Namespace && sel.Matches(labels.Set(p.Labels)) {
+			if p.DeletionTimestamp == nil && guards(pdb, p) && !evictableWhateverTheBudget(pdb, p) {
 				if out == nil {
 					out = map[string]int{}
 				}
@@ -248,33 +256,66 @@ func evictionsUnder(pods []*corev1.Pod, pdbs []policyv1.PodDisruptionBudget) map
 	return out
 }
 
-// blocker says what forbids a graceful disruption of the node, or "".
+// guards reports whether the PodDisruptionBudget selects the pod.
+func guards(pdb *policyv1.PodDisruptionBudget, p *corev1.Pod) bool {
+	if pdb.Namespace != p.Namespace || pdb.Spec.Selector == nil {
+		return false
+	}
+	sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+	return err == nil && sel.Matches(labels.Set(p.Labels))
+}
+
+// evictableWhateverTheBudget reports whether the eviction API lets the pod go
+// whatever the budget's disruptionsAllowed says: under unhealthyPodEvictionPolicy
+// AlwaysAllow, a running pod that is not Ready. Under IfHealthyBudget (the
+// default) such a pod still waits for the budget.
+func evictableWhateverTheBudget(pdb *policyv1.PodDisruptionBudget, p *corev1.Pod) bool {
+	policy := pdb.Spec.UnhealthyPodEvictionPolicy
+	return policy != nil && *policy == policyv1.AlwaysAllow && !ready(p)
+}
+
+// ready reports whether the pod's Ready condition is True, as the eviction API
+// judges a pod healthy.
+func ready(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// blocker says what forbids a graceful disruption of the node, or "". A pod
+// terminating already is not evicted, so neither its annotation nor its budgets
+// hold the node.
 func blocker(node *corev1.Node, pods []*corev1.Pod, pdbs []policyv1.PodDisruptionBudget, now time.Time) string {
 	if node.Annotations[v1.DoNotDisruptAnnotationKey] == "true" {
 		return fmt.Sprintf("node has the %s annotation", v1.DoNotDisruptAnnotationKey)
 	}
 	for _, p := range reschedulable(pods) {
+		if p.DeletionTimestamp != nil {
+			continue
+		}
 		if protected, until := v1.PodDoNotDisrupt(p, now); protected {
 			if !until.IsZero() {
 				return fmt.Sprintf("pod %s/%s has the %s annotation, until %s", p.Namespace, p.Name, v1.DoNotDisruptAnnotationKey, until.UTC().Format(time.RFC3339))
 			}
 			return fmt.Sprintf("pod %s/%s has the %s annotation", p.Namespace, p.Name, v1.DoNotDisruptAnnotationKey)
 		}
-		if metav1.GetControllerOf(p) == nil {
-			return fmt.Sprintf("pod %s/%s has no controller to recreate it", p.Namespace, p.Name)
-		}
+		var guarding []string
 		for i := range pdbs {
 			pdb := &pdbs[i]
-			if pdb.Namespace != p.Namespace || pdb.Spec.Selector == nil {
+			if !guards(pdb, p) {
 				continue
 			}
-			sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
-			if err != nil || !sel.Matches(labels.Set(p.Labels)) {
-				continue
-			}
-			if pdb.Status.DisruptionsAllowed < 1 {
+			guarding = append(guarding, pdb.Name)
+			if pdb.Status.DisruptionsAllowed < 1 && !evictableWhateverTheBudget(pdb, p) {
 				return fmt.Sprintf("pdb %s/%s prevents evicting pod %s", pdb.Namespace, pdb.Name, p.Name)
 			}
+		}
+		if len(guarding) > 1 {
+			// The eviction API refuses such a pod outright (500: more than one PDB).
+			return fmt.Sprintf("pod %s/%s is selected by %d PodDisruptionBudgets (%s), and the eviction API evicts no pod that more than one selects", p.Namespace, p.Name, len(guarding), strings.Join(guarding, ", "))
 		}
 	}
 	return ""

@@ -56,6 +56,9 @@ func (p *Plan) Savings() float64 { return p.PriceRemoved - p.PriceAdded }
 type Move struct {
 	Pod      *corev1.Pod
 	From, To string
+	// NotRecreated is set for a pod no controller owns: it is evicted like any
+	// other, and then it is gone; To is only where it would fit.
+	NotRecreated bool
 }
 
 // Batch is a part of the target that may start now, within every pool's budget.
@@ -163,7 +166,7 @@ func moves(removed []*Candidate, r *scheduling.Results) []Move {
 	var out []Move
 	for _, c := range removed {
 		for _, p := range c.Pods {
-			out = append(out, Move{Pod: p, From: c.Node.Name, To: to[p.UID]})
+			out = append(out, Move{Pod: p, From: c.Node.Name, To: to[p.UID], NotRecreated: !Recreated(p)})
 		}
 	}
 	return out

@@ -119,10 +119,11 @@ func TestBlocker(t *testing.T) {
 	if why := blocker(node, []*corev1.Pod{timed}, nil, testNow.Add(21*time.Minute)); why != "" {
 		t.Errorf("do-not-disrupt for 30m, started 31m ago, still blocks: %q", why)
 	}
+	// A pod no controller owns is evicted like any other, as Karpenter v1 does.
 	bare := owned("bare", nil)
 	bare.OwnerReferences = nil
-	if why := blocker(node, []*corev1.Pod{bare}, nil, testNow); !strings.Contains(why, "no controller") {
-		t.Errorf("pod without a controller: %q", why)
+	if why := blocker(node, []*corev1.Pod{bare}, nil, testNow); why != "" {
+		t.Errorf("a pod without a controller blocks: %q", why)
 	}
 	if why := blocker(node, []*corev1.Pod{owned("a", nil)}, []policyv1.PodDisruptionBudget{pdb}, testNow); !strings.Contains(why, "pdb default/web") {
 		t.Errorf("PDB allowing no disruption: %q", why)
@@ -222,5 +223,106 @@ func TestSpotNodeReplacementRules(t *testing.T) {
 	plan, _ := tc.decide(t)
 	if len(plan.Remove) != 1 || plan.Remove[0].Node.Name != node || len(plan.Replacements) != 0 {
 		t.Errorf("removes %v, launches %s; want the big spot node deleted, its pod moved to the small one", names(plan.Remove), typeNames(plan.Replacements))
+	}
+}
+
+// A pod no controller owns does not keep its node: Karpenter v1 evicts it like any
+// other. The plan marks it, as it will not come back.
+func TestPodWithoutAControllerIsEvictedAndMarked(t *testing.T) {
+	tc := newTestCluster("100%")
+	tc.addNode("m.large", 2, "500m")
+	tc.addNode("m.large", 1, "500m")
+	tc.pods[2].OwnerReferences = nil // the one pod of node-1
+	plan, _ := tc.decide(t)
+	if got := names(plan.Remove); len(got) != 1 || got[0] != "node-1" {
+		t.Fatalf("removes %v; want node-1, whose one pod (no controller) fits on node-0: %v", got, plan.Blocked)
+	}
+	if len(plan.Moves) != 1 || !plan.Moves[0].NotRecreated || plan.Moves[0].Pod.Name != tc.pods[2].Name || plan.Moves[0].To != "node-0" {
+		t.Errorf("moves %+v; want %s to node-0, marked not recreated", plan.Moves, tc.pods[2].Name)
+	}
+	// Owned pods are recreated.
+	tc.pods[2].OwnerReferences = tc.pods[0].OwnerReferences
+	plan, _ = tc.decide(t)
+	if len(plan.Moves) != 1 || plan.Moves[0].NotRecreated {
+		t.Errorf("moves %+v; want one move of an owned pod, not marked", plan.Moves)
+	}
+}
+
+// A PodDisruptionBudget that allows no disruption holds its Ready pods; under
+// unhealthyPodEvictionPolicy AlwaysAllow the eviction API lets its pods that are
+// not Ready go whatever it allows, and so does consolidation. IfHealthyBudget, the
+// default, keeps such pods until the budget allows.
+func TestUnhealthyPodEvictionPolicy(t *testing.T) {
+	always, ifHealthy := policyv1.AlwaysAllow, policyv1.IfHealthyBudget
+	for _, tt := range []struct {
+		name    string
+		policy  *policyv1.UnhealthyPodEvictionPolicyType
+		ready   bool
+		removed int
+	}{
+		{"AlwaysAllow, pods not Ready", &always, false, 2},
+		{"AlwaysAllow, pods Ready", &always, true, 0},
+		{"IfHealthyBudget, pods not Ready", &ifHealthy, false, 0},
+		{"no policy, pods not Ready", nil, false, 0},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			tc := newTestCluster("100%")
+			tc.addNode("m.xlarge", 1, "500m")
+			tc.addNode("m.xlarge", 1, "500m")
+			tc.addNode("m.2xlarge", 0, "500m")
+			for i := range tc.pods {
+				tc.pods[i].Status.Conditions = []corev1.PodCondition{{Type: corev1.PodReady, Status: corev1.ConditionFalse}}
+				if tt.ready {
+					tc.pods[i].Status.Conditions[0].Status = corev1.ConditionTrue
+				}
+			}
+			tc.pdbs = []policyv1.PodDisruptionBudget{{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+				Spec: policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, UnhealthyPodEvictionPolicy: tt.policy}}}
+			plan, _ := tc.decide(t)
+			var withPods []string
+			for _, c := range plan.Remove {
+				if !c.Empty() {
+					withPods = append(withPods, c.Node.Name)
+				}
+			}
+			if len(withPods) != tt.removed || len(drainingNow(plan)) != tt.removed {
+				t.Errorf("removes %v (draining now %v); want %d nodes with pods", withPods, drainingNow(plan), tt.removed)
+			}
+			if tt.removed == 0 {
+				for _, b := range plan.Blocked {
+					if b.Candidate.Node.Name == "node-0" && !strings.Contains(b.Reason, "pdb default/web prevents evicting pod") {
+						t.Errorf("node-0 kept because %q; want the PDB", b.Reason)
+					}
+				}
+			}
+		})
+	}
+}
+
+// A node whose only pod is a terminating StatefulSet pod is not empty: the pod's
+// successor, of the same name, needs its room. A terminating pod of any other
+// owner is on its way out and leaves the node empty.
+func TestTerminatingStatefulSetPodIsReschedulable(t *testing.T) {
+	for _, owner := range []string{"StatefulSet", "ReplicaSet"} {
+		t.Run(owner, func(t *testing.T) {
+			tc := newTestCluster("100%")
+			tc.addNode("m.large", 1, "1")
+			tc.pods[0].OwnerReferences[0].Kind = owner
+			tc.pods[0].DeletionTimestamp = &metav1.Time{Time: testNow.Add(-time.Second)}
+			plan, cl := tc.decide(t)
+			if owner == "ReplicaSet" {
+				if len(plan.Batches) != 1 || plan.Batches[0].Reason != v1.DisruptionReasonEmpty {
+					t.Errorf("batches %v; want the node removed as empty", plan.Batches)
+				}
+				return
+			}
+			if len(cl.Candidates) != 1 || cl.Candidates[0].Empty() {
+				t.Fatalf("the node of a terminating StatefulSet pod counts as empty")
+			}
+			// m.large is the cheapest type and nothing else has room: it stays.
+			if len(plan.Remove) != 0 || len(plan.Blocked) != 1 || !strings.HasPrefix(plan.Blocked[0].Reason, "no cheaper fit") {
+				t.Errorf("removes %v, kept %v; want the node kept, no cheaper fit", names(plan.Remove), plan.Blocked)
+			}
+		})
 	}
 }

@@ -54,6 +54,9 @@ type ConsolidationSummary struct {
 	// UnknownPrice counts the NodeClaims whose offering the catalog lacks: they are
 	// left out of the prices.
 	UnknownPrice int `json:"unknownPrice"`
+	// PodsNotRecreated counts the moved pods no controller owns: evicted, they
+	// are gone.
+	PodsNotRecreated int `json:"podsNotRecreated"`
 	// StartingNow and HeldByBudget split Remove.
 	StartingNow  int `json:"startingNow"`
 	HeldByBudget int `json:"heldByBudget"`
@@ -95,6 +98,9 @@ type PodMove struct {
 	Pod  string `json:"pod"`
 	From string `json:"from"`
 	To   string `json:"to"`
+	// NotRecreated is set for a pod no controller owns: it is evicted like any
+	// other, as Karpenter does, and then it is gone; To is only where it would fit.
+	NotRecreated bool `json:"notRecreated,omitempty"`
 }
 
 // KeptNode is a node that stays, and why.
@@ -192,7 +198,13 @@ func Consolidate(in *Inputs, instanceTypes []*scheduling.InstanceType, costs sch
 		r.Launch = append(r.Launch, Replacement{Name: nc.Name, PlannedNodeClaim: plannedNodeClaim(nc), Batch: replacementBatch[nc]})
 	}
 	for _, m := range plan.Moves {
-		r.PodsMoved = append(r.PodsMoved, PodMove{Pod: m.Pod.Namespace + "/" + m.Pod.Name, From: m.From, To: m.To})
+		r.PodsMoved = append(r.PodsMoved, PodMove{Pod: m.Pod.Namespace + "/" + m.Pod.Name, From: m.From, To: m.To, NotRecreated: m.NotRecreated})
+		if m.NotRecreated {
+			r.Summary.PodsNotRecreated++
+		}
+	}
+	if n := r.Summary.PodsNotRecreated; n > 0 {
+		r.Warnings = append(r.Warnings, fmt.Sprintf("%d pod(s) on removed nodes have no controller (no ownerReference with controller: true): they are evicted like any other pod, as Karpenter does, and not recreated; listed under NOT RECREATED. Give them a controller, or annotate them %s=true to keep their node", n, v1.DoNotDisruptAnnotationKey))
 	}
 	r.Kept = kept(view, cl, heldBy, removed)
 	unmanaged := 0
@@ -403,6 +415,9 @@ func (r *ConsolidationReport) WriteTable(w io.Writer) error {
 		{"$/hour", price},
 		{"starting now", starting},
 	}
+	if s.PodsNotRecreated > 0 {
+		rows = append(rows, []string{"not recreated", fmt.Sprintf("%d evicted pod(s) have no controller and will not come back", s.PodsNotRecreated)})
+	}
 	if err := writeSection(w, "SUMMARY", nil, rows); err != nil {
 		return err
 	}
@@ -440,6 +455,17 @@ func (r *ConsolidationReport) WriteTable(w io.Writer) error {
 			return err
 		}
 	}
+	if r.Summary.PodsNotRecreated > 0 {
+		rows = rows[:0]
+		for _, m := range r.PodsMoved {
+			if m.NotRecreated {
+				rows = append(rows, []string{m.Pod, m.From, r.starts(r.batchOfNode(m.From))})
+			}
+		}
+		if err := writeSection(w, "NOT RECREATED (evicted, no controller)", []string{"POD", "NODE", "STARTS"}, rows); err != nil {
+			return err
+		}
+	}
 	if len(r.Kept) > 0 {
 		fmt.Fprintln(w, "KEPT")
 		for _, k := range r.Kept {
@@ -447,6 +473,16 @@ func (r *ConsolidationReport) WriteTable(w io.Writer) error {
 		}
 	}
 	return nil
+}
+
+// batchOfNode is the batch the removed node starts in, "" when held back.
+func (r *ConsolidationReport) batchOfNode(node string) string {
+	for _, n := range r.Remove {
+		if n.Node == node {
+			return n.Batch
+		}
+	}
+	return ""
 }
 
 // starts says when a removal or launch of the batch starts.

@@ -2,8 +2,8 @@
 // form it has: drifted nodes are replaced, empty ones removed, and underutilized ones
 // consolidated into fewer or cheaper nodes. Every decision is made by the scheduling
 // engine planning the candidates' pods onto the rest of the cluster, is limited by the
-// NodePools' budgets and by what the pods allow (PodDisruptionBudgets, do-not-disrupt,
-// pods no controller would recreate), and launches replacements before anything
+// NodePools' budgets and by what the pods allow (PodDisruptionBudgets,
+// do-not-disrupt), and launches replacements before anything
 // drains. What to remove and replace is decided by controller/consolidation, which
 // is pure; this package reads the cluster for it and carries its batches out.
 package disruption

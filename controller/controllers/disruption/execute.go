@@ -15,6 +15,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/consolidation"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
 	"github.com/dovetail-sh/dovetail/controller/state"
 )
@@ -39,6 +40,11 @@ func (c *Controller) execute(ctx context.Context, s *pass, cmd *command) error {
 		c.recorder.Event(cand.Claim, corev1.EventTypeNormal, "DisruptionTerminating", message)
 		c.recorder.Event(cand.Node, corev1.EventTypeNormal, "DisruptionTerminating", message)
 		for _, p := range cand.Pods {
+			if !consolidation.Recreated(p) {
+				// Karpenter evicts such pods too; say so where their owner will look.
+				c.recorder.Eventf(p, corev1.EventTypeWarning, "Disrupted", "Node %s is being disrupted (%s); the pod will be evicted and, with no controller to recreate it, not come back", cand.Node.Name, cmd.reason)
+				continue
+			}
 			c.recorder.Eventf(p, corev1.EventTypeNormal, "Disrupted", "Node %s is being disrupted (%s); the pod will be evicted", cand.Node.Name, cmd.reason)
 		}
 	}
