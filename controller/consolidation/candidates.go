@@ -285,15 +285,17 @@ func ready(p *corev1.Pod) bool {
 	return false
 }
 
-// blocker says what forbids a graceful disruption of the node, or "". A pod
-// terminating already is not evicted, so neither its annotation nor its budgets
-// hold the node.
+// blocker says what forbids a graceful disruption of the node, or "". As in
+// Karpenter, every pod that runs counts, DaemonSet and mirror pods too (the
+// node's end ends them, though the drain leaves them be), except that a mirror
+// pod's budgets do not hold it: the eviction API cannot evict a mirror pod. A pod
+// finished or terminating already holds nothing.
 func blocker(node *corev1.Node, pods []*corev1.Pod, pdbs []policyv1.PodDisruptionBudget, now time.Time) string {
 	if node.Annotations[v1.DoNotDisruptAnnotationKey] == "true" {
 		return fmt.Sprintf("node has the %s annotation", v1.DoNotDisruptAnnotationKey)
 	}
-	for _, p := range reschedulable(pods) {
-		if p.DeletionTimestamp != nil {
+	for _, p := range pods {
+		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.DeletionTimestamp != nil {
 			continue
 		}
 		if protected, until := v1.PodDoNotDisrupt(p, now); protected {
@@ -301,6 +303,9 @@ func blocker(node *corev1.Node, pods []*corev1.Pod, pdbs []policyv1.PodDisruptio
 				return fmt.Sprintf("pod %s/%s has the %s annotation, until %s", p.Namespace, p.Name, v1.DoNotDisruptAnnotationKey, until.UTC().Format(time.RFC3339))
 			}
 			return fmt.Sprintf("pod %s/%s has the %s annotation", p.Namespace, p.Name, v1.DoNotDisruptAnnotationKey)
+		}
+		if _, mirror := p.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
+			continue
 		}
 		var guarding []string
 		for i := range pdbs {

@@ -132,10 +132,34 @@ func TestBlocker(t *testing.T) {
 	if why := blocker(node, []*corev1.Pod{owned("a", nil)}, []policyv1.PodDisruptionBudget{pdb}, testNow); why != "" {
 		t.Errorf("PDB allowing one disruption blocks: %q", why)
 	}
+	// As in Karpenter, a DaemonSet or mirror pod's do-not-disrupt holds the node (its
+	// end ends them), and so does a PDB over a DaemonSet pod; a mirror pod's PDB
+	// does not (the eviction API cannot evict it), nor does a finished or
+	// terminating pod's annotation.
 	daemon := owned("ds", map[string]string{v1.DoNotDisruptAnnotationKey: "true"})
 	daemon.OwnerReferences[0].Kind = "DaemonSet"
-	if why := blocker(node, []*corev1.Pod{daemon}, nil, testNow); why != "" {
-		t.Errorf("a daemonset pod, which is never evicted, blocks: %q", why)
+	if why := blocker(node, []*corev1.Pod{daemon}, nil, testNow); !strings.Contains(why, "pod default/ds has the karpenter.sh/do-not-disrupt annotation") {
+		t.Errorf("a do-not-disrupt daemonset pod: %q", why)
+	}
+	pdb.Status.DisruptionsAllowed = 0
+	daemon.Annotations = nil
+	if why := blocker(node, []*corev1.Pod{daemon}, []policyv1.PodDisruptionBudget{pdb}, testNow); !strings.Contains(why, "pdb default/web") {
+		t.Errorf("a daemonset pod under a PDB allowing nothing: %q", why)
+	}
+	mirror := owned("static", map[string]string{corev1.MirrorPodAnnotationKey: "x", v1.DoNotDisruptAnnotationKey: "true"})
+	if why := blocker(node, []*corev1.Pod{mirror}, nil, testNow); !strings.Contains(why, "pod default/static has") {
+		t.Errorf("a do-not-disrupt mirror pod: %q", why)
+	}
+	delete(mirror.Annotations, v1.DoNotDisruptAnnotationKey)
+	if why := blocker(node, []*corev1.Pod{mirror}, []policyv1.PodDisruptionBudget{pdb}, testNow); why != "" {
+		t.Errorf("a mirror pod's PDB blocks: %q", why)
+	}
+	done := owned("done", map[string]string{v1.DoNotDisruptAnnotationKey: "true"})
+	done.Status.Phase = corev1.PodSucceeded
+	leaving := owned("leaving", map[string]string{v1.DoNotDisruptAnnotationKey: "true"})
+	leaving.DeletionTimestamp = &metav1.Time{Time: testNow}
+	if why := blocker(node, []*corev1.Pod{done, leaving}, []policyv1.PodDisruptionBudget{pdb}, testNow); why != "" {
+		t.Errorf("a finished and a terminating pod block: %q", why)
 	}
 	node.Annotations = map[string]string{v1.DoNotDisruptAnnotationKey: "true"}
 	if why := blocker(node, nil, nil, testNow); !strings.Contains(why, "node has") {

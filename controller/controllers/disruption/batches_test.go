@@ -8,7 +8,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/record"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -157,5 +161,66 @@ func TestHeldPart(t *testing.T) {
 	}
 	if part := heldPart(&consolidation.Batch{Candidates: []*candidate{c}}, proposed); part != nil {
 		t.Errorf("a batch of nodes never proposed went: %v", part.Candidates)
+	}
+}
+
+// The metrics Karpenter's suite checks for a consolidation that deletes a node: the
+// eligible nodes by reason, the decision (delete, underutilized, single) overall
+// and by nodepool, and the disrupted claim. The node's one pod has no controller:
+// it is evicted like any other, with a Warning event saying it will not come back.
+func TestDecisionMetrics(t *testing.T) {
+	keep, keepNode := initializedClaim("keep", time.Date(2026, 11, 23, 11, 0, 0, 0, time.UTC))
+	pod := func(name, node string, owned bool) *corev1.Pod {
+		p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name + "-uid")},
+			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("500m"), corev1.ResourceMemory: resource.MustParse("128Mi")}}}}},
+			Status: corev1.PodStatus{Phase: corev1.PodRunning}}
+		if owned {
+			controller := true
+			p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", UID: "rs", Controller: &controller}}
+		}
+		return p
+	}
+	f := newRestartFixture(t, nil, false, []client.Object{keep, keepNode, pod("kept", keepNode.Name, true), pod("kept-too", keepNode.Name, true), pod("bare", "old-node", false)}, interceptor.Funcs{})
+	recorder := record.NewFakeRecorder(100)
+	f.ctrl.recorder = recorder
+	ctx := context.Background()
+	pool := &v1.NodePool{}
+	if err := f.kube.Get(ctx, client.ObjectKey{Name: "default"}, pool); err != nil {
+		t.Fatal(err)
+	}
+	pool.Spec.Disruption.ConsolidationPolicy = v1.ConsolidationPolicyWhenEmptyOrUnderutilized
+	pool.Spec.Disruption.ConsolidateAfter = v1.MustParseNillableDuration("0s")
+	pool.Spec.Disruption.Budgets = []v1.Budget{{Nodes: "100%"}}
+	if err := f.kube.Update(ctx, pool); err != nil {
+		t.Fatal(err)
+	}
+	decisions := metrics.VoluntaryDisruptionDecisions.WithLabelValues("delete", "underutilized", consolidation.TypeSingle)
+	byPool := metrics.VoluntaryDisruptionDecisionsByNodePool.WithLabelValues("default", "delete", "underutilized", consolidation.TypeSingle)
+	disrupted := metrics.NodeClaimsDisrupted.WithLabelValues("underutilized", "default", v1.CapacityTypeOnDemand)
+	before := []float64{testutil.ToFloat64(decisions), testutil.ToFloat64(byPool), testutil.ToFloat64(disrupted)}
+	if err := f.reconcile(t); err != nil {
+		t.Fatal(err)
+	}
+	for reason, want := range map[string]float64{"underutilized": 2, "empty": 0, "drifted": 0} {
+		if got := testutil.ToFloat64(metrics.VoluntaryDisruptionEligibleNodes.WithLabelValues(reason)); got != want {
+			t.Errorf("eligible nodes for %s: %v, want %v", reason, got, want)
+		}
+	}
+	f.clock.Step(DefaultOptions().ValidationDelay + time.Second)
+	if err := f.reconcile(t); err != nil {
+		t.Fatal(err)
+	}
+	if nc := f.oldClaim(t); nc != nil && nc.DeletionTimestamp == nil {
+		t.Fatal("the node whose one pod fits on the other was not deleted")
+	}
+	after := []float64{testutil.ToFloat64(decisions), testutil.ToFloat64(byPool), testutil.ToFloat64(disrupted)}
+	for i, name := range []string{"decisions", "decisions by nodepool", "nodeclaims disrupted"} {
+		if got := after[i] - before[i]; got != 1 {
+			t.Errorf("%s rose by %v, want 1", name, got)
+		}
+	}
+	if events := drain(recorder); !strings.Contains(events, "Warning Disrupted Node old-node is being disrupted (Underutilized); the pod will be evicted and, with no controller to recreate it, not come back") {
+		t.Errorf("no Warning event on the pod without a controller:\n%s", events)
 	}
 }
