@@ -454,3 +454,49 @@ func TestScaleDownInBudgetSizedBatches(t *testing.T) {
 		t.Errorf("nodes per disruption: %v; want the first two together (50%% of 4)", perPlan)
 	}
 }
+
+// TestPodWithoutAControllerIsEvicted: a pod no controller owns does not keep its node,
+// as in Karpenter v1. Once the pods that sized its node are gone, the node is
+// consolidated: the pod is evicted, gets a Warning event saying it will not come
+// back, is not recreated, and no node is left.
+func TestPodWithoutAControllerIsEvicted(t *testing.T) {
+	c := startCluster(t)
+	ctx := context.Background()
+	must(t, c.Create(ctx, consolidatingPool("default", "1s")))
+	// Three 1-cpu pods share one 4-vCPU node; the bare pod left alone on it needs
+	// only a 2-vCPU node, so replacing the node saves.
+	sizer := localstack.Deployment("sizer", 2, "1", "1Gi")
+	scratch := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "scratch", Namespace: "default", Labels: map[string]string{"app": "scratch"}},
+		Spec: *sizer.Spec.Template.Spec.DeepCopy()}
+	must(t, c.Create(ctx, sizer))
+	must(t, c.Create(ctx, scratch))
+	pods := append(allRunning(t, c, "sizer", 2, 60*time.Second), allRunning(t, c, "scratch", 1, 60*time.Second)...)
+	if nodes := nodesHolding(pods); nodes != 1 {
+		t.Fatalf("the three pods are on %d nodes, not one: the test needs the bare pod left on a node larger than it needs", nodes)
+	}
+	scale(t, c, "sizer", 0)
+	eventually(t, 120*time.Second, "the bare pod evicted and every node removed", func() error {
+		err := c.Get(ctx, client.ObjectKeyFromObject(scratch), scratch)
+		if err == nil {
+			return fmt.Errorf("pod scratch is still on %s (deleting: %v)", scratch.Spec.NodeName, scratch.DeletionTimestamp != nil)
+		}
+		if client.IgnoreNotFound(err) != nil {
+			return err
+		}
+		var claims v1.NodeClaimList
+		if err := c.List(ctx, &claims); err != nil {
+			return err
+		}
+		if len(claims.Items) > 0 {
+			return fmt.Errorf("%d nodeclaims left", len(claims.Items))
+		}
+		return nil
+	})
+	warned := false
+	for _, e := range eventsFor(t, c, "default", "scratch", "Disrupted") {
+		warned = warned || (e.Type == corev1.EventTypeWarning && strings.Contains(e.Message, "with no controller to recreate it, not come back"))
+	}
+	if !warned {
+		t.Error("no Warning event told the bare pod's owner it would not come back")
+	}
+}
