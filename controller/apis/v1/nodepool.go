@@ -48,9 +48,11 @@ type Disruption struct {
 	// +required
 	ConsolidateAfter NillableDuration `json:"consolidateAfter"`
 	// ConsolidationPolicy is which nodes consolidation may remove: only empty ones, or
-	// underutilized ones too.
+	// underutilized ones too. Balanced (Karpenter v1.15) is accepted by the CRD and
+	// refused by the controller until it is implemented: the NodePool's
+	// ValidationSucceeded condition says so.
 	// +kubebuilder:default:="WhenEmptyOrUnderutilized"
-	// +kubebuilder:validation:Enum:={WhenEmpty,WhenEmptyOrUnderutilized}
+	// +kubebuilder:validation:Enum:={WhenEmpty,WhenEmptyOrUnderutilized,Balanced}
 	// +optional
 	ConsolidationPolicy ConsolidationPolicy `json:"consolidationPolicy,omitempty"`
 	// Budgets rate-limit voluntary disruption. The most restrictive active budget wins.
@@ -89,6 +91,7 @@ type ConsolidationPolicy string
 const (
 	ConsolidationPolicyWhenEmpty                ConsolidationPolicy = "WhenEmpty"
 	ConsolidationPolicyWhenEmptyOrUnderutilized ConsolidationPolicy = "WhenEmptyOrUnderutilized"
+	ConsolidationPolicyBalanced                 ConsolidationPolicy = "Balanced"
 )
 
 // DisruptionReason names why a node is voluntarily disrupted.
@@ -249,6 +252,10 @@ type NodePoolStatus struct {
 	// disrupted right now for each reason, after the budgets active at this moment.
 	// +optional
 	AllowedDisruptions []AllowedDisruption `json:"allowedDisruptions,omitempty"`
+	// NodeClassObservedGeneration is the generation of the NodeClass the pool's
+	// status was last computed from (Karpenter v1.14's field).
+	// +optional
+	NodeClassObservedGeneration int64 `json:"nodeClassObservedGeneration,omitempty"`
 }
 
 // AllowedDisruption is the room the active budgets leave for one reason.

@@ -187,6 +187,15 @@ func unsupported(nc *awsv1.EC2NodeClass) error {
 	if nc.Spec.IPPrefixCount != nil {
 		what = append(what, "ipPrefixCount (assigning IPv4 prefixes is not supported yet; remove it)")
 	}
+	if nc.Spec.PlacementGroupSelector != nil {
+		what = append(what, "placementGroupSelector (launching into a placement group is not supported yet; remove it)")
+	}
+	if nc.Spec.CPUOptions != nil {
+		what = append(what, "cpuOptions (nested virtualization is not supported yet; remove it)")
+	}
+	if nc.Spec.ConnectionTracking != nil {
+		what = append(what, "connectionTracking (connection tracking timeouts are not supported yet; remove it to keep EC2's defaults)")
+	}
 	if len(what) == 0 {
 		return nil
 	}
