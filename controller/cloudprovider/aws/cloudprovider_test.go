@@ -875,3 +875,63 @@ func TestSpotWithoutItsServiceLinkedRoleFallsBackToOnDemand(t *testing.T) {
 		t.Error("spot is still unavailable after the TTL")
 	}
 }
+
+// TestConnectionTrackingInTheLaunchTemplate: a class's connectionTracking puts its
+// idle timeouts on the primary network interface of the launch templates (which
+// then carries the security groups), and nodes launch from them; a class without
+// it keeps the groups on the template.
+func TestConnectionTrackingInTheLaunchTemplate(t *testing.T) {
+	f := newFixture(t)
+	tcp, stream, udp := int32(3600), int32(120), int32(45)
+	f.class(t, "tracked", func(s *awsv1.EC2NodeClassSpec) {
+		s.ConnectionTracking = &awsv1.ConnectionTracking{TCPEstablishedTimeout: &tcp, UDPStreamTimeout: &stream, UDPTimeout: &udp}
+	})
+	plain := f.class(t, "default", nil)
+	cp := f.provider()
+	onDemand := []v1.NodeSelectorRequirementWithMinValues{req(v1.LabelInstanceType, "m5.large"), req(v1.LabelCapacityType, v1.CapacityTypeOnDemand)}
+	for _, c := range []string{"tracked", "default"} {
+		launched, err := cp.Create(f.ctx, claim(c+"-node", c, onDemand...))
+		if err != nil {
+			t.Fatalf("launching from class %s: %v", c, err)
+		}
+		if launched.Status.ProviderID == "" {
+			t.Fatalf("class %s: no instance", c)
+		}
+	}
+	seen := map[string]bool{}
+	for _, lt := range f.launchTemplates(t) {
+		class := ""
+		for _, tag := range lt.Tags {
+			if aws.ToString(tag.Key) == dtaws.TagNodeClass {
+				class = aws.ToString(tag.Value)
+			}
+		}
+		versions, err := f.clients.EC2.DescribeLaunchTemplateVersions(f.ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: lt.LaunchTemplateId})
+		if err != nil || len(versions.LaunchTemplateVersions) == 0 {
+			t.Fatal(err)
+		}
+		data := versions.LaunchTemplateVersions[0].LaunchTemplateData
+		seen[class] = true
+		switch class {
+		case "tracked":
+			if len(data.NetworkInterfaces) != 1 || data.NetworkInterfaces[0].ConnectionTrackingSpecification == nil {
+				t.Fatalf("launch template %s has network interfaces %+v; want one with connection tracking", aws.ToString(lt.LaunchTemplateName), data.NetworkInterfaces)
+			}
+			eni := data.NetworkInterfaces[0]
+			ct := eni.ConnectionTrackingSpecification
+			if aws.ToInt32(ct.TcpEstablishedTimeout) != tcp || aws.ToInt32(ct.UdpStreamTimeout) != stream || aws.ToInt32(ct.UdpTimeout) != udp || aws.ToInt32(eni.DeviceIndex) != 0 {
+				t.Errorf("connection tracking %d/%d/%d on device %d; want %d/%d/%d on device 0", aws.ToInt32(ct.TcpEstablishedTimeout), aws.ToInt32(ct.UdpStreamTimeout), aws.ToInt32(ct.UdpTimeout), aws.ToInt32(eni.DeviceIndex), tcp, stream, udp)
+			}
+			if len(eni.Groups) != len(plain.Status.SecurityGroups) || len(data.SecurityGroupIds) != 0 {
+				t.Errorf("the interface carries groups %v and the template %v; want the class's %d groups on the interface only", eni.Groups, data.SecurityGroupIds, len(plain.Status.SecurityGroups))
+			}
+		case "default":
+			if len(data.NetworkInterfaces) != 0 || len(data.SecurityGroupIds) != len(plain.Status.SecurityGroups) {
+				t.Errorf("a class without connectionTracking: interfaces %+v, groups %v", data.NetworkInterfaces, data.SecurityGroupIds)
+			}
+		}
+	}
+	if !seen["tracked"] || !seen["default"] {
+		t.Errorf("launch templates of classes %v; want one of each", seen)
+	}
+}

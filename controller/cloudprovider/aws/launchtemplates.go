@@ -56,6 +56,9 @@ type LaunchTemplate struct {
 	MetadataOptions     *awsv1.MetadataOptions      `json:"metadataOptions,omitempty"`
 	DetailedMonitoring  bool                        `json:"detailedMonitoring,omitempty"`
 	AssociatePublicIP   *bool                       `json:"associatePublicIP,omitempty"`
+	// ConnectionTracking sets the primary interface's idle connection tracking
+	// timeouts.
+	ConnectionTracking *awsv1.ConnectionTracking `json:"connectionTracking,omitempty"`
 	// Tags go on the template and, through it, on the network interface and spot
 	// request of each instance; they name the pool, so each pool has its own templates.
 	Tags map[string]string `json:"tags,omitempty"`
@@ -148,11 +151,17 @@ func (l *LaunchTemplates) create(ctx context.Context, name string, t *LaunchTemp
 	if t.UserData != "" {
 		data.UserData = aws.String(base64.StdEncoding.EncodeToString([]byte(t.UserData)))
 	}
-	if t.AssociatePublicIP != nil {
-		// The flag lives on a network interface, which then carries the groups too.
-		data.NetworkInterfaces = []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{{
+	if t.AssociatePublicIP != nil || t.ConnectionTracking != nil {
+		// Both live on a network interface, which then carries the groups too.
+		eni := ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{
 			DeviceIndex: aws.Int32(0), AssociatePublicIpAddress: t.AssociatePublicIP, Groups: t.SecurityGroupIDs,
-		}}
+		}
+		if ct := t.ConnectionTracking; ct != nil {
+			eni.ConnectionTrackingSpecification = &ec2types.ConnectionTrackingSpecificationRequest{
+				TcpEstablishedTimeout: ct.TCPEstablishedTimeout, UdpStreamTimeout: ct.UDPStreamTimeout, UdpTimeout: ct.UDPTimeout,
+			}
+		}
+		data.NetworkInterfaces = []ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{eni}
 	} else {
 		data.SecurityGroupIds = t.SecurityGroupIDs
 	}

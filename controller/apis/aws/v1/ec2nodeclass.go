@@ -46,8 +46,8 @@ type EC2NodeClassSpec struct {
 	// +optional
 	IPPrefixCount *int32 `json:"ipPrefixCount,omitempty"`
 	// ConnectionTracking sets the idle connection tracking timeouts of the
-	// interfaces in the launch template (Karpenter v1.14). Accepted, and refused by
-	// the controller until it is implemented.
+	// instances' primary network interface, through the launch template (Karpenter
+	// v1.14; Nitro instances only).
 	// +optional
 	ConnectionTracking *ConnectionTracking `json:"connectionTracking,omitempty"`
 	// CPUOptions are the instances' CPU options (Karpenter v1.14). Accepted, and

@@ -193,9 +193,7 @@ func unsupported(nc *awsv1.EC2NodeClass) error {
 	if nc.Spec.CPUOptions != nil {
 		what = append(what, "cpuOptions (nested virtualization is not supported yet; remove it)")
 	}
-	if nc.Spec.ConnectionTracking != nil {
-		what = append(what, "connectionTracking (connection tracking timeouts are not supported yet; remove it to keep EC2's defaults)")
-	}
+
 	if len(what) == 0 {
 		return nil
 	}

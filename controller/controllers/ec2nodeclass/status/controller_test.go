@@ -113,13 +113,12 @@ func TestEC2NodeClassStatus(t *testing.T) {
 	// Settings the API accepts but Dovetail cannot carry out keep the class from
 	// being used, and say so, instead of launching nodes that silently lack them.
 	prefixes := int32(2)
-	enabled, udp := "enabled", int32(45)
+	enabled := "enabled"
 	unsupported := class("prefixes", func(s *awsv1.EC2NodeClassSpec) {
 		s.IPPrefixCount = &prefixes
 		// Karpenter v1.14's settings, accepted by the CRD.
 		s.PlacementGroupSelector = &awsv1.PlacementGroupSelector{Name: aws.String("hpc")}
 		s.CPUOptions = &awsv1.CPUOptions{NestedVirtualization: &enabled}
-		s.ConnectionTracking = &awsv1.ConnectionTracking{UDPTimeout: &udp}
 	})
 	if err := c.Create(ctx, unsupported); err != nil {
 		t.Fatal(err)
@@ -133,7 +132,7 @@ func TestEC2NodeClassStatus(t *testing.T) {
 			return fmt.Errorf("ValidationSucceeded = %+v", v)
 		}
 		for _, want := range []string{"ipPrefixCount (assigning IPv4 prefixes is not supported yet; remove it)", "placementGroupSelector (launching into a placement group is not supported yet; remove it)",
-			"cpuOptions (nested virtualization is not supported yet; remove it)", "connectionTracking (connection tracking timeouts are not supported yet"} {
+			"cpuOptions (nested virtualization is not supported yet; remove it)"} {
 			if !strings.Contains(v.Message, want) {
 				return fmt.Errorf("ValidationSucceeded's message lacks %q: %s", want, v.Message)
 			}
