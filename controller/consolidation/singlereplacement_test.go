@@ -75,9 +75,9 @@ func eligibleOf(cl *Cluster, now time.Time) []*Candidate {
 	return out
 }
 
-// bestSingleReplacement is the most any decision of Karpenter's shape saves. It
+// bruteForceSingleReplacement is the most any decision of Karpenter's shape saves. It
 // tries every set of candidates, so it is for small clusters only.
-func bestSingleReplacement(cl *Cluster, opts Options) float64 {
+func bruteForceSingleReplacement(cl *Cluster, opts Options) float64 {
 	eligible := eligibleOf(cl, opts.Now)
 	t := newTrial(cl)
 	best := 0.0
@@ -199,7 +199,7 @@ func TestNeverDearerThanTheBestSingleReplacement(t *testing.T) {
 			view := state.NewView(tc.pods, tc.nodes, tc.claims, []v1.NodePool{*tc.pool}, tc.pdbs, nil)
 			fresh := Observe(view, provisioning.SnapshotFromView(view, func(*v1.NodePool) []*scheduling.InstanceType { return types }, scheduling.DefaultNodeCosts()), nil, testNow)
 			if len(tc.nodes) <= MaxExhaustiveCandidates {
-				if best := bestSingleReplacement(fresh, Options{Now: testNow}); plan.Savings() < best-1e-9 {
+				if best := bruteForceSingleReplacement(fresh, Options{Now: testNow}); plan.Savings() < best-1e-9 {
 					t.Errorf("saves $%.4f/h (removes %v, launches %s); a decision of at most one new node saves $%.4f/h", plan.Savings(), names(plan.Remove), typeNames(plan.Replacements), best)
 				}
 			} else if karpenters := karpentersDecision(fresh, Options{Now: testNow}); plan.Savings() < karpenters-1e-9 {

@@ -161,13 +161,14 @@ func (t *trial) target(cands []*Candidate, opts Options) ([]*Candidate, *schedul
 	} else {
 		best = t.replace(emptied, opts)
 	}
+	removal := reversed(keep)
 	if best.results == nil {
-		best = t.deletions(reversed(keep))
+		best = t.deletions(removal)
 	}
 	// A fleet planned afresh is not always the cheaper end: the engine may trade a
 	// node that is already right for its pods into the new fleet. The best
 	// decision of Karpenter's shape is the floor.
-	if single := t.bestSingleReplacement(reversed(keep), best.savings, opts); single.results != nil {
+	if single := t.bestSingleReplacement(removal, cands, best.savings, opts); single.results != nil {
 		best = single
 	}
 	return best.removed, best.results
@@ -301,10 +302,12 @@ const SingleReplacementWork = 16384
 
 // bestSingleReplacement is the decision of Karpenter's shape that saves the most:
 // at most MaxMultiNodeCandidates candidates removed, their pods on the rest and on
-// at most one new node that costs less than they do. order is the removal order.
+// at most one new node that costs less than they do. order is the removal order;
+// byCost is the candidates cheapest to disrupt first, the order Karpenter takes
+// them in (Observe sorts them so).
 // It searches only while such a decision could save more than floor: when even
 // removing the dearest candidates for nothing saves no more, it returns none.
-func (t *trial) bestSingleReplacement(order []*Candidate, floor float64, opts Options) candidateRun {
+func (t *trial) bestSingleReplacement(order, byCost []*Candidate, floor float64, opts Options) candidateRun {
 	best := candidateRun{savings: floor}
 	if ceilingOfSingle(order) <= floor+1e-9 {
 		return candidateRun{}
@@ -336,7 +339,7 @@ func (t *trial) bestSingleReplacement(order []*Candidate, floor float64, opts Op
 	} else {
 		// Karpenter's multi-node run, in its order (cheapest to disrupt first) and
 		// in ours: the longest prefix that places its pods.
-		for _, o := range [][]*Candidate{disruptionOrder(order), order} {
+		for _, o := range [][]*Candidate{byCost, order} {
 			lo, hi := 2, min(len(o), MaxMultiNodeCandidates)
 			for lo <= hi {
 				mid := (lo + hi) / 2
@@ -399,19 +402,6 @@ func ceilingOfSingle(order []*Candidate) float64 {
 		total += p
 	}
 	return total
-}
-
-// disruptionOrder sorts the candidates as Karpenter takes them: cheapest to
-// disrupt first.
-func disruptionOrder(cands []*Candidate) []*Candidate {
-	out := slices.Clone(cands)
-	sort.SliceStable(out, func(i, j int) bool {
-		if out[i].DisruptionCost != out[j].DisruptionCost {
-			return out[i].DisruptionCost < out[j].DisruptionCost
-		}
-		return out[i].Claim.Name < out[j].Claim.Name
-	})
-	return out
 }
 
 // replaceWithOne is replace limited to at most one new node; placed reports

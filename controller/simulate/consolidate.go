@@ -457,9 +457,13 @@ func (r *ConsolidationReport) WriteTable(w io.Writer) error {
 	}
 	if r.Summary.PodsNotRecreated > 0 {
 		rows = rows[:0]
+		batchOf := map[string]string{}
+		for _, n := range r.Remove {
+			batchOf[n.Node] = n.Batch
+		}
 		for _, m := range r.PodsMoved {
 			if m.NotRecreated {
-				rows = append(rows, []string{m.Pod, m.From, r.starts(r.batchOfNode(m.From))})
+				rows = append(rows, []string{m.Pod, m.From, r.starts(batchOf[m.From])})
 			}
 		}
 		if err := writeSection(w, "NOT RECREATED (evicted, no controller)", []string{"POD", "NODE", "STARTS"}, rows); err != nil {
@@ -473,16 +477,6 @@ func (r *ConsolidationReport) WriteTable(w io.Writer) error {
 		}
 	}
 	return nil
-}
-
-// batchOfNode is the batch the removed node starts in, "" when held back.
-func (r *ConsolidationReport) batchOfNode(node string) string {
-	for _, n := range r.Remove {
-		if n.Node == node {
-			return n.Batch
-		}
-	}
-	return ""
 }
 
 // starts says when a removal or launch of the batch starts.
