@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"math"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -55,8 +56,18 @@ func (c *Candidate) Consolidatable(now time.Time) bool {
 	return !c.ConsolidatableSince.IsZero() && !now.Before(c.ConsolidatableSince)
 }
 
-// Empty reports whether no pod would have to move.
-func (c *Candidate) Empty() bool { return len(c.Pods) == 0 }
+// Empty reports whether moving its pods costs nothing: no pod has to move, or
+// every one that does has an eviction cost of 0 or less (a pod that declared
+// itself free to disrupt does not make its node worth keeping, as Karpenter v1.15
+// counts a node empty). The pods of such a node are still planned a place.
+func (c *Candidate) Empty() bool {
+	for _, p := range c.Pods {
+		if EvictionCost(p) > 0 {
+			return false
+		}
+	}
+	return true
+}
 
 // Cluster is what disruption sees in one pass: the engine's snapshot, the
 // candidates (cheapest to disrupt first), and per pool how many claims it has and
@@ -71,6 +82,9 @@ type Cluster struct {
 	// flight, nodes still starting) to their claims: pods planned onto them wait.
 	Launching         map[string]string
 	Total, Disrupting map[string]int
+	// Totals are each pool's $/h and disruption cost over all its nodes, what
+	// Balanced pools score moves against.
+	Totals map[string]PoolTotals
 	// pdbAllowed is each PodDisruptionBudget's disruptionsAllowed, so a batch takes
 	// no more of a budget's pods than it allows at once.
 	pdbAllowed map[string]int
@@ -82,7 +96,7 @@ type Cluster struct {
 // disrupting names the claims commands in this process are disrupting; claims
 // tainted for disruption or being deleted count as disrupting too.
 func Observe(view *state.View, snap *scheduling.Snapshot, disrupting sets.Set[string], now time.Time) *Cluster {
-	cl := &Cluster{Snapshot: snap, Launching: map[string]string{}, Total: map[string]int{}, Disrupting: map[string]int{}, pdbAllowed: map[string]int{}, placeablePending: -1}
+	cl := &Cluster{Snapshot: snap, Launching: map[string]string{}, Total: map[string]int{}, Disrupting: map[string]int{}, Totals: map[string]PoolTotals{}, pdbAllowed: map[string]int{}, placeablePending: -1}
 	for i := range view.PDBs {
 		cl.pdbAllowed[view.PDBs[i].Namespace+"/"+view.PDBs[i].Name] = int(view.PDBs[i].Status.DisruptionsAllowed)
 	}
@@ -95,6 +109,7 @@ func Observe(view *state.View, snap *scheduling.Snapshot, disrupting sets.Set[st
 		nc := &view.Claims[i]
 		pool := nc.Labels[v1.LabelNodePool]
 		cl.Total[pool]++
+		cl.addToTotals(view, snap, nc)
 		if nc.DeletionTimestamp != nil {
 			cl.Disrupting[pool]++
 			continue
@@ -142,6 +157,23 @@ func Observe(view *state.View, snap *scheduling.Snapshot, disrupting sets.Set[st
 		return a.Claim.Name < b.Claim.Name
 	})
 	return cl
+}
+
+// addToTotals counts a claim in its pool's totals: every node counts, being
+// disrupted, starting or not a candidate, as in Karpenter (a node's price unknown
+// adds nothing to the cost).
+func (cl *Cluster) addToTotals(view *state.View, snap *scheduling.Snapshot, nc *v1.NodeClaim) {
+	pool := nc.Labels[v1.LabelNodePool]
+	t := cl.Totals[pool]
+	if p := Price(snap.InstanceTypes[pool], nc.Labels[v1.LabelInstanceType], nc.Labels[v1.LabelTopologyZone], nc.Labels[v1.LabelCapacityType]); !math.IsNaN(p) {
+		t.Cost += p
+	}
+	var pods []*corev1.Pod
+	if node := view.NodeOf(nc); node != nil {
+		pods = reschedulable(view.PodsOn(node.Name))
+	}
+	t.Disruption += rescheduleCost(pods)
+	cl.Totals[pool] = t
 }
 
 // PlaceablePending counts the pending pods the cluster as it is, plus what its
@@ -341,27 +373,34 @@ func Price(types []*scheduling.InstanceType, name, zone, capacityType string) fl
 	return math.NaN()
 }
 
-// disruptionCost weighs moving a node's pods, as Karpenter does: each pod counts one,
-// more with a higher pod-deletion-cost or priority, and the sum is scaled by how much
-// of the node's life remains (an expiring node is cheap to disrupt).
+// disruptionCost weighs moving a node's pods, as Karpenter orders candidates: the
+// pods' eviction costs, a negative one counting nothing, scaled by how much of the
+// node's life remains (an expiring node is cheap to disrupt).
 func disruptionCost(pods []*corev1.Pod, nc *v1.NodeClaim, now time.Time) float64 {
 	cost := 0.0
 	for _, p := range pods {
-		c := 1.0
-		if v, ok := p.Annotations["controller.kubernetes.io/pod-deletion-cost"]; ok {
-			var n float64
-			if _, err := fmt.Sscan(v, &n); err == nil {
-				c += n / math.Pow(2, 27)
-			}
-		}
-		if p.Spec.Priority != nil {
-			c += float64(*p.Spec.Priority) / math.Pow(2, 25)
-		}
-		cost += math.Max(c, 0)
+		cost += math.Max(EvictionCost(p), 0)
 	}
 	if exp := nc.Spec.ExpireAfter; exp.Duration != nil && *exp.Duration > 0 {
 		remaining := 1 - float64(now.Sub(nc.CreationTimestamp.Time))/float64(*exp.Duration)
 		cost *= math.Max(remaining, 0)
 	}
 	return cost
+}
+
+// EvictionCost is what evicting the pod costs, as Karpenter weighs it: 1, plus its
+// controller.kubernetes.io/pod-deletion-cost over 2^27 and its priority over 2^25,
+// clamped to [-10, 10]. A pod that set a low enough deletion cost or priority
+// costs nothing to move.
+func EvictionCost(p *corev1.Pod) float64 {
+	c := 1.0
+	if v, ok := p.Annotations[corev1.PodDeletionCost]; ok {
+		if n, err := strconv.ParseFloat(v, 64); err == nil {
+			c += n / math.Pow(2, 27)
+		}
+	}
+	if p.Spec.Priority != nil {
+		c += float64(*p.Spec.Priority) / math.Pow(2, 25)
+	}
+	return min(max(c, -10), 10)
 }

@@ -46,6 +46,9 @@ type Plan struct {
 	Batches []*Batch
 	// Blocked says, for each candidate the plan leaves in place, why.
 	Blocked []Blocked
+	// Scores are the target's moves that Balanced pools scored, all approved;
+	// Rejected those they scored under the threshold, left out of the target.
+	Scores, Rejected []Score
 }
 
 // Savings is the $/h the target saves.
@@ -93,6 +96,7 @@ type Blocked struct {
 func Decide(cl *Cluster, allowed map[string]map[v1.DisruptionReason]int, opts Options) *Plan {
 	plan := &Plan{}
 	var eligible []*Candidate
+	var hopeless []Score
 	for _, c := range cl.Candidates {
 		if reason := ineligible(c, opts.Now); reason != "" {
 			if c.Drift == "" {
@@ -100,18 +104,42 @@ func Decide(cl *Cluster, allowed map[string]map[v1.DisruptionReason]int, opts Op
 			}
 			continue
 		}
+		if Balanced(c.Pool) && !c.Empty() {
+			// Removing it outright is the best any of its moves could score.
+			if s := deleteScore(c, cl.Totals); !s.Approved() {
+				plan.Blocked = append(plan.Blocked, Blocked{c, fmt.Sprintf("consolidationPolicy Balanced: even deleting it would not be worth evicting its pods: %s", s)})
+				hopeless = append(hopeless, s)
+				continue
+			}
+		}
 		eligible = append(eligible, c)
 	}
 	t := newTrial(cl)
-	removed, results := t.target(eligible, opts)
+	removed, results, rejected := t.balancedTarget(eligible, opts)
+	gone := sets.New[*Candidate](removed...)
+	for _, s := range rejected {
+		gone.Insert(s.Candidates...)
+	}
+	for _, c := range eligible {
+		if s, ok := t.rejectedAlone[c]; ok && !gone.Has(c) {
+			rejected = append(rejected, s)
+		}
+	}
+	for _, s := range rejected {
+		for _, c := range s.Candidates {
+			gone.Insert(c)
+			plan.Blocked = append(plan.Blocked, Blocked{c, fmt.Sprintf("consolidationPolicy Balanced: the move that removes it is not worth its disruption: %s", s)})
+		}
+	}
+	plan.Rejected = append(hopeless, rejected...)
 	plan.Remove = removed
 	if results != nil {
 		plan.Replacements = results.NodeClaims
 		plan.Moves = moves(removed, results)
+		plan.Scores = scoreMoves(removed, results, cl.Totals)
 	}
 	plan.PriceRemoved = priceOf(removed)
 	plan.PriceAdded = scheduling.PriceOf(plan.Replacements)
-	gone := sets.New[*Candidate](removed...)
 	for _, c := range eligible {
 		if !gone.Has(c) {
 			plan.Blocked = append(plan.Blocked, Blocked{c, "no cheaper fit: the cluster needs the node for its pods, and no cheaper node would hold them"})

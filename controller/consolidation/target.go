@@ -67,10 +67,13 @@ type trial struct {
 	// stuck are the moving pods that have no place even with nothing removed: a
 	// removal is not blamed for them.
 	stuck sets.Set[types.UID]
+	// rejectedAlone holds the score of each candidate whose removal alone a
+	// Balanced pool rejected.
+	rejectedAlone map[*Candidate]Score
 }
 
 func newTrial(cl *Cluster) *trial {
-	t := &trial{cl: cl, stuck: sets.New[types.UID]()}
+	t := &trial{cl: cl, stuck: sets.New[types.UID](), rejectedAlone: map[*Candidate]Score{}}
 	if len(cl.Moving) > 0 {
 		for _, u := range cl.Snapshot.PlanWithout(nil, cl.Moving).Unschedulable {
 			t.stuck.Insert(u.Pod.UID)
@@ -413,6 +416,13 @@ func (t *trial) replaceWithOne(removed []*Candidate, opts Options) (run candidat
 		return run, false
 	}
 	if len(r.NodeClaims) == 1 && !narrowToCheaper(r.NodeClaims, ceilings(removed, r), allSpot(removed), opts.SpotToSpot) {
+		return run, true
+	}
+	if failing := failingScores(removed, r, t.cl.Totals); len(failing) > 0 {
+		// A Balanced pool rejects it: not a decision, though its pods have a place.
+		if len(removed) == 1 {
+			t.rejectedAlone[removed[0]] = failing[0]
+		}
 		return run, true
 	}
 	run.results = r

@@ -91,6 +91,15 @@ var (
 		Namespace: "karpenter", Subsystem: "voluntary_disruption", Name: "consolidation_timeouts_total",
 		Help: "Number of times the Consolidation algorithm has reached a timeout. Labeled by consolidation type. Dovetail's consolidation weighs every candidate in one pass with no timeout, so it stays 0.",
 	}, []string{"consolidation_type"})
+	ConsolidationScore = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "karpenter", Name: "consolidation_score",
+		Help:    "Score of balanced consolidation moves. Labeled by decision, NodePool, and policy.",
+		Buckets: []float64{0.1, 0.25, 0.33, 0.5, 1.0, 2.0, 5.0, 10.0},
+	}, []string{"decision", "nodepool", "policy"})
+	ConsolidationMoves = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "karpenter", Name: "consolidation_moves_total",
+		Help: "Number of balanced consolidation moves. Labeled by decision, NodePool, and policy.",
+	}, []string{"decision", "nodepool", "policy"})
 	VoluntaryDisruptionEligibleNodes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Namespace: "karpenter", Subsystem: "voluntary_disruption", Name: "eligible_nodes",
 		Help: "Number of nodes eligible for disruption by Karpenter. Labeled by disruption reason.",
@@ -167,7 +176,7 @@ var Static = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated, Nod
 	SchedulingDuration, SchedulerQueueDepth, PodsUnschedulable, SchedulerIgnoredPods, PendingPodsByEffectiveZone, schedulerUnfinishedWork,
 	NodePoolUsage, NodePoolLimit, NodePoolCost, NodePoolCostTrackerErrors, NodePoolNodesConsumingBudgets,
 	NodeClaimsDisrupted, VoluntaryDisruptionDecisions, VoluntaryDisruptionDecisionsByNodePool, VoluntaryDisruptionQueueFailures,
-	VoluntaryDisruptionFailedValidations, VoluntaryDisruptionConsolidationTimeouts, VoluntaryDisruptionEligibleNodes, NodePoolAllowedDisruptions,
+	VoluntaryDisruptionFailedValidations, VoluntaryDisruptionConsolidationTimeouts, VoluntaryDisruptionEligibleNodes, NodePoolAllowedDisruptions, ConsolidationScore, ConsolidationMoves,
 	InterruptionReceivedMessages, InterruptionDeletedMessages, InterruptionQueueDuration, PodsEvictionRequests, PodsDrained, PodsSchedulingDecisionDuration,
 	NodesCreated, NodesDrained, NodesTerminated, NodesTerminationDuration, NodesLifetime, DecisionEvaluationDuration}
 

@@ -36,10 +36,26 @@ type ConsolidationReport struct {
 	Remove         []RemovedNode        `json:"remove"`
 	Launch         []Replacement        `json:"launch"`
 	PodsMoved      []PodMove            `json:"podsMoved"`
+	// Scores are the moves of Balanced pools, as consolidationPolicy Balanced
+	// scores them: approved ones are in the target, rejected ones not.
+	Scores []MoveScore `json:"scores"`
 	// Kept are the nodes that stay now, with why; a node of the target that its
 	// budget holds back is both in Remove and here.
 	Kept     []KeptNode `json:"kept"`
 	Warnings []string   `json:"warnings"`
+}
+
+// MoveScore is a Balanced pool's score of one move: the share of the pool's $/h
+// it saves over the share of the pool's disruption cost it evicts, approved at
+// 1/k and above.
+type MoveScore struct {
+	NodePool          string   `json:"nodePool"`
+	Nodes             []string `json:"nodes"`
+	Score             float64  `json:"score"`
+	Threshold         float64  `json:"threshold"`
+	SavingsPercent    float64  `json:"savingsPercent"`
+	DisruptionPercent float64  `json:"disruptionPercent"`
+	Approved          bool     `json:"approved"`
 }
 
 // ConsolidationSummary counts nodes as NodeClaims (launched or in flight) plus the
@@ -142,7 +158,15 @@ func Consolidate(in *Inputs, instanceTypes []*scheduling.InstanceType, costs sch
 	// first, and nothing is disrupted meanwhile.
 	placeable := cl.PlaceablePending()
 
-	r := &ConsolidationReport{Now: now, SpotToSpot: spotToSpot, Remove: []RemovedNode{}, Launch: []Replacement{}, PodsMoved: []PodMove{}, Kept: []KeptNode{}, Warnings: warnings}
+	r := &ConsolidationReport{Now: now, SpotToSpot: spotToSpot, Remove: []RemovedNode{}, Launch: []Replacement{}, PodsMoved: []PodMove{}, Scores: []MoveScore{}, Kept: []KeptNode{}, Warnings: warnings}
+	for _, s := range append(append([]consolidation.Score(nil), plan.Scores...), plan.Rejected...) {
+		nodes := make([]string, len(s.Candidates))
+		for i, c := range s.Candidates {
+			nodes[i] = c.Node.Name
+		}
+		r.Scores = append(r.Scores, MoveScore{NodePool: s.Pool, Nodes: nodes, Score: math.Round(s.Value()*100) / 100, Threshold: s.Threshold(),
+			SavingsPercent: math.Round(s.SavingsFraction*1000) / 10, DisruptionPercent: math.Round(s.DisruptionFraction*1000) / 10, Approved: s.Approved()})
+	}
 	for i := range view.Claims {
 		nc := &view.Claims[i]
 		price := consolidation.Price(instanceTypes, nc.Labels[v1.LabelInstanceType], nc.Labels[v1.LabelTopologyZone], nc.Labels[v1.LabelCapacityType])
@@ -467,6 +491,19 @@ func (r *ConsolidationReport) WriteTable(w io.Writer) error {
 			}
 		}
 		if err := writeSection(w, "NOT RECREATED (evicted, no controller)", []string{"POD", "NODE", "STARTS"}, rows); err != nil {
+			return err
+		}
+	}
+	if len(r.Scores) > 0 {
+		rows = rows[:0]
+		for _, m := range r.Scores {
+			decision := "approved"
+			if !m.Approved {
+				decision = "rejected"
+			}
+			rows = append(rows, []string{m.NodePool, summarize(m.Nodes), fmt.Sprintf("%.2f", m.Score), fmt.Sprintf("%.1f%%", m.SavingsPercent), fmt.Sprintf("%.1f%%", m.DisruptionPercent), decision})
+		}
+		if err := writeSection(w, fmt.Sprintf("BALANCED SCORES (approved at %.2f and above)", 1.0/consolidation.BalancedK), []string{"NODEPOOL", "NODES", "SCORE", "SAVINGS", "DISRUPTION", "DECISION"}, rows); err != nil {
 			return err
 		}
 	}

@@ -261,3 +261,50 @@ func TestConsolidateTerminatingStatefulSetPod(t *testing.T) {
 		t.Errorf("pods moved %+v; want shop/db-0's successor to go to %s", r.PodsMoved, room)
 	}
 }
+
+// consolidationPolicy Balanced: a marginal replace is rejected and the report says
+// by what score; an oversized node goes.
+func TestConsolidateBalancedPool(t *testing.T) {
+	types := westCatalog(t, "us-west-2a")
+	sc := newSnapshotCluster(t, types, onlyM6i, onDemandOnly)
+	sc.pool.Spec.Disruption.ConsolidationPolicy = v1.ConsolidationPolicyBalanced
+	for i := 0; i < 4; i++ {
+		busy := sc.node("m6i.2xlarge", "us-west-2a", v1.CapacityTypeOnDemand)
+		for j := 0; j < 7; j++ {
+			sc.pod(busy, "1100m", "1Gi", map[string]string{"app": "api"})
+		}
+	}
+	marginal := sc.node("m6i.xlarge", "us-west-2a", v1.CapacityTypeOnDemand)
+	for j := 0; j < 8; j++ {
+		sc.pod(marginal, "200m", "256Mi", map[string]string{"app": "worker"})
+	}
+	oversized := sc.node("m6i.2xlarge", "us-west-2a", v1.CapacityTypeOnDemand)
+	sc.pod(oversized, "500m", "512Mi", map[string]string{"app": "web"})
+	sc.pod(oversized, "500m", "512Mi", map[string]string{"app": "web"})
+	r, table := sc.consolidate(types, false)
+	if got := removedNodes(r); len(got) != 1 || got[0] != oversized {
+		t.Fatalf("removes %v; want only %s\n%s", got, oversized, table)
+	}
+	if why := keptReasons(r)[marginal]; !strings.Contains(why, "consolidationPolicy Balanced") || !strings.Contains(why, "< threshold 0.50") {
+		t.Errorf("%s kept because %q; want its Balanced score\n%s", marginal, why, table)
+	}
+	var approved, rejected int
+	for _, s := range r.Scores {
+		switch {
+		case s.Approved && s.Nodes[0] == oversized && s.Score >= 0.5:
+			approved++
+		case !s.Approved && s.Nodes[0] == marginal && s.Score < 0.5:
+			rejected++
+		default:
+			t.Errorf("unexpected score %+v", s)
+		}
+	}
+	if approved != 1 || rejected != 1 {
+		t.Errorf("scores %+v; want the oversized node's approved and the marginal one's rejected", r.Scores)
+	}
+	for _, want := range []string{"BALANCED SCORES (approved at 0.50 and above)", "approved", "rejected"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("the table lacks %q:\n%s", want, table)
+		}
+	}
+}

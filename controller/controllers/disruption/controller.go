@@ -12,6 +12,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -72,6 +73,8 @@ type Controller struct {
 	proposed *proposal
 	inflight []*command
 	blocked  map[string]string // node → last blocking reason reported
+	// rejected is, per node, the last Balanced rejection reported on it.
+	rejected map[string]string
 }
 
 // proposal is what the last decision would have started: candidates are acted on
@@ -86,7 +89,7 @@ type proposal struct {
 // NewController wires the controller.
 func NewController(kube client.Client, cloud cloudprovider.CloudProvider, provisioner *provisioning.Provisioner, clk clock.Clock, recorder record.EventRecorder, opts Options) *Controller {
 	return &Controller{kube: kube, cloud: cloud, provisioner: provisioner, clock: clk, recorder: recorder, opts: opts,
-		podSets: map[string]string{}, blocked: map[string]string{}}
+		podSets: map[string]string{}, blocked: map[string]string{}, rejected: map[string]string{}}
 }
 
 func (c *Controller) Name() string { return "disruption" }
@@ -115,6 +118,8 @@ type command struct {
 	// explanation says which plan the command belongs to and what it saves, for
 	// the events on its nodes.
 	explanation string
+	// scores are the Balanced scores of the moves the command's candidates are in.
+	scores []consolidation.Score
 }
 
 func (cmd *command) String() string {
@@ -252,6 +257,12 @@ func heldPart(b *consolidation.Batch, proposed sets.Set[string]) *consolidation.
 // commandOf turns a batch into a command, with the plan it belongs to spelled out.
 func (c *Controller) commandOf(plan *consolidation.Plan, b *consolidation.Batch) *command {
 	cmd := &command{reason: b.Reason, consolidationType: b.Type, candidates: b.Candidates, replacements: b.Replacements, launched: append([]string(nil), b.Awaits...)}
+	in := sets.New(b.Candidates...)
+	for _, s := range plan.Scores {
+		if slices.ContainsFunc(s.Candidates, in.Has) {
+			cmd.scores = append(cmd.scores, s)
+		}
+	}
 	cmd.explanation = fmt.Sprintf("the batch saves $%.4f/h (removes $%.4f/h, launches $%.4f/h); it is part of a plan that removes %d node(s) and launches %d, saving $%.4f/h",
 		b.Price()-scheduling.PriceOf(b.Replacements), b.Price(), scheduling.PriceOf(b.Replacements), len(plan.Remove), len(plan.Replacements), plan.Savings())
 	return cmd
@@ -310,6 +321,11 @@ func (c *Controller) observe(ctx context.Context) (*pass, error) {
 	for name := range c.blocked {
 		if !seenNodes.Has(name) {
 			delete(c.blocked, name)
+		}
+	}
+	for name := range c.rejected {
+		if !seenNodes.Has(name) {
+			delete(c.rejected, name)
 		}
 	}
 	allowed, errs := s.cluster.Allowed(now)

@@ -43,6 +43,44 @@ func (c *Controller) reportPlan(ctx context.Context, s *pass, plan *consolidatio
 	for _, b := range plan.Blocked {
 		log.FromContext(ctx).V(2).Info("node kept", "node", b.Candidate.Node.Name, "why", b.Reason)
 	}
+	for _, s := range plan.Rejected {
+		for _, cand := range s.Candidates {
+			// Once per node and score: a steady cluster scores the same every pass.
+			msg := fmt.Sprintf("NodePool %q (consolidationPolicy Balanced) rejects the move: %s", s.Pool, s)
+			if c.rejected[cand.Node.Name] == msg {
+				continue
+			}
+			c.rejected[cand.Node.Name] = msg
+			c.recorder.Event(cand.Node, corev1.EventTypeNormal, "Unconsolidatable", msg)
+			c.recorder.Event(cand.Claim, corev1.EventTypeNormal, "Unconsolidatable", msg)
+		}
+	}
+	for _, scores := range [][]consolidation.Score{plan.Scores, plan.Rejected} {
+		for _, s := range scores {
+			decision := "approved"
+			if !s.Approved() {
+				decision = "rejected"
+			}
+			metrics.ConsolidationScore.WithLabelValues(decision, s.Pool, string(v1.ConsolidationPolicyBalanced)).Observe(s.Value())
+			metrics.ConsolidationMoves.WithLabelValues(decision, s.Pool, string(v1.ConsolidationPolicyBalanced)).Inc()
+			log.FromContext(ctx).V(1).Info("consolidation score", "nodepool", s.Pool, "decision", decision, "score", s.Value(),
+				"savingsFraction", s.SavingsFraction, "disruptionFraction", s.DisruptionFraction, "candidates", len(s.Candidates))
+		}
+	}
+}
+
+// reportApproved puts Karpenter's ConsolidationApproved event, with the score, on
+// the node and claim a Balanced pool approved removing alone, or on the pool for
+// a move of several of its nodes (the score describes the move, not one node).
+func (c *Controller) reportApproved(cmd *command) {
+	for _, s := range cmd.scores {
+		if len(s.Candidates) == 1 {
+			c.recorder.Event(s.Candidates[0].Node, corev1.EventTypeNormal, "ConsolidationApproved", s.String())
+			c.recorder.Event(s.Candidates[0].Claim, corev1.EventTypeNormal, "ConsolidationApproved", s.String())
+			continue
+		}
+		c.recorder.Event(s.Candidates[0].Pool, corev1.EventTypeNormal, "ConsolidationApproved", s.String())
+	}
 }
 
 // reportBlocked puts an event on a blocked node, once per distinct reason.

@@ -48,6 +48,7 @@ func (c *Controller) execute(ctx context.Context, s *pass, cmd *command) error {
 			c.recorder.Eventf(p, corev1.EventTypeNormal, "Disrupted", "Node %s is being disrupted (%s); the pod will be evicted", cand.Node.Name, cmd.reason)
 		}
 	}
+	c.reportApproved(cmd)
 	for _, plan := range cmd.replacements {
 		np := s.poolByName[plan.NodePool]
 		if np == nil {

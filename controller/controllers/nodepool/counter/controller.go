@@ -47,11 +47,6 @@ func (c *Controller) setConditions(ctx context.Context, np *v1.NodePool) {
 		// saying so beats a pool that is silently never scaled.
 		valid, validMsg = false, "spec.replicas (a static NodePool) is not supported yet; remove replicas to let Dovetail provision the pool for pending pods"
 	}
-	if np.Spec.Disruption.ConsolidationPolicy == v1.ConsolidationPolicyBalanced {
-		// Karpenter v1.15's policy scores moves differently; consolidating such a pool
-		// by another policy would surprise its owner.
-		valid, validMsg = false, "spec.disruption.consolidationPolicy Balanced is not supported yet; use WhenEmptyOrUnderutilized or WhenEmpty"
-	}
 	set(v1.ConditionTypeValidationSucceeded, valid, reasonFor(valid, "Valid", "Invalid"), validMsg)
 	classReady, classMsg := c.nodeClassReady(ctx, np)
 	set(v1.ConditionTypeNodeClassReady, classReady, reasonFor(classReady, "NodeClassReady", "NodeClassNotReady"), classMsg)

@@ -165,18 +165,14 @@ func TestStaticNodePoolIsRefused(t *testing.T) {
 	}
 }
 
-// consolidationPolicy Balanced (Karpenter v1.15) is accepted by the CRD and refused
-// here until it is implemented, rather than consolidated by another policy.
-func TestBalancedConsolidationIsRefused(t *testing.T) {
+// consolidationPolicy Balanced (Karpenter v1.15) is a valid pool: consolidation
+// scores its moves.
+func TestBalancedConsolidationPoolIsValid(t *testing.T) {
 	balanced := pool("balanced", "default")
 	balanced.Spec.Disruption.ConsolidationPolicy = v1.ConsolidationPolicyBalanced
 	kube, c := setup(t, readyClass("default"), balanced)
 	np := reconcilePool(t, kube, c, "balanced")
-	cond := meta.FindStatusCondition(np.Status.Conditions, v1.ConditionTypeValidationSucceeded)
-	if cond == nil || cond.Status != metav1.ConditionFalse || !strings.Contains(cond.Message, "consolidationPolicy Balanced is not supported yet") {
-		t.Errorf("ValidationSucceeded %+v, want False naming consolidationPolicy", cond)
-	}
-	if meta.IsStatusConditionTrue(np.Status.Conditions, v1.ConditionTypeReady) {
-		t.Errorf("a Balanced pool is Ready: %v", np.Status.Conditions)
+	if !meta.IsStatusConditionTrue(np.Status.Conditions, v1.ConditionTypeValidationSucceeded) || !meta.IsStatusConditionTrue(np.Status.Conditions, v1.ConditionTypeReady) {
+		t.Errorf("a Balanced pool is not valid and Ready: %v", np.Status.Conditions)
 	}
 }
