@@ -35,7 +35,10 @@ type Entry struct {
 	EphemeralStorage string            `json:"ephemeralStorage,omitempty"`
 	Resources        map[string]string `json:"resources,omitempty"`
 	Labels           map[string]string `json:"labels,omitempty"`
-	Offerings        []Offering        `json:"offerings"`
+	// ProcessorFeatures are EC2's additional processor features of the type (such
+	// as nested-virtualization), which an EC2NodeClass may require.
+	ProcessorFeatures []string   `json:"processorFeatures,omitempty"`
+	Offerings         []Offering `json:"offerings"`
 }
 
 // Offering is a zone and capacity type at a price.

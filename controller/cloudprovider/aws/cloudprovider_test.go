@@ -935,3 +935,126 @@ func TestConnectionTrackingInTheLaunchTemplate(t *testing.T) {
 		t.Errorf("launch templates of classes %v; want one of each", seen)
 	}
 }
+
+// TestCPUOptionsNestedVirtualization: a class with cpuOptions.nestedVirtualization
+// enabled offers only the types whose processors support it (EC2's
+// DescribeInstanceTypes says which), and its launch templates turn it on; a class
+// without cpuOptions offers every type and sets none.
+func TestCPUOptionsNestedVirtualization(t *testing.T) {
+	f := newFixture(t)
+	enabled := awsv1.NestedVirtualizationEnabled
+	f.class(t, "nested", func(s *awsv1.EC2NodeClassSpec) { s.CPUOptions = &awsv1.CPUOptions{NestedVirtualization: &enabled} })
+	f.class(t, "default", nil)
+	cp := f.provider()
+	pool := func(class string) *v1.NodePool {
+		return &v1.NodePool{Spec: v1.NodePoolSpec{Template: v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{
+			NodeClassRef: &v1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: class}}}}}
+	}
+	nested, err := cp.GetInstanceTypes(f.ctx, pool("nested"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	all, err := cp.GetInstanceTypes(f.ctx, pool("default"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(nested) == 0 || len(nested) >= len(all) {
+		t.Fatalf("%d types with nested virtualization of %d; want some, not all", len(nested), len(all))
+	}
+	for _, it := range nested {
+		if family := it.Requirements.Get(v1.LabelInstanceFamily).Values(); len(family) != 1 || !strings.HasSuffix(strings.TrimSuffix(family[0], "-flex"), "8i") {
+			t.Errorf("%s (family %v) offered with nested virtualization; the emulator's data has it on c8i, m8i and r8i only", it.Name, family)
+		}
+	}
+	if _, err := cp.Create(f.ctx, claim("m5-node", "nested", req(v1.LabelInstanceType, "m5.large"), req(v1.LabelCapacityType, v1.CapacityTypeOnDemand))); err == nil {
+		t.Error("launched an m5.large, which has no nested virtualization, from the nested class")
+	}
+	for _, c := range []struct{ class, instanceType string }{{"nested", "m8i.large"}, {"default", "m5.large"}} {
+		if _, err := cp.Create(f.ctx, claim(c.class+"-node", c.class, req(v1.LabelInstanceType, c.instanceType), req(v1.LabelCapacityType, v1.CapacityTypeOnDemand))); err != nil {
+			t.Fatalf("launching %s from class %s: %v", c.instanceType, c.class, err)
+		}
+	}
+	seen := map[string]bool{}
+	for _, lt := range f.launchTemplates(t) {
+		class := ""
+		for _, tag := range lt.Tags {
+			if aws.ToString(tag.Key) == dtaws.TagNodeClass {
+				class = aws.ToString(tag.Value)
+			}
+		}
+		versions, err := f.clients.EC2.DescribeLaunchTemplateVersions(f.ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: lt.LaunchTemplateId})
+		if err != nil || len(versions.LaunchTemplateVersions) == 0 {
+			t.Fatal(err)
+		}
+		cpu := versions.LaunchTemplateVersions[0].LaunchTemplateData.CpuOptions
+		seen[class] = true
+		switch {
+		case class == "nested" && (cpu == nil || cpu.NestedVirtualization != ec2types.NestedVirtualizationSpecificationEnabled):
+			t.Errorf("launch template of class nested has cpu options %+v; want nested virtualization enabled", cpu)
+		case class == "default" && cpu != nil && cpu.NestedVirtualization != "":
+			t.Errorf("launch template of class default has cpu options %+v; want none", cpu)
+		}
+	}
+	if !seen["nested"] || !seen["default"] {
+		t.Errorf("launch templates of classes %v; want one of each", seen)
+	}
+}
+
+// TestIPPrefixCountDelegatesPrefixes: a class with ipPrefixCount gives the primary
+// interface that many IPv4 prefixes through the launch template, and its types'
+// pod limit (in the engine's capacity and the kubelet's user data) is the
+// prefix-delegation one: an m5.large's 29 ENI-limited pods become 110.
+func TestIPPrefixCountDelegatesPrefixes(t *testing.T) {
+	f := newFixture(t)
+	prefixes := int32(2)
+	f.class(t, "prefixed", func(s *awsv1.EC2NodeClassSpec) { s.IPPrefixCount = &prefixes })
+	f.class(t, "default", nil)
+	cp := f.provider()
+	pool := func(class string) *v1.NodePool {
+		return &v1.NodePool{Spec: v1.NodePoolSpec{Template: v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{
+			NodeClassRef: &v1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: class}}}}}
+	}
+	podsOf := func(class, instanceType string) int64 {
+		types, err := cp.GetInstanceTypes(f.ctx, pool(class))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, it := range types {
+			if it.Name == instanceType {
+				return it.Capacity.Pods
+			}
+		}
+		t.Fatalf("class %s offers no %s", class, instanceType)
+		return 0
+	}
+	for _, c := range []struct {
+		class, instanceType string
+		want                int64
+	}{{"default", "m5.large", 29}, {"prefixed", "m5.large", 110}, {"prefixed", "t3.nano", 34}, {"prefixed", "m5.8xlarge", 250}} {
+		if got := podsOf(c.class, c.instanceType); got != c.want {
+			t.Errorf("class %s, %s: %d pods, want %d", c.class, c.instanceType, got, c.want)
+		}
+	}
+	if _, err := cp.Create(f.ctx, claim("prefixed-node", "prefixed", req(v1.LabelInstanceType, "m5.large"), req(v1.LabelCapacityType, v1.CapacityTypeOnDemand))); err != nil {
+		t.Fatal(err)
+	}
+	lts := f.launchTemplates(t)
+	if len(lts) != 1 {
+		t.Fatalf("%d launch templates, want 1", len(lts))
+	}
+	versions, err := f.clients.EC2.DescribeLaunchTemplateVersions(f.ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: lts[0].LaunchTemplateId})
+	if err != nil || len(versions.LaunchTemplateVersions) == 0 {
+		t.Fatal(err)
+	}
+	data := versions.LaunchTemplateVersions[0].LaunchTemplateData
+	if len(data.NetworkInterfaces) != 1 || aws.ToInt32(data.NetworkInterfaces[0].Ipv4PrefixCount) != prefixes || aws.ToInt32(data.NetworkInterfaces[0].DeviceIndex) != 0 {
+		t.Fatalf("network interfaces %+v; want the primary one with %d IPv4 prefixes", data.NetworkInterfaces, prefixes)
+	}
+	userData, err := base64.StdEncoding.DecodeString(aws.ToString(data.UserData))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(userData), "maxPods: 110") {
+		t.Errorf("the kubelet is not told its 110 pods:\n%s", userData)
+	}
+}

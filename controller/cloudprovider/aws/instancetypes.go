@@ -204,6 +204,11 @@ func CatalogEntry(info ec2types.InstanceTypeInfo, zones []string, onDemandPrice 
 	if res := ExtendedResources(info); len(res) > 0 {
 		e.Resources = res
 	}
+	if p := info.ProcessorInfo; p != nil {
+		for _, f := range p.SupportedFeatures {
+			e.ProcessorFeatures = append(e.ProcessorFeatures, string(f))
+		}
+	}
 	spot := false
 	for _, u := range info.SupportedUsageClasses {
 		if u == ec2types.UsageClassTypeSpot {

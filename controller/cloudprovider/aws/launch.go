@@ -592,8 +592,8 @@ func (c *CloudProvider) launchTemplateConfigs(ctx context.Context, nc *v1.NodeCl
 				ClassName: class.Name, ImageID: image, UserData: ud, SecurityGroupIDs: groups,
 				InstanceProfile: class.Status.InstanceProfile, BlockDeviceMappings: devices, MetadataOptions: class.Spec.MetadataOptions,
 				DetailedMonitoring: aws.ToBool(class.Spec.DetailedMonitoring), AssociatePublicIP: class.Spec.AssociatePublicIPAddress,
-				ConnectionTracking: class.Spec.ConnectionTracking,
-				Tags:               tags, Spot: capacityType == v1.CapacityTypeSpot,
+				ConnectionTracking: class.Spec.ConnectionTracking, CPUOptions: class.Spec.CPUOptions, IPPrefixCount: class.Spec.IPPrefixCount,
+				Tags: tags, Spot: capacityType == v1.CapacityTypeSpot,
 				CapacityReservationID: o.ReservationID,
 				CapacityBlock:         o.ReservationID != "" && reservationType(class, o.ReservationID) == nodeclass.ReservationTypeCapacityBlock,
 			}

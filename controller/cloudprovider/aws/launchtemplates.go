@@ -59,6 +59,10 @@ type LaunchTemplate struct {
 	// ConnectionTracking sets the primary interface's idle connection tracking
 	// timeouts.
 	ConnectionTracking *awsv1.ConnectionTracking `json:"connectionTracking,omitempty"`
+	// IPPrefixCount is how many IPv4 prefixes (/28) the primary interface gets.
+	IPPrefixCount *int32 `json:"ipPrefixCount,omitempty"`
+	// CPUOptions turn nested virtualization on or off.
+	CPUOptions *awsv1.CPUOptions `json:"cpuOptions,omitempty"`
 	// Tags go on the template and, through it, on the network interface and spot
 	// request of each instance; they name the pool, so each pool has its own templates.
 	Tags map[string]string `json:"tags,omitempty"`
@@ -136,6 +140,9 @@ func (l *LaunchTemplates) create(ctx context.Context, name string, t *LaunchTemp
 		MetadataOptions:     metadataOptions(t.MetadataOptions),
 		Monitoring:          &ec2types.LaunchTemplatesMonitoringRequest{Enabled: aws.Bool(t.DetailedMonitoring)},
 	}
+	if o := t.CPUOptions; o != nil && o.NestedVirtualization != nil {
+		data.CpuOptions = &ec2types.LaunchTemplateCpuOptionsRequest{NestedVirtualization: ec2types.NestedVirtualizationSpecification(*o.NestedVirtualization)}
+	}
 	if t.CapacityReservationID != "" {
 		data.CapacityReservationSpecification = &ec2types.LaunchTemplateCapacityReservationSpecificationRequest{
 			CapacityReservationTarget: &ec2types.CapacityReservationTarget{CapacityReservationId: aws.String(t.CapacityReservationID)}}
@@ -151,10 +158,10 @@ func (l *LaunchTemplates) create(ctx context.Context, name string, t *LaunchTemp
 	if t.UserData != "" {
 		data.UserData = aws.String(base64.StdEncoding.EncodeToString([]byte(t.UserData)))
 	}
-	if t.AssociatePublicIP != nil || t.ConnectionTracking != nil {
-		// Both live on a network interface, which then carries the groups too.
+	if t.AssociatePublicIP != nil || t.ConnectionTracking != nil || t.IPPrefixCount != nil {
+		// These live on a network interface, which then carries the groups too.
 		eni := ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{
-			DeviceIndex: aws.Int32(0), AssociatePublicIpAddress: t.AssociatePublicIP, Groups: t.SecurityGroupIDs,
+			DeviceIndex: aws.Int32(0), AssociatePublicIpAddress: t.AssociatePublicIP, Groups: t.SecurityGroupIDs, Ipv4PrefixCount: t.IPPrefixCount,
 		}
 		if ct := t.ConnectionTracking; ct != nil {
 			eni.ConnectionTrackingSpecification = &ec2types.ConnectionTrackingSpecificationRequest{

@@ -3,6 +3,9 @@ package aws
 import (
 	"context"
 	"fmt"
+	"slices"
+
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -63,7 +66,10 @@ func (c *CloudProvider) instanceTypes(ctx context.Context, class *awsv1.EC2NodeC
 func (c *CloudProvider) priced(f *catalog.File, class *awsv1.EC2NodeClass, zones sets.Set[string]) *catalog.File {
 	out := &catalog.File{InstanceTypes: make([]catalog.Entry, 0, len(f.InstanceTypes))}
 	for _, e := range f.InstanceTypes {
-		e.Pods = maxPods(e, class.Spec.Kubelet)
+		if !compatible(class, e) {
+			continue
+		}
+		e.Pods = maxPods(e, class)
 		e.EphemeralStorage = ephemeralStorage(class, e)
 		offerings := make([]catalog.Offering, 0, len(e.Offerings))
 		for _, o := range e.Offerings {
@@ -92,6 +98,16 @@ func (c *CloudProvider) priced(f *catalog.File, class *awsv1.EC2NodeClass, zones
 		out.InstanceTypes = append(out.InstanceTypes, e)
 	}
 	return out
+}
+
+// compatible reports whether the class may launch the type: with cpuOptions
+// nestedVirtualization enabled, only types whose processors support it, as
+// Karpenter filters them (EC2 would refuse the launch template on the others).
+func compatible(class *awsv1.EC2NodeClass, e catalog.Entry) bool {
+	if o := class.Spec.CPUOptions; o != nil && o.NestedVirtualization != nil && *o.NestedVirtualization == awsv1.NestedVirtualizationEnabled {
+		return slices.Contains(e.ProcessorFeatures, string(ec2types.SupportedAdditionalProcessorFeatureNestedVirtualization))
+	}
+	return true
 }
 
 // reservedOfferings are the class's active capacity reservations of the type in its
@@ -158,9 +174,14 @@ func ephemeralStorage(class *awsv1.EC2NodeClass, e catalog.Entry) string {
 	return chosen.EBS.VolumeSize.String()
 }
 
-// maxPods applies the class's kubelet limits to the ENI-derived pod count.
-func maxPods(e catalog.Entry, kubelet *awsv1.KubeletConfiguration) int64 {
+// maxPods is the pod limit of the type under the class: ENI-derived (per prefix
+// with ipPrefixCount), then the kubelet's maxPods and podsPerCore.
+func maxPods(e catalog.Entry, class *awsv1.EC2NodeClass) int64 {
 	pods := e.Pods
+	if n := class.Spec.IPPrefixCount; n != nil && *n > 0 {
+		pods = prefixDelegatedPods(e)
+	}
+	kubelet := class.Spec.Kubelet
 	if kubelet == nil {
 		return pods
 	}
@@ -174,6 +195,20 @@ func maxPods(e catalog.Entry, kubelet *awsv1.KubeletConfiguration) int64 {
 		}
 	}
 	return pods
+}
+
+// prefixDelegatedPods is the pod limit of a node whose interfaces hold /28
+// prefixes instead of single addresses (ipPrefixCount): each address slot of the
+// ENI-limited count becomes 16, capped as EKS's max-pods calculator caps prefix
+// delegation (110 under 30 vCPUs, 250 from there), since the kubelet is not
+// tested beyond those.
+func prefixDelegatedPods(e catalog.Entry) int64 {
+	pods := (e.Pods-2)*16 + 2
+	limit := int64(250)
+	if cpu := resource.MustParse(e.CPU); cpu.Value() < 30 {
+		limit = 110
+	}
+	return max(min(pods, limit), e.Pods)
 }
 
 func (c *CloudProvider) allocatableSettings(class *awsv1.EC2NodeClass) scheduling.AllocatableSettings {

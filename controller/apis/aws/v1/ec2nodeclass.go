@@ -41,7 +41,8 @@ type EC2NodeClassSpec struct {
 	// AssociatePublicIPAddress assigns public addresses to the nodes.
 	// +optional
 	AssociatePublicIPAddress *bool `json:"associatePublicIPAddress,omitempty"`
-	// IPPrefixCount is the number of IPv4 prefixes assigned to the primary interface.
+	// IPPrefixCount is the number of IPv4 prefixes (/28) assigned to the primary
+	// interface at launch; the types' pod limit becomes the prefix-delegation one.
 	// +kubebuilder:validation:Minimum:=0
 	// +optional
 	IPPrefixCount *int32 `json:"ipPrefixCount,omitempty"`
@@ -50,8 +51,8 @@ type EC2NodeClassSpec struct {
 	// v1.14; Nitro instances only).
 	// +optional
 	ConnectionTracking *ConnectionTracking `json:"connectionTracking,omitempty"`
-	// CPUOptions are the instances' CPU options (Karpenter v1.14). Accepted, and
-	// refused by the controller until it is implemented.
+	// CPUOptions are the instances' CPU options (Karpenter v1.14), set through the
+	// launch template.
 	// +optional
 	CPUOptions *CPUOptions `json:"cpuOptions,omitempty"`
 	// AMISelectorTerms select the image; terms are ORed.
@@ -431,6 +432,12 @@ type PlacementGroupSelector struct {
 	// +optional
 	ID *string `json:"id,omitempty"`
 }
+
+// Values of cpuOptions.nestedVirtualization.
+const (
+	NestedVirtualizationEnabled  = "enabled"
+	NestedVirtualizationDisabled = "disabled"
+)
 
 // CPUOptions are an instance's CPU options.
 type CPUOptions struct {

@@ -184,14 +184,8 @@ func unsupported(nc *awsv1.EC2NodeClass) error {
 			what = append(what, fmt.Sprintf("amiSelectorTerms alias %s (Windows nodes are not supported yet)", term.Alias))
 		}
 	}
-	if nc.Spec.IPPrefixCount != nil {
-		what = append(what, "ipPrefixCount (assigning IPv4 prefixes is not supported yet; remove it)")
-	}
 	if nc.Spec.PlacementGroupSelector != nil {
 		what = append(what, "placementGroupSelector (launching into a placement group is not supported yet; remove it)")
-	}
-	if nc.Spec.CPUOptions != nil {
-		what = append(what, "cpuOptions (nested virtualization is not supported yet; remove it)")
 	}
 
 	if len(what) == 0 {
