@@ -2,6 +2,7 @@ package provider
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 
 	"github.com/hashicorp/terraform-plugin-framework/resource"
@@ -10,6 +11,9 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	"github.com/dovetail-sh/dovetail/controller/apis/v1alpha1"
+	"github.com/dovetail-sh/dovetail/controller/overlay"
 )
 
 // NewNodePoolResource is dovetail_node_pool: a karpenter.sh/v1 NodePool.
@@ -34,6 +38,43 @@ func NewEC2NodeClassResource() resource.Resource {
 		description: "A karpenter.k8s.aws/v1 EC2NodeClass: the AMIs, subnets, security groups, IAM role, user data and disks of the nodes a NodePool launches. " +
 			"The spec mirrors the YAML field by field in snake_case; defaults, validation and status come from the CRD. Applied with server-side apply.",
 	}
+}
+
+// NewNodeOverlayResource is dovetail_node_overlay: a karpenter.sh/v1alpha1 NodeOverlay.
+func NewNodeOverlayResource() resource.Resource {
+	return &customResource{
+		kindName:   "NodeOverlay",
+		typeSuffix: "_node_overlay",
+		description: "A karpenter.sh/v1alpha1 NodeOverlay: a price, a price adjustment or extended capacity (hugepages, devices) for the instance types and offerings its requirements select, as the controller plans with them (feature gate NodeOverlay). " +
+			"The spec mirrors the YAML field by field in snake_case; validation and status come from the CRD, and what the controller checks besides (requirement keys and values, restricted resources) is checked at plan. Applied with server-side apply.",
+		extraChecks: nodeOverlayChecks,
+	}
+}
+
+// nodeOverlayChecks runs the controller's own validation of an overlay at plan
+// time, so an overlay the controller would refuse never applies.
+func nodeOverlayChecks(spec map[string]any) field.ErrorList {
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return field.ErrorList{field.InternalError(field.NewPath("spec"), err)}
+	}
+	o := &v1alpha1.NodeOverlay{}
+	if err := json.Unmarshal(raw, &o.Spec); err != nil {
+		return field.ErrorList{field.Invalid(field.NewPath("spec"), string(raw), err.Error())}
+	}
+	err = overlay.Validate(o)
+	if err == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	joined, ok := err.(interface{ Unwrap() []error })
+	if !ok {
+		return field.ErrorList{field.Forbidden(field.NewPath("spec"), err.Error())}
+	}
+	for _, e := range joined.Unwrap() {
+		errs = append(errs, field.Forbidden(field.NewPath("spec"), e.Error()))
+	}
+	return errs
 }
 
 // nodePoolChecks parses budget schedules the way the controller does: the CRD's

@@ -18,6 +18,7 @@ import (
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/apis/v1alpha1"
 	"github.com/dovetail-sh/dovetail/tests/testenv"
 )
 
@@ -402,6 +403,71 @@ resource "dovetail_node_pool" "general" {
 				PreConfig:        func() { setFinalizers() },
 				Config:           config,
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("dovetail_node_pool.general", plancheck.ResourceActionCreate)}},
+			},
+		},
+	})
+}
+
+// TestAccNodeOverlay: dovetail_node_overlay creates a NodeOverlay whose spec is
+// typed HCL, refuses at plan what the controller would refuse (a capacity of cpu,
+// a requirement on a restricted label), and updates in place.
+func TestAccNodeOverlay(t *testing.T) {
+	acceptance(t)
+	ctx := context.Background()
+	api := testenv.StartAPIServer(t)
+	kubeconfig := api.Kubeconfig
+	overlayConfig := func(spec string) string {
+		return kubeProvider(kubeconfig) + `
+resource "dovetail_node_overlay" "savings" {
+  name = "savings"
+  spec = {
+    ` + spec + `
+  }
+}
+`
+	}
+	get := func() *v1alpha1.NodeOverlay {
+		o := &v1alpha1.NodeOverlay{}
+		if err := api.Client.Get(ctx, client.ObjectKey{Name: "savings"}, o); err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{
+				Config:      overlayConfig(`capacity = { cpu = "1" }`),
+				ExpectError: regexp.MustCompile(`invalid resource restricted|cpu cannot be overlaid`),
+			},
+			{
+				Config:      overlayConfig(`requirements = [{ key = "node.kubernetes.io/instance-type", operator = "Gt", values = ["x"] }]` + "\n" + `price = "1"`),
+				ExpectError: regexp.MustCompile(`single positive integer value|instance-type`),
+			},
+			{
+				Config: overlayConfig(`weight = 10
+    requirements = [{ key = "karpenter.k8s.aws/instance-family", operator = "In", values = ["m7i"] }]
+    price_adjustment = "-30%"`),
+				Check: func(*terraform.State) error {
+					o := get()
+					if o.Spec.PriceAdjustment == nil || *o.Spec.PriceAdjustment != "-30%" || o.Spec.Weight == nil || *o.Spec.Weight != 10 || len(o.Spec.Requirements) != 1 {
+						return fmt.Errorf("the overlay's spec is %+v", o.Spec)
+					}
+					return nil
+				},
+			},
+			{
+				Config: overlayConfig(`weight = 10
+    requirements = [{ key = "karpenter.k8s.aws/instance-family", operator = "In", values = ["m7i"] }]
+    capacity = { "hugepages-2Mi" = "1Gi" }`),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("dovetail_node_overlay.savings", plancheck.ResourceActionUpdate)}},
+				Check: func(*terraform.State) error {
+					o := get()
+					if o.Spec.PriceAdjustment != nil || o.Spec.Capacity.Name("hugepages-2Mi", k8sresource.BinarySI).String() != "1Gi" {
+						return fmt.Errorf("the overlay's spec is %+v", o.Spec)
+					}
+					return nil
+				},
 			},
 		},
 	})

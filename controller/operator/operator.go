@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/dovetail-sh/dovetail/controller/apis/scheme"
+	"github.com/dovetail-sh/dovetail/controller/overlay"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -26,12 +27,14 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/kwok"
 	cpmetrics "github.com/dovetail-sh/dovetail/controller/cloudprovider/metrics"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider/overlaid"
 	"github.com/dovetail-sh/dovetail/controller/controllers/disruption"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/expiration"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/garbagecollection"
 	claimhash "github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/hash"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/lifecycle"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/termination"
+	"github.com/dovetail-sh/dovetail/controller/controllers/nodeoverlay"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodepool/counter"
 	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
@@ -110,10 +113,16 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(manager
 	if err != nil {
 		return err
 	}
+	provider := built.Provider
+	var overlays *overlay.Store
+	if opts.FeatureGates.NodeOverlay {
+		overlays = &overlay.Store{}
+		provider = overlaid.Decorate(built.Provider, overlays)
+	}
 	// Each caller has its own decorator, so the cloudprovider metrics say which
 	// controller made a call, as Karpenter's do.
 	cloudFor := func(controller string) cloudprovider.CloudProvider {
-		return cpmetrics.Decorate(built.Provider, clock.RealClock{}, controller)
+		return cpmetrics.Decorate(provider, clock.RealClock{}, controller)
 	}
 	cloud := cloudFor("provisioner")
 	metrics.RegisterCluster(mgr.GetClient())
@@ -141,6 +150,10 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(manager
 			Period: opts.DisruptionPeriod, ValidationDelay: opts.ConsolidationValidationDelay,
 			ReplacementTimeout: disruption.DefaultOptions().ReplacementTimeout, SpotToSpotConsolidation: opts.FeatureGates.SpotToSpotConsolidation,
 		}),
+	}
+	if overlays != nil {
+		// The controller reads the types without overlays, so they never compound.
+		controllers = append(controllers, nodeoverlay.NewController(mgr.GetClient(), cpmetrics.Decorate(built.Provider, clk, "nodeoverlay"), overlays, clk))
 	}
 	controllers = append(controllers, built.Controllers...)
 	if built.WithProvisioner != nil {

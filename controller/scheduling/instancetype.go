@@ -36,6 +36,9 @@ type InstanceType struct {
 	Offerings   []Offering
 	// CheapestPrice is the lowest available offering's price, cached for sorting.
 	CheapestPrice float64
+	// PriceOverlaid and CapacityOverlaid say that a NodeOverlay changed an
+	// offering's price or the capacity.
+	PriceOverlaid, CapacityOverlaid bool
 }
 
 // AllocatableSettings are the knobs of the allocatable formula.
@@ -70,17 +73,29 @@ func NewInstanceType(name string, labels map[string]string, capacity corev1.Reso
 	it.Requirements[v1.LabelTopologyZone] = MustRequirement(v1.LabelTopologyZone, v1.OpIn, zones...)
 	it.Requirements[v1.LabelCapacityType] = MustRequirement(v1.LabelCapacityType, v1.OpIn, capacityTypes...)
 	it.Overhead = computeOverhead(capRes, settings)
-	it.Allocatable = capRes.Sub(it.Overhead)
+	it.Refresh()
+	return it
+}
+
+// Refresh computes Allocatable and CheapestPrice again after Capacity or the
+// offerings changed. Hugepages are carved out of memory, so what they take is not
+// allocatable as memory too.
+func (it *InstanceType) Refresh() {
+	it.Allocatable = it.Capacity.Sub(it.Overhead)
+	for name, n := range it.Capacity.Extended {
+		if strings.HasPrefix(string(name), corev1.ResourceHugePagesPrefix) {
+			it.Allocatable.Memory -= n
+		}
+	}
 	if it.Allocatable.Memory < 0 {
 		it.Allocatable.Memory = 0
 	}
 	it.CheapestPrice = math.Inf(1)
-	for _, o := range offerings {
+	for _, o := range it.Offerings {
 		if o.Available && o.Price < it.CheapestPrice {
 			it.CheapestPrice = o.Price
 		}
 	}
-	return it
 }
 
 // computeOverhead applies the EKS AMI formulas: kube-reserved cpu by core tiers and

@@ -28,8 +28,10 @@ import (
 // target fleet consolidation computes now, the part of it the budgets let start
 // now, and why every other node stays. `-o json` prints it as is.
 type ConsolidationReport struct {
-	Now        time.Time `json:"now"`
-	SpotToSpot bool      `json:"spotToSpot"`
+	// Overlays are the snapshot's NodeOverlays and whether each applies.
+	Overlays   []OverlayVerdict `json:"overlays,omitempty"`
+	Now        time.Time        `json:"now"`
+	SpotToSpot bool             `json:"spotToSpot"`
 	// DriftEvaluated is always false: finding drift asks the cloud provider.
 	DriftEvaluated bool                 `json:"driftEvaluated"`
 	Summary        ConsolidationSummary `json:"summary"`
@@ -147,7 +149,8 @@ func Consolidate(in *Inputs, instanceTypes []*scheduling.InstanceType, costs sch
 	if len(in.Pods) > 0 {
 		warnings = append(warnings, fmt.Sprintf("%d pod(s) have no spec.nodeName: consolidation moves only the pods bound to nodes; plan where pending pods go with `dovetail simulate` without --consolidate", len(in.Pods)))
 	}
-	snap := provisioning.SnapshotFromView(view, func(*v1.NodePool) []*scheduling.InstanceType { return instanceTypes }, costs)
+	typesOf, overlays := typesWithOverlays(in, instanceTypes)
+	snap := provisioning.SnapshotFromView(view, typesOf, costs)
 	cl := consolidation.Observe(view, snap, sets.New[string](), now)
 	allowed, errs := cl.Allowed(now)
 	if len(errs) > 0 {
@@ -158,7 +161,7 @@ func Consolidate(in *Inputs, instanceTypes []*scheduling.InstanceType, costs sch
 	// first, and nothing is disrupted meanwhile.
 	placeable := cl.PlaceablePending()
 
-	r := &ConsolidationReport{Now: now, SpotToSpot: spotToSpot, Remove: []RemovedNode{}, Launch: []Replacement{}, PodsMoved: []PodMove{}, Scores: []MoveScore{}, Kept: []KeptNode{}, Warnings: warnings}
+	r := &ConsolidationReport{Overlays: overlays, Now: now, SpotToSpot: spotToSpot, Remove: []RemovedNode{}, Launch: []Replacement{}, PodsMoved: []PodMove{}, Scores: []MoveScore{}, Kept: []KeptNode{}, Warnings: warnings}
 	for _, s := range append(append([]consolidation.Score(nil), plan.Scores...), plan.Rejected...) {
 		nodes := make([]string, len(s.Candidates))
 		for i, c := range s.Candidates {
@@ -169,7 +172,7 @@ func Consolidate(in *Inputs, instanceTypes []*scheduling.InstanceType, costs sch
 	}
 	for i := range view.Claims {
 		nc := &view.Claims[i]
-		price := consolidation.Price(instanceTypes, nc.Labels[v1.LabelInstanceType], nc.Labels[v1.LabelTopologyZone], nc.Labels[v1.LabelCapacityType])
+		price := consolidation.Price(snap.InstanceTypes[nc.Labels[v1.LabelNodePool]], nc.Labels[v1.LabelInstanceType], nc.Labels[v1.LabelTopologyZone], nc.Labels[v1.LabelCapacityType])
 		if math.IsNaN(price) {
 			r.Summary.UnknownPrice++
 			continue
@@ -421,6 +424,9 @@ func (r *ConsolidationReport) WriteTable(w io.Writer) error {
 		spot = "on"
 	}
 	fmt.Fprintf(w, "Consolidation at %s (drift is not evaluated offline; spot-to-spot %s)\n\n", r.Now.UTC().Format(time.RFC3339), spot)
+	if err := writeOverlays(w, r.Overlays); err != nil {
+		return err
+	}
 	s := r.Summary
 	nodes := fmt.Sprintf("%d -> %d (remove %d, launch %d)", s.NodesBefore, s.NodesAfter, len(r.Remove), len(r.Launch))
 	if s.UnmanagedNodes > 0 {

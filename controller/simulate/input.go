@@ -23,6 +23,7 @@ import (
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/apis/v1alpha1"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
@@ -35,7 +36,9 @@ type Inputs struct {
 	DaemonSets  []*appsv1.DaemonSet
 	NodePools   []*v1.NodePool
 	NodeClasses []*awsv1.EC2NodeClass
-	Nodes       []*corev1.Node
+	// NodeOverlays change the price and capacity of the types the pools plan with.
+	NodeOverlays []*v1alpha1.NodeOverlay
+	Nodes        []*corev1.Node
 	// NodeClaims and PDBs matter only to consolidation: plain simulate plans
 	// pending pods, which neither changes.
 	NodeClaims []*v1.NodeClaim
@@ -257,6 +260,17 @@ func (in *Inputs) add(raw []byte, where string, listAllowed bool) error {
 			}
 		}
 		in.NodePools = append(in.NodePools, np)
+	case v1alpha1.SchemeGroupVersion.String() + "/NodeOverlay":
+		o := &v1alpha1.NodeOverlay{}
+		if err := decode(o); err != nil {
+			return err
+		}
+		for _, existing := range in.NodeOverlays {
+			if existing.Name == o.Name {
+				return fmt.Errorf("%s: %s is defined twice; NodeOverlay names must be unique", where, named(o.ObjectMeta))
+			}
+		}
+		in.NodeOverlays = append(in.NodeOverlays, o)
 	case awsv1.SchemeGroupVersion.String() + "/EC2NodeClass":
 		nc := &awsv1.EC2NodeClass{}
 		if err := decode(nc); err != nil {
@@ -272,7 +286,7 @@ func (in *Inputs) add(raw []byte, where string, listAllowed bool) error {
 			in.Warnings = append(in.Warnings, fmt.Sprintf("%s: ignoring %s: it does not affect scheduling", where, meta.Kind))
 			return nil
 		}
-		return fmt.Errorf("%s: unsupported kind %s %s; simulate reads Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets, Nodes, NodePools, NodeClaims, EC2NodeClasses, PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes, StorageClasses and Lists of them", where, meta.APIVersion, meta.Kind)
+		return fmt.Errorf("%s: unsupported kind %s %s; simulate reads Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets, Nodes, NodePools, NodeClaims, EC2NodeClasses, NodeOverlays, PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes, StorageClasses and Lists of them", where, meta.APIVersion, meta.Kind)
 	}
 	return nil
 }

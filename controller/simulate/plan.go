@@ -12,13 +12,14 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
-	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
 // Plan is the JSON document `dovetail simulate -o json` prints.
 type Plan struct {
+	// Overlays are the input's NodeOverlays and whether each applies.
+	Overlays      []OverlayVerdict   `json:"overlays,omitempty"`
 	NodeClaims    []PlannedNodeClaim `json:"nodeClaims"`
 	ExistingNodes []PlannedExisting  `json:"existingNodes"`
 	Unschedulable []Unschedulable    `json:"unschedulable"`
@@ -68,11 +69,12 @@ func Run(in *Inputs, instanceTypes []*scheduling.InstanceType, costs scheduling.
 	// without any of them, volumes are not evaluated rather than every claim
 	// reported missing.
 	view.VolumesUnknown = len(in.Claims)+len(in.Volumes)+len(in.StorageClasses) == 0
-	snap := provisioning.SnapshotFromView(view, func(*v1.NodePool) []*scheduling.InstanceType { return instanceTypes }, costs)
+	typesOf, overlays := typesWithOverlays(in, instanceTypes)
+	snap := provisioning.SnapshotFromView(view, typesOf, costs)
 	start := clk.Now()
 	results := snap.PlanOn(snap.Nodes, nil, snap.Pending, true)
 	elapsed := clk.Since(start)
-	plan := &Plan{NodeClaims: []PlannedNodeClaim{}, ExistingNodes: []PlannedExisting{}, Unschedulable: []Unschedulable{}}
+	plan := &Plan{Overlays: overlays, NodeClaims: []PlannedNodeClaim{}, ExistingNodes: []PlannedExisting{}, Unschedulable: []Unschedulable{}}
 	for _, nc := range results.NodeClaims {
 		plan.NodeClaims = append(plan.NodeClaims, plannedNodeClaim(nc))
 		plan.Summary.Scheduled += len(nc.Pods)
@@ -119,6 +121,9 @@ func writeJSON(w io.Writer, v any) error {
 
 // WriteTable prints the plan for people.
 func (p *Plan) WriteTable(w io.Writer) error {
+	if err := writeOverlays(w, p.Overlays); err != nil {
+		return err
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if len(p.NodeClaims) > 0 {
 		fmt.Fprintln(tw, "NEW NODECLAIMS\t\t\t\t\t\t")
@@ -149,6 +154,22 @@ func (p *Plan) WriteTable(w io.Writer) error {
 	s := p.Summary
 	_, err := fmt.Fprintf(w, "%d/%d pods scheduled, %d new nodeclaims, $%.4f/hour, solved in %.3fs\n", s.Scheduled, s.Pods, s.NodeClaims, s.PricePerHour, s.SolveSeconds)
 	return err
+}
+
+// writeOverlays lists the NodeOverlays and what each changed.
+func writeOverlays(w io.Writer, overlays []OverlayVerdict) error {
+	if len(overlays) == 0 {
+		return nil
+	}
+	rows := make([][]string, 0, len(overlays))
+	for _, o := range overlays {
+		changes := fmt.Sprintf("price of %d type(s), capacity of %d", o.PricedTypes, o.CapacityTypes)
+		if !o.Applied {
+			changes = o.Reason + ": " + o.Message
+		}
+		rows = append(rows, []string{o.Name, fmt.Sprint(o.Applied), changes})
+	}
+	return writeSection(w, "NODE OVERLAYS", []string{"NAME", "APPLIED", "CHANGES"}, rows)
 }
 
 // summarize shortens a long pod list: "default/web-0, default/web-1 and 38 more".

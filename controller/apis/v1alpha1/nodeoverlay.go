@@ -5,6 +5,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
+// Annotations of a NodeClaim planned with instance types a NodeOverlay changed
+// (Karpenter's names; the value is "true").
+const (
+	PriceOverlayAppliedAnnotationKey    = "karpenter.sh/price-overlay-applied"
+	CapacityOverlayAppliedAnnotationKey = "karpenter.sh/capacity-overlay-applied"
+)
+
 // NodeSelectorRequirement selects instance types and offerings by label: a key, an
 // operator and values.
 type NodeSelectorRequirement struct {

@@ -9,6 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/apis/v1alpha1"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
@@ -43,6 +44,15 @@ func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *schedul
 	annotations := map[string]string{v1.NodePoolHashAnnotationKey: np.Hash(), v1.NodePoolHashVersionAnnotationKey: v1.NodePoolHashVersion}
 	for k, v := range tmpl.Annotations {
 		annotations[k] = v
+	}
+	for _, it := range plan.InstanceTypeOptions[:min(len(plan.InstanceTypeOptions), maxInstanceTypes)] {
+		// Karpenter's marks: a NodeOverlay changed what the claim was planned with.
+		if it.PriceOverlaid {
+			annotations[v1alpha1.PriceOverlayAppliedAnnotationKey] = "true"
+		}
+		if it.CapacityOverlaid {
+			annotations[v1alpha1.CapacityOverlayAppliedAnnotationKey] = "true"
+		}
 	}
 	nc := &v1.NodeClaim{
 		ObjectMeta: metav1.ObjectMeta{

@@ -1,0 +1,72 @@
+package simulate
+
+import (
+	"sort"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/apis/v1alpha1"
+	"github.com/dovetail-sh/dovetail/controller/overlay"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
+)
+
+// OverlayVerdict is whether a NodeOverlay of the input applies, as the controller
+// (gate NodeOverlay) would decide, and what it changed.
+type OverlayVerdict struct {
+	Name    string `json:"name"`
+	Applied bool   `json:"applied"`
+	Reason  string `json:"reason,omitempty"`
+	Message string `json:"message,omitempty"`
+	// PricedTypes and CapacityTypes count, over every pool, the instance types the
+	// overlays repriced or gave capacity.
+	PricedTypes   int `json:"pricedTypes,omitempty"`
+	CapacityTypes int `json:"capacityTypes,omitempty"`
+}
+
+// typesWithOverlays returns each pool's types with the input's NodeOverlays
+// applied, and a verdict per overlay; without overlays, the catalog for every pool.
+func typesWithOverlays(in *Inputs, catalog []*scheduling.InstanceType) (func(*v1.NodePool) []*scheduling.InstanceType, []OverlayVerdict) {
+	if len(in.NodeOverlays) == 0 {
+		return func(*v1.NodePool) []*scheduling.InstanceType { return catalog }, nil
+	}
+	pools := make([]overlay.Pool, len(in.NodePools))
+	for i, np := range in.NodePools {
+		pools[i] = overlay.Pool{NodePool: np, Types: catalog}
+	}
+	accepted, verdicts := overlay.Evaluate(in.NodeOverlays, pools)
+	byPool := map[string][]*scheduling.InstanceType{}
+	for _, np := range in.NodePools {
+		byPool[np.Name] = overlay.Apply(accepted, np, catalog)
+	}
+	out := make([]OverlayVerdict, 0, len(in.NodeOverlays))
+	for _, o := range in.NodeOverlays {
+		v := verdicts[o.Name]
+		ov := OverlayVerdict{Name: o.Name, Applied: v.Applied, Reason: v.Reason, Message: v.Message}
+		if v.Applied {
+			ov.PricedTypes, ov.CapacityTypes = touched(o, in.NodePools, catalog)
+		}
+		out = append(out, ov)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+	return func(np *v1.NodePool) []*scheduling.InstanceType {
+		if types, ok := byPool[np.Name]; ok {
+			return types
+		}
+		return catalog
+	}, out
+}
+
+// touched counts the types the overlay alone changes in some pool.
+func touched(o *v1alpha1.NodeOverlay, pools []*v1.NodePool, catalog []*scheduling.InstanceType) (priced, capacity int) {
+	pricedNames, capacityNames := map[string]bool{}, map[string]bool{}
+	for _, np := range pools {
+		for _, it := range overlay.Apply([]*v1alpha1.NodeOverlay{o}, np, catalog) {
+			if it.PriceOverlaid {
+				pricedNames[it.Name] = true
+			}
+			if it.CapacityOverlaid {
+				capacityNames[it.Name] = true
+			}
+		}
+	}
+	return len(pricedNames), len(capacityNames)
+}
