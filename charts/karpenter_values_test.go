@@ -116,7 +116,6 @@ func TestKarpenterValuesFilesInstall(t *testing.T) {
 			for path, want := range map[string]string{
 				"settings.enableZonalShift":            "settings.enableZonalShift: true is not supported yet",
 				"settings.featureGates.capacityBuffer": "settings.featureGates.capacityBuffer: true is not supported yet",
-				"settings.featureGates.nodeOverlay":    "settings.featureGates.nodeOverlay: true is not supported yet",
 			} {
 				vals := karpenterValues(t, version)
 				setting(vals, "settings.clusterName", "demo")

@@ -239,6 +239,9 @@ func consolidatableSince(nc *v1.NodeClaim, np *v1.NodePool) time.Time {
 	return last.Add(*after.Duration)
 }
 
+// Reschedulable keeps the pods a drain must move (see reschedulable).
+func Reschedulable(pods []*corev1.Pod) []*corev1.Pod { return reschedulable(pods) }
+
 // reschedulable keeps the pods a drain must move: not daemonset, mirror or
 // finished, and not terminating unless a StatefulSet owns them: a StatefulSet
 // recreates a pod under the same name only once the old one is gone, so the

@@ -154,6 +154,8 @@ func ineligible(c *Candidate, now time.Time) string {
 	switch {
 	case c.Drift != "":
 		return "drifted: " + c.Drift
+	case c.Pool.Spec.Replicas != nil:
+		return fmt.Sprintf("nodepool %s is static (spec.replicas): it keeps its count of nodes and is not consolidated", c.Pool.Name)
 	case c.BlockedBy != "":
 		return c.BlockedBy
 	case c.ConsolidatableSince.IsZero():

@@ -350,3 +350,27 @@ func TestTerminatingStatefulSetPodIsReschedulable(t *testing.T) {
 		})
 	}
 }
+
+// TestStaticNodePoolIsNotConsolidated: the nodes of a static pool (spec.replicas)
+// are never removed or replaced by consolidation, empty or not; their count is
+// the pool's.
+func TestStaticNodePoolIsNotConsolidated(t *testing.T) {
+	tc := newTestCluster("100%")
+	replicas := int64(3)
+	tc.pool.Spec.Replicas = &replicas
+	tc.addNode("m.2xlarge", 1, "500m")
+	tc.addNode("m.xlarge", 0, "")
+	tc.addNode("m.xlarge", 0, "")
+	plan, _ := tc.decide(t)
+	if len(plan.Remove) != 0 || len(plan.Batches) != 0 {
+		t.Fatalf("removes %v from a static pool", names(plan.Remove))
+	}
+	for _, b := range plan.Blocked {
+		if !strings.Contains(b.Reason, "is static (spec.replicas)") {
+			t.Errorf("%s kept because %q; want the static pool named", b.Candidate.Node.Name, b.Reason)
+		}
+	}
+	if len(plan.Blocked) != 3 {
+		t.Errorf("%d nodes reported kept, want 3", len(plan.Blocked))
+	}
+}

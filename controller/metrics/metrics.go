@@ -67,6 +67,10 @@ var (
 		Namespace: "karpenter", Subsystem: "nodepools", Name: "nodes_consuming_budgets",
 		Help: "Nodes of a nodepool being disrupted now, which its disruption budgets count. Labeled by nodepool and reason.",
 	}, []string{"nodepool", "reason"})
+	NodeClaimsUnhealthyDisrupted = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "karpenter", Subsystem: "nodeclaims", Name: "unhealthy_disrupted_total",
+		Help: "Number of unhealthy nodeclaims disrupted in total by Karpenter. Labeled by condition on the node was disrupted, the owning nodepool, and the image ID.",
+	}, []string{"condition", "nodepool", "capacity_type", "image_id"})
 	NodeClaimsDisrupted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "karpenter", Subsystem: "nodeclaims", Name: "disrupted_total",
 		Help: "Number of nodeclaims disrupted in total by Karpenter. Labeled by reason the nodeclaim was disrupted and the owning nodepool.",
@@ -175,7 +179,7 @@ var summaryObjectives = map[float64]float64{0: 0.01, 0.5: 0.01, 0.9: 0.01, 0.99:
 var Static = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated, NodeClaimsTerminationDuration, NodeClaimsInstanceTerminationDuration,
 	SchedulingDuration, SchedulerQueueDepth, PodsUnschedulable, SchedulerIgnoredPods, PendingPodsByEffectiveZone, schedulerUnfinishedWork,
 	NodePoolUsage, NodePoolLimit, NodePoolCost, NodePoolCostTrackerErrors, NodePoolNodesConsumingBudgets,
-	NodeClaimsDisrupted, VoluntaryDisruptionDecisions, VoluntaryDisruptionDecisionsByNodePool, VoluntaryDisruptionQueueFailures,
+	NodeClaimsDisrupted, NodeClaimsUnhealthyDisrupted, VoluntaryDisruptionDecisions, VoluntaryDisruptionDecisionsByNodePool, VoluntaryDisruptionQueueFailures,
 	VoluntaryDisruptionFailedValidations, VoluntaryDisruptionConsolidationTimeouts, VoluntaryDisruptionEligibleNodes, NodePoolAllowedDisruptions, ConsolidationScore, ConsolidationMoves,
 	InterruptionReceivedMessages, InterruptionDeletedMessages, InterruptionQueueDuration, PodsEvictionRequests, PodsDrained, PodsSchedulingDecisionDuration,
 	NodesCreated, NodesDrained, NodesTerminated, NodesTerminationDuration, NodesLifetime, DecisionEvaluationDuration}

@@ -29,6 +29,7 @@ import (
 	cpmetrics "github.com/dovetail-sh/dovetail/controller/cloudprovider/metrics"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/overlaid"
 	"github.com/dovetail-sh/dovetail/controller/controllers/disruption"
+	"github.com/dovetail-sh/dovetail/controller/controllers/node/health"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/expiration"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/garbagecollection"
 	claimhash "github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/hash"
@@ -37,6 +38,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeoverlay"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodepool/counter"
 	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
+	"github.com/dovetail-sh/dovetail/controller/controllers/static"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/state"
@@ -138,11 +140,13 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(manager
 	if err := mgr.Add(provisioner); err != nil {
 		return fmt.Errorf("adding provisioner, %w", err)
 	}
+	poolCounter := counter.NewController(mgr.GetClient(), clk, cloudFor("nodepool.counter"))
+	poolCounter.StaticCapacity = opts.FeatureGates.StaticCapacity
 	controllers := []Controller{
 		provisioning.NewPodController(mgr.GetClient(), provisioner),
 		lifecycle.NewController(mgr.GetClient(), cloudFor("nodeclaim.lifecycle"), clk, recorder, opts.RegistrationTTL),
 		termination.NewController(mgr.GetClient(), cloudFor("nodeclaim.termination"), clk, recorder),
-		counter.NewController(mgr.GetClient(), clk, cloudFor("nodepool.counter")),
+		poolCounter,
 		garbagecollection.NewController(mgr.GetClient(), cloudFor("nodeclaim.garbagecollection"), clk),
 		expiration.NewController(mgr.GetClient(), clk, recorder),
 		claimhash.NewController(mgr.GetClient()),
@@ -150,6 +154,13 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(manager
 			Period: opts.DisruptionPeriod, ValidationDelay: opts.ConsolidationValidationDelay,
 			ReplacementTimeout: disruption.DefaultOptions().ReplacementTimeout, SpotToSpotConsolidation: opts.FeatureGates.SpotToSpotConsolidation,
 		}),
+	}
+	if opts.FeatureGates.NodeRepair {
+		// The kwok provider stands in for AWS, so both repair by AWS's policies.
+		controllers = append(controllers, health.NewController(mgr.GetClient(), clk, recorder, health.AWSRepairPolicies))
+	}
+	if opts.FeatureGates.StaticCapacity {
+		controllers = append(controllers, static.NewController(mgr.GetClient(), cloudFor("nodepool.static"), provisioner, clk))
 	}
 	if overlays != nil {
 		// The controller reads the types without overlays, so they never compound.

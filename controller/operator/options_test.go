@@ -50,20 +50,21 @@ func TestValidateAWS(t *testing.T) {
 	}
 }
 
-// A gate for something not built is refused at start, not accepted and ignored.
-func TestNodeRepairGateIsRefused(t *testing.T) {
+// A gate for something not built is refused at start, not accepted and ignored;
+// the gates that are built start.
+func TestUnbuiltGateIsRefused(t *testing.T) {
 	o := Options{CloudProvider: "kwok", BatchIdleDuration: time.Second, BatchMaxDuration: 10 * time.Second, LogLevel: "info", VMMemoryOverheadPercent: 0.075, DisruptionPeriod: 10 * time.Second}
-	if err := o.FeatureGates.Set("NodeRepair=true"); err != nil {
+	if err := o.FeatureGates.Set("CapacityBuffer=true"); err != nil {
 		t.Fatal(err)
 	}
-	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "NodeRepair=true: node repair is not implemented yet") {
-		t.Errorf("NodeRepair=true: %v", err)
+	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "CapacityBuffer=true: CapacityBuffers are not implemented yet") {
+		t.Errorf("CapacityBuffer=true: %v", err)
 	}
-	if err := o.FeatureGates.Set("NodeRepair=false"); err != nil {
+	if err := o.FeatureGates.Set("CapacityBuffer=false,NodeRepair=true,NodeOverlay=true,StaticCapacity=true"); err != nil {
 		t.Fatal(err)
 	}
 	if err := o.Validate(); err != nil {
-		t.Errorf("NodeRepair=false refused: %v", err)
+		t.Errorf("NodeRepair, NodeOverlay and StaticCapacity refused: %v", err)
 	}
 }
 

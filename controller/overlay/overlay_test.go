@@ -91,7 +91,9 @@ func TestNodeOverlayPriceAndCapacity(t *testing.T) {
 		}, in("team", "ml")),
 		// Same weight as m-savings over the same offerings: refused everywhere.
 		nodeOverlay("a-clash", 10, func(s *v1alpha1.NodeOverlaySpec) { s.Price = ptr("1") }, in(v1.LabelInstanceFamily, "m")),
-		nodeOverlay("bad", 0, func(s *v1alpha1.NodeOverlaySpec) { s.Capacity = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")} }),
+		nodeOverlay("bad", 0, func(s *v1alpha1.NodeOverlaySpec) {
+			s.Capacity = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+		}),
 	}
 	accepted, verdicts := Evaluate(overlays, pools)
 	for name, want := range map[string]string{"m-savings": "", "m-zone-b": "", "hugepages": "", "a-clash": ReasonConflict, "bad": ReasonRuntimeValidation} {

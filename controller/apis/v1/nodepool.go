@@ -94,14 +94,16 @@ const (
 	ConsolidationPolicyBalanced                 ConsolidationPolicy = "Balanced"
 )
 
-// DisruptionReason names why a node is voluntarily disrupted.
-// +kubebuilder:validation:Enum={Underutilized,Empty,Drifted}
+// DisruptionReason names why a node is disrupted. Unhealthy (Karpenter v1.15) is
+// node repair's: a budget that names it paces repairs.
+// +kubebuilder:validation:Enum={Underutilized,Empty,Drifted,Unhealthy}
 type DisruptionReason string
 
 const (
 	DisruptionReasonUnderutilized DisruptionReason = "Underutilized"
 	DisruptionReasonEmpty         DisruptionReason = "Empty"
 	DisruptionReasonDrifted       DisruptionReason = "Drifted"
+	DisruptionReasonUnhealthy     DisruptionReason = "Unhealthy"
 )
 
 // Limits caps a pool's resources; "nodes" counts nodes.

@@ -117,6 +117,12 @@ func (c *Controller) driftCommand(ctx context.Context, s *pass) *command {
 		byPool[pool] = append(byPool[pool], cand)
 	}
 	for _, pool := range pools {
+		if np := s.poolByName[pool]; np.Spec.Replicas != nil {
+			if cmd := c.staticDriftCommand(ctx, s, np, byPool[pool]); cmd != nil {
+				return cmd
+			}
+			continue
+		}
 		results := simulate(s, byPool[pool])
 		if u := unplaced(results, byPool[pool]); u != nil {
 			log.FromContext(ctx).V(1).Info("drifted nodes wait: their pods would have no place", "nodepool", pool, "reason", u.Reason)
@@ -127,6 +133,42 @@ func (c *Controller) driftCommand(ctx context.Context, s *pass) *command {
 		return cmd
 	}
 	return nil
+}
+
+// staticDriftCommand replaces a static pool's drifted nodes one for one with new
+// nodes from its template, launched first, as Karpenter's StaticDrift: as many as
+// the budget and limits.nodes leave room for, and none while the pool has more
+// nodes than its replicas (scale-down first).
+func (c *Controller) staticDriftCommand(ctx context.Context, s *pass, np *v1.NodePool, cands []*candidate) *command {
+	claims := 0
+	for i := range s.claims {
+		if s.claims[i].Labels[v1.LabelNodePool] == np.Name {
+			claims++
+		}
+	}
+	if claims-s.cluster.Disrupting[np.Name] > int(*np.Spec.Replicas) {
+		log.FromContext(ctx).V(1).Info("drifted nodes of a static nodepool wait for its scale-down", "nodepool", np.Name)
+		return nil
+	}
+	if limit, ok := np.Spec.Limits[v1.ResourceNodes]; ok {
+		cands = cands[:max(min(len(cands), int(limit.Value())-claims), 0)]
+	}
+	if len(cands) == 0 {
+		log.FromContext(ctx).V(1).Info("drifted nodes of a static nodepool wait: limits.nodes leaves no room for their replacements", "nodepool", np.Name)
+		return nil
+	}
+	plan, err := scheduling.TemplatePlan(np, s.snap.InstanceTypes[np.Name])
+	if err != nil {
+		log.FromContext(ctx).Error(err, "drifted nodes of a static nodepool wait", "nodepool", np.Name)
+		return nil
+	}
+	cmd := &command{reason: v1.DisruptionReasonDrifted, consolidationType: typeDrift, candidates: cands}
+	for range cands {
+		p := *plan
+		cmd.replacements = append(cmd.replacements, &p)
+	}
+	cmd.explanation = fmt.Sprintf("the node no longer matches static nodepool %s or its node class; replaced one for one from its template", np.Name)
+	return cmd
 }
 
 // unplaced is the first of the candidates' pods the plan leaves without a place,

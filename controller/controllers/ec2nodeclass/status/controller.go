@@ -184,6 +184,11 @@ func unsupported(nc *awsv1.EC2NodeClass) error {
 			what = append(what, fmt.Sprintf("amiSelectorTerms alias %s (Windows nodes are not supported yet)", term.Alias))
 		}
 	}
+	if len(nc.Spec.NetworkInterfaces) > 0 {
+		// Launching with the default interface instead would silently drop the EFA
+		// layout the class asks for.
+		what = append(what, "networkInterfaces (custom interface layouts such as EFA are not supported yet; remove it)")
+	}
 	if nc.Spec.PlacementGroupSelector != nil {
 		what = append(what, "placementGroupSelector (launching into a placement group is not supported yet; remove it)")
 	}

@@ -119,6 +119,7 @@ func TestEC2NodeClassStatus(t *testing.T) {
 		// Karpenter v1.14's settings, accepted by the CRD.
 		s.PlacementGroupSelector = &awsv1.PlacementGroupSelector{Name: aws.String("hpc")}
 		s.CPUOptions = &awsv1.CPUOptions{NestedVirtualization: &enabled}
+		s.NetworkInterfaces = []*awsv1.NetworkInterface{{NetworkCardIndex: 0, DeviceIndex: 0, InterfaceType: "interface"}}
 	})
 	if err := c.Create(ctx, unsupported); err != nil {
 		t.Fatal(err)
@@ -131,7 +132,7 @@ func TestEC2NodeClassStatus(t *testing.T) {
 		if v == nil || v.Status != metav1.ConditionFalse {
 			return fmt.Errorf("ValidationSucceeded = %+v", v)
 		}
-		if want := "not supported yet: placementGroupSelector (launching into a placement group is not supported yet; remove it)"; v.Message != want {
+		if want := "not supported yet: networkInterfaces (custom interface layouts such as EFA are not supported yet; remove it); placementGroupSelector (launching into a placement group is not supported yet; remove it)"; v.Message != want {
 			return fmt.Errorf("ValidationSucceeded's message is %q; want %q (ipPrefixCount and cpuOptions work)", v.Message, want)
 		}
 		if !meta.IsStatusConditionFalse(unsupported.Status.Conditions, awsv1.ConditionTypeReady) {

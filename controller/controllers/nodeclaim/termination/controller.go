@@ -82,7 +82,7 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 			// The grace period is the bound on a drain: whatever still runs goes with
 			// the instance, and the pod garbage collector removes it with the node.
 			c.recorder.Eventf(nc, corev1.EventTypeWarning, "TerminationGracePeriodElapsed",
-				"%d pods still on node %s after the terminationGracePeriod (%s); terminating the instance", remaining, node.Name, nc.Spec.TerminationGracePeriod.Duration)
+				"%d pods still on node %s past the termination deadline (%s); terminating the instance", remaining, node.Name, deadline.UTC().Format(time.RFC3339))
 		}
 	}
 	if nc.Status.ProviderID != "" {
@@ -160,13 +160,21 @@ func stableMessage(err error) string {
 }
 
 // terminationDeadline is when the claim's terminationGracePeriod, counted from its
-// deletion, runs out; nil when it has none.
+// deletion, runs out, or the karpenter.sh/nodeclaim-termination-timestamp node
+// repair sets (now: a repair is forceful), whichever is first; nil when neither.
 func terminationDeadline(nc *v1.NodeClaim) *time.Time {
-	if nc.Spec.TerminationGracePeriod == nil || nc.DeletionTimestamp == nil {
+	if nc.DeletionTimestamp == nil {
 		return nil
 	}
-	t := nc.DeletionTimestamp.Add(nc.Spec.TerminationGracePeriod.Duration)
-	return &t
+	var deadline *time.Time
+	if nc.Spec.TerminationGracePeriod != nil {
+		t := nc.DeletionTimestamp.Add(nc.Spec.TerminationGracePeriod.Duration)
+		deadline = &t
+	}
+	if t, err := time.Parse(time.RFC3339, nc.Annotations[v1.NodeClaimTerminationTimestampAnnotationKey]); err == nil && (deadline == nil || t.Before(*deadline)) {
+		deadline = &t
+	}
+	return deadline
 }
 
 func (c *Controller) node(ctx context.Context, nc *v1.NodeClaim) (*corev1.Node, error) {

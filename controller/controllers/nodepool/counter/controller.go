@@ -42,10 +42,8 @@ func (c *Controller) setConditions(ctx context.Context, np *v1.NodePool) {
 	if _, err := scheduling.FromNodePoolRequirements(np.Spec.Template.Spec.Requirements); err != nil {
 		valid, validMsg = false, err.Error()
 	}
-	if np.Spec.Replicas != nil {
-		// A static pool keeps a fixed count of nodes, which nothing here does yet;
-		// saying so beats a pool that is silently never scaled.
-		valid, validMsg = false, "spec.replicas (a static NodePool) is not supported yet; remove replicas to let Dovetail provision the pool for pending pods"
+	if np.Spec.Replicas != nil && !c.StaticCapacity {
+		valid, validMsg = false, "spec.replicas makes a static NodePool, which needs --feature-gates StaticCapacity=true (the chart's settings.featureGates.staticCapacity); without it nothing keeps the pool at its count"
 	}
 	set(v1.ConditionTypeValidationSucceeded, valid, reasonFor(valid, "Valid", "Invalid"), validMsg)
 	classReady, classMsg := c.nodeClassReady(ctx, np)
@@ -92,6 +90,9 @@ type Controller struct {
 	clock clock.Clock
 	// cloud prices the pool's nodes; nil leaves the cost gauge out.
 	cloud cloudprovider.CloudProvider
+	// StaticCapacity is the feature gate: without it a static pool (spec.replicas)
+	// is not valid, rather than silently never scaled.
+	StaticCapacity bool
 }
 
 // NewController wires the controller.

@@ -148,20 +148,26 @@ func TestInvalidRequirementsAreReported(t *testing.T) {
 	}
 }
 
-// A static NodePool (replicas) is not silently left unscaled: it is not valid, not
-// ready, and says what to do.
-func TestStaticNodePoolIsRefused(t *testing.T) {
+// A static NodePool (replicas) is not silently left unscaled: without the
+// StaticCapacity gate it is not valid, not ready, and says what to do; with it,
+// it is Ready.
+func TestStaticNodePoolNeedsItsGate(t *testing.T) {
 	static := pool("static", "default")
 	replicas := int64(3)
 	static.Spec.Replicas = &replicas
 	kube, c := setup(t, readyClass("default"), static)
 	np := reconcilePool(t, kube, c, "static")
 	cond := meta.FindStatusCondition(np.Status.Conditions, v1.ConditionTypeValidationSucceeded)
-	if cond == nil || cond.Status != metav1.ConditionFalse || !strings.Contains(cond.Message, "spec.replicas (a static NodePool) is not supported yet") {
-		t.Errorf("ValidationSucceeded %+v, want False naming spec.replicas", cond)
+	if cond == nil || cond.Status != metav1.ConditionFalse || !strings.Contains(cond.Message, "needs --feature-gates StaticCapacity=true") {
+		t.Errorf("ValidationSucceeded %+v, want False naming the gate", cond)
 	}
 	if meta.IsStatusConditionTrue(np.Status.Conditions, v1.ConditionTypeReady) {
-		t.Errorf("a static pool is Ready: %v", np.Status.Conditions)
+		t.Errorf("a static pool is Ready without its gate: %v", np.Status.Conditions)
+	}
+	c.StaticCapacity = true
+	np = reconcilePool(t, kube, c, "static")
+	if !meta.IsStatusConditionTrue(np.Status.Conditions, v1.ConditionTypeReady) {
+		t.Errorf("a static pool is not Ready with its gate: %v", np.Status.Conditions)
 	}
 }
 
