@@ -115,7 +115,6 @@ func TestKarpenterValuesFilesInstall(t *testing.T) {
 			// Values Dovetail does not support are refused, naming the key.
 			for path, want := range map[string]string{
 				"settings.enableZonalShift":            "settings.enableZonalShift: true is not supported yet",
-				"settings.featureGates.capacityBuffer": "settings.featureGates.capacityBuffer: true is not supported yet",
 			} {
 				vals := karpenterValues(t, version)
 				setting(vals, "settings.clusterName", "demo")

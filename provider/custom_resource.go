@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/planmodifier"
+	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringdefault"
 	"github.com/hashicorp/terraform-plugin-framework/resource/schema/stringplanmodifier"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/hashicorp/terraform-plugin-framework/tfsdk"
@@ -66,6 +67,44 @@ type customResource struct {
 	// afterDelete waits for what the object's deletion sets off, such as a NodePool's
 	// nodes terminating.
 	afterDelete func(ctx context.Context, cl client.Client, name string) error
+	// namespaced kinds have a namespace attribute, and import IDs namespace/name.
+	namespaced bool
+}
+
+// namespacedModel is the model of a namespaced kind.
+type namespacedModel struct {
+	customResourceModel
+	Namespace types.String `tfsdk:"namespace"`
+}
+
+type modelSource interface {
+	Get(ctx context.Context, target any) diag.Diagnostics
+}
+
+// model reads the plan, state or configuration, with the namespace of a
+// namespaced kind ("" for a cluster-scoped one).
+func (r *customResource) model(ctx context.Context, src modelSource, diags *diag.Diagnostics) (customResourceModel, string) {
+	if !r.namespaced {
+		var m customResourceModel
+		diags.Append(src.Get(ctx, &m)...)
+		return m, ""
+	}
+	var m namespacedModel
+	diags.Append(src.Get(ctx, &m)...)
+	return m.customResourceModel, m.Namespace.ValueString()
+}
+
+// setState writes the model, with the namespace of a namespaced kind.
+func (r *customResource) setState(ctx context.Context, st *tfsdk.State, m customResourceModel, namespace string) diag.Diagnostics {
+	if !r.namespaced {
+		return st.Set(ctx, &m)
+	}
+	return st.Set(ctx, &namespacedModel{customResourceModel: m, Namespace: types.StringValue(namespace)})
+}
+
+// key is the object's key.
+func key(namespace, name string) client.ObjectKey {
+	return client.ObjectKey{Namespace: namespace, Name: name}
 }
 
 type customResourceModel struct {
@@ -106,20 +145,28 @@ func (r *customResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 		resp.Diagnostics.AddError("Cannot build the schema of "+r.kindName, err.Error())
 		return
 	}
+	attrs := map[string]schema.Attribute{
+		"id": schema.StringAttribute{Computed: true, Description: "The object's name.", PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
+		"name": schema.StringAttribute{Required: true, Description: "metadata.name; changing it replaces the object.",
+			PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			Validators:    []validator.String{dnsSubdomain{}}},
+		"labels": schema.MapAttribute{Optional: true, ElementType: types.StringType,
+			Description: "Labels of the object itself (not of its nodes). Only keys set here are managed; others, such as those the controller sets, are left alone."},
+		"annotations": schema.MapAttribute{Optional: true, ElementType: types.StringType,
+			Description: "Annotations of the object itself. Only keys set here are managed."},
+		"spec":   spec,
+		"status": status,
+	}
+	if r.namespaced {
+		attrs["namespace"] = schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("default"),
+			Description:   "metadata.namespace (default \"default\"); changing it replaces the object.",
+			PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
+			Validators:    []validator.String{dnsLabel{}}}
+		attrs["id"] = schema.StringAttribute{Computed: true, Description: "namespace/name.", PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}}
+	}
 	resp.Schema = schema.Schema{
 		Description: r.description,
-		Attributes: map[string]schema.Attribute{
-			"id": schema.StringAttribute{Computed: true, Description: "The object's name.", PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
-			"name": schema.StringAttribute{Required: true, Description: "metadata.name; changing it replaces the object.",
-				PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
-				Validators:    []validator.String{dnsSubdomain{}}},
-			"labels": schema.MapAttribute{Optional: true, ElementType: types.StringType,
-				Description: "Labels of the object itself (not of its nodes). Only keys set here are managed; others, such as those the controller sets, are left alone."},
-			"annotations": schema.MapAttribute{Optional: true, ElementType: types.StringType,
-				Description: "Annotations of the object itself. Only keys set here are managed."},
-			"spec":   spec,
-			"status": status,
-		},
+		Attributes:  attrs,
 		Blocks: map[string]schema.Block{
 			"timeouts": timeouts.Block(ctx, timeouts.Opts{Delete: true}),
 		},
@@ -127,8 +174,7 @@ func (r *customResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 }
 
 func (r *customResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
-	var cfg customResourceModel
-	resp.Diagnostics.Append(req.Config.Get(ctx, &cfg)...)
+	cfg, _ := r.model(ctx, req.Config, &resp.Diagnostics)
 	if resp.Diagnostics.HasError() || cfg.Name.IsUnknown() {
 		return
 	}
@@ -216,9 +262,8 @@ func (r *customResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 	if req.State.Raw.IsNull() {
 		return
 	}
-	var plan, state customResourceModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	resp.Diagnostics.Append(req.State.Get(ctx, &state)...)
+	plan, _ := r.model(ctx, req.Plan, &resp.Diagnostics)
+	state, _ := r.model(ctx, req.State, &resp.Diagnostics)
 	if resp.Diagnostics.HasError() || plan.Name.ValueString() != state.Name.ValueString() {
 		return
 	}
@@ -226,9 +271,8 @@ func (r *customResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 }
 
 func (r *customResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {
-	var plan customResourceModel
-	resp.Diagnostics.Append(req.Plan.Get(ctx, &plan)...)
-	if resp.Diagnostics.HasError() || r.refuseExisting(ctx, plan.Name.ValueString(), &resp.Diagnostics) {
+	plan, namespace := r.model(ctx, req.Plan, &resp.Diagnostics)
+	if resp.Diagnostics.HasError() || r.refuseExisting(ctx, namespace, plan.Name.ValueString(), &resp.Diagnostics) {
 		return
 	}
 	r.applyPlan(ctx, req.Plan, &resp.State, &resp.Diagnostics)
@@ -236,7 +280,7 @@ func (r *customResource) Create(ctx context.Context, req resource.CreateRequest,
 
 // refuseExisting fails the create of an object another state or kubectl already
 // made: server-side apply would silently take it over and rewrite its spec.
-func (r *customResource) refuseExisting(ctx context.Context, name string, diags *diag.Diagnostics) bool {
+func (r *customResource) refuseExisting(ctx context.Context, namespace, name string, diags *diag.Diagnostics) bool {
 	k := r.kind(diags)
 	cl := kubeClient(r.clients, diags)
 	if k == nil || cl == nil {
@@ -244,12 +288,16 @@ func (r *customResource) refuseExisting(ctx context.Context, name string, diags 
 	}
 	live := &unstructured.Unstructured{}
 	live.SetGroupVersionKind(k.GVK)
-	err := cl.Get(ctx, client.ObjectKey{Name: name}, live)
+	err := cl.Get(ctx, key(namespace, name), live)
+	id := name
+	if r.namespaced {
+		id = namespace + "/" + name
+	}
 	switch {
 	case err == nil:
-		diags.AddAttributeError(path.Root("name"), fmt.Sprintf("%s %s already exists", k.GVK.Kind, name),
+		diags.AddAttributeError(path.Root("name"), fmt.Sprintf("%s %s already exists", k.GVK.Kind, id),
 			fmt.Sprintf("The cluster already has %s %q, made outside this configuration (another Terraform state, kubectl or Helm). Creating it here would take it over and rewrite it. "+
-				"To manage it here, import it: terraform import dovetail%s.<name> %s. Otherwise choose another name.", k.GVK.Kind, name, r.typeSuffix, name))
+				"To manage it here, import it: terraform import dovetail%s.<name> %s. Otherwise choose another name.", k.GVK.Kind, id, r.typeSuffix, id))
 		return true
 	case apierrors.IsNotFound(err) || meta.IsNoMatchError(err):
 		// Not there (or no CRD yet, which the apply explains).
@@ -265,21 +313,20 @@ func (r *customResource) Update(ctx context.Context, req resource.UpdateRequest,
 }
 
 func (r *customResource) applyPlan(ctx context.Context, planned tfsdk.Plan, state *tfsdk.State, diags *diag.Diagnostics) {
-	var plan customResourceModel
-	diags.Append(planned.Get(ctx, &plan)...)
+	plan, namespace := r.model(ctx, planned, diags)
 	if diags.HasError() {
 		return
 	}
-	r.apply(ctx, planned.Schema, &plan, diags)
+	r.apply(ctx, planned.Schema, &plan, namespace, diags)
 	if !diags.HasError() {
-		diags.Append(state.Set(ctx, &plan)...)
+		diags.Append(r.setState(ctx, state, plan, namespace)...)
 	}
 }
 
 // apply server-side applies the planned object and checks that the cluster now holds
 // exactly the planned spec. Fields another manager added (say, with kubectl edit) are
 // not removed by an apply that omits them, so the spec is then replaced outright.
-func (r *customResource) apply(ctx context.Context, sch typedSchema, plan *customResourceModel, diags *diag.Diagnostics) {
+func (r *customResource) apply(ctx context.Context, sch typedSchema, plan *customResourceModel, namespace string, diags *diag.Diagnostics) {
 	k := r.kind(diags)
 	cl := kubeClient(r.clients, diags)
 	if k == nil || cl == nil {
@@ -292,6 +339,7 @@ func (r *customResource) apply(ctx context.Context, sch typedSchema, plan *custo
 	}
 	name := plan.Name.ValueString()
 	u := &unstructured.Unstructured{Object: k.Object(name, spec)}
+	u.SetNamespace(namespace)
 	u.SetLabels(mapStrings(plan.Labels))
 	u.SetAnnotations(mapStrings(plan.Annotations))
 	if err := cl.Patch(ctx, u, client.Apply, client.ForceOwnership, client.FieldOwner(FieldManager)); err != nil {
@@ -317,6 +365,9 @@ func (r *customResource) apply(ctx context.Context, sch typedSchema, plan *custo
 		}
 	}
 	plan.ID = plan.Name
+	if r.namespaced {
+		plan.ID = types.StringValue(namespace + "/" + name)
+	}
 	status, d := valueAt(ctx, sch, k, "status", u.Object["status"])
 	diags.Append(d...)
 	plan.Status = status
@@ -361,24 +412,23 @@ func valueAt(ctx context.Context, sch typedSchema, k *crdschema.Kind, field stri
 }
 
 // fromState reads the state and gives the kind, a client and an empty object of the kind.
-func (r *customResource) fromState(ctx context.Context, st tfsdk.State, diags *diag.Diagnostics) (customResourceModel, *crdschema.Kind, client.Client, *unstructured.Unstructured) {
-	var state customResourceModel
-	diags.Append(st.Get(ctx, &state)...)
+func (r *customResource) fromState(ctx context.Context, st tfsdk.State, diags *diag.Diagnostics) (customResourceModel, string, *crdschema.Kind, client.Client, *unstructured.Unstructured) {
+	state, namespace := r.model(ctx, st, diags)
 	k := r.kind(diags)
 	cl := kubeClient(r.clients, diags)
 	u := &unstructured.Unstructured{}
 	if k != nil {
 		u.SetGroupVersionKind(k.GVK)
 	}
-	return state, k, cl, u
+	return state, namespace, k, cl, u
 }
 
 func (r *customResource) Read(ctx context.Context, req resource.ReadRequest, resp *resource.ReadResponse) {
-	state, k, cl, u := r.fromState(ctx, req.State, &resp.Diagnostics)
+	state, namespace, k, cl, u := r.fromState(ctx, req.State, &resp.Diagnostics)
 	if resp.Diagnostics.HasError() {
 		return
 	}
-	err := cl.Get(ctx, client.ObjectKey{Name: state.Name.ValueString()}, u)
+	err := cl.Get(ctx, key(namespace, state.Name.ValueString()), u)
 	if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 		resp.State.RemoveResource(ctx)
 		return
@@ -389,6 +439,9 @@ func (r *customResource) Read(ctx context.Context, req resource.ReadRequest, res
 	}
 	var d diag.Diagnostics
 	state.ID = types.StringValue(u.GetName())
+	if r.namespaced {
+		state.ID = types.StringValue(u.GetNamespace() + "/" + u.GetName())
+	}
 	state.Spec, d = valueAt(ctx, req.State.Schema, k, "spec", u.Object["spec"])
 	resp.Diagnostics.Append(d...)
 	state.Status, d = valueAt(ctx, req.State.Schema, k, "status", u.Object["status"])
@@ -401,7 +454,7 @@ func (r *customResource) Read(ctx context.Context, req resource.ReadRequest, res
 	}
 	state.Labels = managedKeys(state.Labels, u.GetLabels())
 	state.Annotations = managedKeys(state.Annotations, u.GetAnnotations())
-	resp.Diagnostics.Append(resp.State.Set(ctx, &state)...)
+	resp.Diagnostics.Append(r.setState(ctx, &resp.State, state, namespace)...)
 }
 
 // importedKey marks, in private state, a resource just imported.
@@ -442,11 +495,12 @@ func managedKeys(prior types.Map, live map[string]string) types.Map {
 }
 
 func (r *customResource) Delete(ctx context.Context, req resource.DeleteRequest, resp *resource.DeleteResponse) {
-	state, k, cl, u := r.fromState(ctx, req.State, &resp.Diagnostics)
+	state, namespace, k, cl, u := r.fromState(ctx, req.State, &resp.Diagnostics)
 	if resp.Diagnostics.HasError() {
 		return
 	}
 	u.SetName(state.Name.ValueString())
+	u.SetNamespace(namespace)
 	if err := cl.Delete(ctx, u); err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
 		resp.Diagnostics.AddError(fmt.Sprintf("Cannot delete %s %s", k.GVK.Kind, u.GetName()), err.Error())
 		return
@@ -460,7 +514,7 @@ func (r *customResource) Delete(ctx context.Context, req resource.DeleteRequest,
 	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		live := &unstructured.Unstructured{}
 		live.SetGroupVersionKind(k.GVK)
-		err := cl.Get(ctx, client.ObjectKey{Name: u.GetName()}, live)
+		err := cl.Get(ctx, key(u.GetNamespace(), u.GetName()), live)
 		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
 			return true, nil
 		}
@@ -509,7 +563,17 @@ var nodeClaimListGVK = k8sschema.GroupVersionKind{Group: "karpenter.sh", Version
 
 func (r *customResource) ImportState(ctx context.Context, req resource.ImportStateRequest, resp *resource.ImportStateResponse) {
 	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("id"), req.ID)...)
-	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), req.ID)...)
+	name := req.ID
+	if r.namespaced {
+		namespace, n, ok := strings.Cut(req.ID, "/")
+		if !ok || namespace == "" || n == "" {
+			resp.Diagnostics.AddError("Invalid import ID", fmt.Sprintf("%q: import a namespaced object by namespace/name, such as default/spare", req.ID))
+			return
+		}
+		name = n
+		resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("namespace"), namespace)...)
+	}
+	resp.Diagnostics.Append(resp.State.SetAttribute(ctx, path.Root("name"), name)...)
 	resp.Diagnostics.Append(resp.Private.SetKey(ctx, importedKey, []byte("true"))...)
 }
 

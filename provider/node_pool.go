@@ -51,6 +51,19 @@ func NewNodeOverlayResource() resource.Resource {
 	}
 }
 
+// NewCapacityBufferResource is dovetail_capacity_buffer: an
+// autoscaling.x-k8s.io/v1beta1 CapacityBuffer.
+func NewCapacityBufferResource() resource.Resource {
+	return &customResource{
+		kindName:   "CapacityBuffer",
+		typeSuffix: "_capacity_buffer",
+		namespaced: true,
+		description: "An autoscaling.x-k8s.io/v1beta1 CapacityBuffer: spare capacity the controller keeps for copies of a PodTemplate's or a workload's pods (feature gate CapacityBuffer), " +
+			"as many as `replicas`, `percentage` of the workload's replicas and `limits` say. Namespaced: `namespace` defaults to \"default\", and import IDs are namespace/name. " +
+			"The spec mirrors the YAML field by field in snake_case; validation and status come from the CRD. Applied with server-side apply.",
+	}
+}
+
 // nodeOverlayChecks runs the controller's own validation of an overlay at plan
 // time, so an overlay the controller would refuse never applies.
 func nodeOverlayChecks(spec map[string]any) field.ErrorList {
@@ -95,6 +108,22 @@ func nodePoolChecks(spec map[string]any) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// dnsLabel checks a namespace name as the API server will.
+type dnsLabel struct{}
+
+func (dnsLabel) Description(context.Context) string {
+	return "a lowercase RFC 1123 label"
+}
+func (v dnsLabel) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (dnsLabel) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
+		return
+	}
+	for _, msg := range validation.IsDNS1123Label(req.ConfigValue.ValueString()) {
+		resp.Diagnostics.AddAttributeError(req.Path, "Invalid namespace", fmt.Sprintf("%q is not a valid namespace: %s", req.ConfigValue.ValueString(), msg))
+	}
 }
 
 // dnsSubdomain checks an object name as the API server will.

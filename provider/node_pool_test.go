@@ -16,6 +16,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dovetail-sh/dovetail/controller/apis/autoscaling/v1beta1"
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/apis/v1alpha1"
@@ -468,6 +469,78 @@ resource "dovetail_node_overlay" "savings" {
 					}
 					return nil
 				},
+			},
+		},
+	})
+}
+
+// TestAccCapacityBuffer: dovetail_capacity_buffer is namespaced: it creates a
+// CapacityBuffer in its namespace ("default" unless set), refuses at plan what the
+// CRD refuses (a podTemplateRef without replicas or limits), updates in place,
+// and imports by namespace/name.
+func TestAccCapacityBuffer(t *testing.T) {
+	acceptance(t)
+	ctx := context.Background()
+	api := testenv.StartAPIServer(t)
+	config := func(spec string) string {
+		return kubeProvider(api.Kubeconfig) + `
+resource "dovetail_capacity_buffer" "spare" {
+  name = "spare"
+  spec = {
+    ` + spec + `
+  }
+}
+`
+	}
+	get := func() (*v1beta1.CapacityBuffer, error) {
+		cb := &v1beta1.CapacityBuffer{}
+		return cb, api.Client.Get(ctx, client.ObjectKey{Namespace: "default", Name: "spare"}, cb)
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{
+				Config:      config(`pod_template_ref = { name = "web" }`),
+				ExpectError: regexp.MustCompile(`replicas or limits must\s+also\s+be\s+set`),
+			},
+			{
+				Config: config(`pod_template_ref = { name = "web" }
+    replicas = 2`),
+				Check: resource.ComposeTestCheckFunc(
+					resource.TestCheckResourceAttr("dovetail_capacity_buffer.spare", "id", "default/spare"),
+					resource.TestCheckResourceAttr("dovetail_capacity_buffer.spare", "namespace", "default"),
+					func(*terraform.State) error {
+						cb, err := get()
+						if err != nil {
+							return err
+						}
+						if cb.Spec.Replicas == nil || *cb.Spec.Replicas != 2 || cb.Spec.PodTemplateRef == nil || cb.Spec.PodTemplateRef.Name != "web" {
+							return fmt.Errorf("the buffer's spec is %+v", cb.Spec)
+						}
+						return nil
+					}),
+			},
+			{
+				Config: config(`scalable_ref = { api_group = "apps", kind = "Deployment", name = "web" }
+    percentage = 20`),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("dovetail_capacity_buffer.spare", plancheck.ResourceActionUpdate)}},
+				Check: func(*terraform.State) error {
+					cb, err := get()
+					if err != nil {
+						return err
+					}
+					if cb.Spec.Percentage == nil || *cb.Spec.Percentage != 20 || cb.Spec.PodTemplateRef != nil || cb.Spec.ScalableRef == nil {
+						return fmt.Errorf("the buffer's spec is %+v", cb.Spec)
+					}
+					return nil
+				},
+			},
+			{
+				ResourceName:            "dovetail_capacity_buffer.spare",
+				ImportState:             true,
+				ImportStateId:           "default/spare",
+				ImportStateVerify:       true,
+				ImportStateVerifyIgnore: []string{"timeouts", "status"},
 			},
 		},
 	})

@@ -8,6 +8,7 @@ import (
 	"strconv"
 
 	"github.com/dovetail-sh/dovetail/controller/apis/scheme"
+	"github.com/dovetail-sh/dovetail/controller/buffer"
 	"github.com/dovetail-sh/dovetail/controller/overlay"
 
 	corev1 "k8s.io/api/core/v1"
@@ -28,6 +29,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/kwok"
 	cpmetrics "github.com/dovetail-sh/dovetail/controller/cloudprovider/metrics"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/overlaid"
+	"github.com/dovetail-sh/dovetail/controller/controllers/capacitybuffer"
 	"github.com/dovetail-sh/dovetail/controller/controllers/disruption"
 	"github.com/dovetail-sh/dovetail/controller/controllers/node/health"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/expiration"
@@ -154,6 +156,11 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(manager
 			Period: opts.DisruptionPeriod, ValidationDelay: opts.ConsolidationValidationDelay,
 			ReplacementTimeout: disruption.DefaultOptions().ReplacementTimeout, SpotToSpotConsolidation: opts.FeatureGates.SpotToSpotConsolidation,
 		}),
+	}
+	if opts.FeatureGates.CapacityBuffer {
+		buffers := buffer.NewCache()
+		provisioner.WithBuffers(buffers)
+		controllers = append(controllers, capacitybuffer.NewController(mgr.GetClient(), buffers, provisioner, clk))
 	}
 	if opts.FeatureGates.NodeRepair {
 		// The kwok provider stands in for AWS, so both repair by AWS's policies.

@@ -217,7 +217,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.KwokCatalog, "kwok-catalog", env("KWOK_CATALOG", ""), "instance-type catalog for the kwok provider; default: the embedded AWS catalog [KWOK_CATALOG]")
 	fs.DurationVar(&o.BatchIdleDuration, "batch-idle-duration", envDuration("BATCH_IDLE_DURATION", time.Second), "close a provisioning batch after this long without new pending pods [BATCH_IDLE_DURATION]")
 	fs.DurationVar(&o.BatchMaxDuration, "batch-max-duration", envDuration("BATCH_MAX_DURATION", 10*time.Second), "close a provisioning batch after this long regardless [BATCH_MAX_DURATION]")
-	fs.Var(&o.FeatureGates, "feature-gates", "Name=bool,... (SpotToSpotConsolidation, ReservedCapacity, NodeOverlay, StaticCapacity, NodeRepair; CapacityBuffer only =false) [FEATURE_GATES]")
+	fs.Var(&o.FeatureGates, "feature-gates", "Name=bool,... (SpotToSpotConsolidation, ReservedCapacity, NodeOverlay, StaticCapacity, NodeRepair, CapacityBuffer) [FEATURE_GATES]")
 	fs.StringVar(&o.BindAddress, "bind-address", env("BIND_ADDRESS", ""), "address the metrics and health servers listen on; empty means all [BIND_ADDRESS]")
 	fs.IntVar(&o.MetricsPort, "metrics-port", envInt("METRICS_PORT", 8080), "port of the Prometheus /metrics endpoint; 0 turns it off [METRICS_PORT]")
 	fs.IntVar(&o.HealthProbePort, "health-probe-port", envInt("HEALTH_PROBE_PORT", 8081), "port of /healthz and /readyz; 0 turns them off [HEALTH_PROBE_PORT]")
@@ -278,9 +278,6 @@ func (o *Options) Validate() error {
 		errs = append(errs, fmt.Sprintf("--cloud-provider %q is not available; use aws or kwok", o.CloudProvider))
 	}
 	errs = append(errs, nodecosts.Validate(o.NodeCosts)...)
-	if o.FeatureGates.CapacityBuffer {
-		errs = append(errs, "--feature-gates CapacityBuffer=true: CapacityBuffers are not implemented yet; set CapacityBuffer=false")
-	}
 	if o.EnableZonalShift {
 		errs = append(errs, "--enable-zonal-shift (ENABLE_ZONAL_SHIFT): avoiding zones under an ARC zonal shift is not supported yet; remove it or set false")
 	}

@@ -50,21 +50,17 @@ func TestValidateAWS(t *testing.T) {
 	}
 }
 
-// A gate for something not built is refused at start, not accepted and ignored;
-// the gates that are built start.
-func TestUnbuiltGateIsRefused(t *testing.T) {
+// Every gate of Karpenter's starts, and one it does not know is refused naming it.
+func TestFeatureGates(t *testing.T) {
 	o := Options{CloudProvider: "kwok", BatchIdleDuration: time.Second, BatchMaxDuration: 10 * time.Second, LogLevel: "info", VMMemoryOverheadPercent: 0.075, DisruptionPeriod: 10 * time.Second}
-	if err := o.FeatureGates.Set("CapacityBuffer=true"); err != nil {
-		t.Fatal(err)
-	}
-	if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "CapacityBuffer=true: CapacityBuffers are not implemented yet") {
-		t.Errorf("CapacityBuffer=true: %v", err)
-	}
-	if err := o.FeatureGates.Set("CapacityBuffer=false,NodeRepair=true,NodeOverlay=true,StaticCapacity=true"); err != nil {
+	if err := o.FeatureGates.Set("CapacityBuffer=true,NodeRepair=true,NodeOverlay=true,StaticCapacity=true,SpotToSpotConsolidation=true,ReservedCapacity=false"); err != nil {
 		t.Fatal(err)
 	}
 	if err := o.Validate(); err != nil {
-		t.Errorf("NodeRepair, NodeOverlay and StaticCapacity refused: %v", err)
+		t.Errorf("Karpenter's gates refused: %v", err)
+	}
+	if err := o.FeatureGates.Set("Nonsense=true"); err == nil || !strings.Contains(err.Error(), "Nonsense") {
+		t.Errorf("an unknown gate: %v", err)
 	}
 }
 

@@ -21,6 +21,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	"github.com/dovetail-sh/dovetail/controller/apis/autoscaling/v1beta1"
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/apis/v1alpha1"
@@ -38,6 +39,11 @@ type Inputs struct {
 	NodeClasses []*awsv1.EC2NodeClass
 	// NodeOverlays change the price and capacity of the types the pools plan with.
 	NodeOverlays []*v1alpha1.NodeOverlay
+	// Buffers are CapacityBuffers: room kept for copies of a PodTemplate's or a
+	// workload's pods. podTemplates and workloads are what they may name.
+	Buffers      []*v1beta1.CapacityBuffer
+	podTemplates map[string]corev1.PodTemplateSpec
+	workloads    map[string]workload
 	Nodes        []*corev1.Node
 	// NodeClaims and PDBs matter only to consolidation: plain simulate plans
 	// pending pods, which neither changes.
@@ -183,18 +189,21 @@ func (in *Inputs) add(raw []byte, where string, listAllowed bool) error {
 		if err := decode(d); err != nil {
 			return err
 		}
+		in.recordWorkload("Deployment", d.ObjectMeta, d.Spec.Template, replicas(d.Spec.Replicas, 1))
 		return in.addReplicas(where, named(d.ObjectMeta), "spec.replicas", d.ObjectMeta, d.Spec.Template, replicas(d.Spec.Replicas, 1))
 	case "apps/v1/ReplicaSet":
 		rs := &appsv1.ReplicaSet{}
 		if err := decode(rs); err != nil {
 			return err
 		}
+		in.recordWorkload("ReplicaSet", rs.ObjectMeta, rs.Spec.Template, replicas(rs.Spec.Replicas, 1))
 		return in.addReplicas(where, named(rs.ObjectMeta), "spec.replicas", rs.ObjectMeta, rs.Spec.Template, replicas(rs.Spec.Replicas, 1))
 	case "apps/v1/StatefulSet":
 		ss := &appsv1.StatefulSet{}
 		if err := decode(ss); err != nil {
 			return err
 		}
+		in.recordWorkload("StatefulSet", ss.ObjectMeta, ss.Spec.Template, replicas(ss.Spec.Replicas, 1))
 		return in.addReplicas(where, named(ss.ObjectMeta), "spec.replicas", ss.ObjectMeta, ss.Spec.Template, replicas(ss.Spec.Replicas, 1))
 	case "batch/v1/Job":
 		j := &batchv1.Job{}
@@ -206,6 +215,23 @@ func (in *Inputs) add(raw []byte, where string, listAllowed bool) error {
 			n = *j.Spec.Completions
 		}
 		return in.addReplicas(where, named(j.ObjectMeta), "spec.parallelism", j.ObjectMeta, j.Spec.Template, n)
+	case "v1/PodTemplate":
+		pt := &corev1.PodTemplate{}
+		if err := decode(pt); err != nil {
+			return err
+		}
+		defaultNamespace(&pt.ObjectMeta)
+		if in.podTemplates == nil {
+			in.podTemplates = map[string]corev1.PodTemplateSpec{}
+		}
+		in.podTemplates[pt.Namespace+"/"+pt.Name] = pt.Template
+	case v1beta1.SchemeGroupVersion.String() + "/CapacityBuffer":
+		cb := &v1beta1.CapacityBuffer{}
+		if err := decode(cb); err != nil {
+			return err
+		}
+		defaultNamespace(&cb.ObjectMeta)
+		in.Buffers = append(in.Buffers, cb)
 	case "apps/v1/DaemonSet":
 		ds := &appsv1.DaemonSet{}
 		if err := decode(ds); err != nil {
@@ -286,7 +312,7 @@ func (in *Inputs) add(raw []byte, where string, listAllowed bool) error {
 			in.Warnings = append(in.Warnings, fmt.Sprintf("%s: ignoring %s: it does not affect scheduling", where, meta.Kind))
 			return nil
 		}
-		return fmt.Errorf("%s: unsupported kind %s %s; simulate reads Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets, Nodes, NodePools, NodeClaims, EC2NodeClasses, NodeOverlays, PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes, StorageClasses and Lists of them", where, meta.APIVersion, meta.Kind)
+		return fmt.Errorf("%s: unsupported kind %s %s; simulate reads Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets, Nodes, NodePools, NodeClaims, EC2NodeClasses, NodeOverlays, CapacityBuffers, PodTemplates, PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes, StorageClasses and Lists of them", where, meta.APIVersion, meta.Kind)
 	}
 	return nil
 }
@@ -317,6 +343,20 @@ func (in *Inputs) addReplicas(where, name, field string, owner metav1.ObjectMeta
 	tmpl.Spec = scheduling.WithRequestsFromLimits(tmpl.Spec)
 	in.Pods = append(in.Pods, expand(owner, tmpl, n)...)
 	return nil
+}
+
+// workload is what a CapacityBuffer's scalableRef may name.
+type workload struct {
+	template corev1.PodTemplateSpec
+	replicas int32
+}
+
+func (in *Inputs) recordWorkload(kind string, meta metav1.ObjectMeta, tmpl corev1.PodTemplateSpec, n int32) {
+	defaultNamespace(&meta)
+	if in.workloads == nil {
+		in.workloads = map[string]workload{}
+	}
+	in.workloads[kind+"/"+meta.Namespace+"/"+meta.Name] = workload{template: tmpl, replicas: n}
 }
 
 // expand turns a workload into its replicas. Replicas share the template's spec

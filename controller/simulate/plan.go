@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"slices"
 	"sort"
 	"strings"
 	"text/tabwriter"
@@ -12,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
+	"github.com/dovetail-sh/dovetail/controller/buffer"
 	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
@@ -19,7 +21,10 @@ import (
 // Plan is the JSON document `dovetail simulate -o json` prints.
 type Plan struct {
 	// Overlays are the input's NodeOverlays and whether each applies.
-	Overlays      []OverlayVerdict   `json:"overlays,omitempty"`
+	Overlays []OverlayVerdict `json:"overlays,omitempty"`
+	// Buffers are the input's CapacityBuffers and where their room is kept; their
+	// virtual pods are in the plan under capacity-buffer-NAME-i.
+	Buffers       []BufferPlan       `json:"buffers,omitempty"`
 	NodeClaims    []PlannedNodeClaim `json:"nodeClaims"`
 	ExistingNodes []PlannedExisting  `json:"existingNodes"`
 	Unschedulable []Unschedulable    `json:"unschedulable"`
@@ -71,19 +76,27 @@ func Run(in *Inputs, instanceTypes []*scheduling.InstanceType, costs scheduling.
 	view.VolumesUnknown = len(in.Claims)+len(in.Volumes)+len(in.StorageClasses) == 0
 	typesOf, overlays := typesWithOverlays(in, instanceTypes)
 	snap := provisioning.SnapshotFromView(view, typesOf, costs)
+	virtual, buffers := bufferPods(in)
 	start := clk.Now()
-	results := snap.PlanOn(snap.Nodes, nil, snap.Pending, true)
+	results := snap.PlanOn(snap.Nodes, nil, append(snap.Pending[:len(snap.Pending):len(snap.Pending)], virtual...), true)
 	elapsed := clk.Since(start)
-	plan := &Plan{Overlays: overlays, NodeClaims: []PlannedNodeClaim{}, ExistingNodes: []PlannedExisting{}, Unschedulable: []Unschedulable{}}
+	placeBuffers(buffers, results)
+	plan := &Plan{Overlays: overlays, Buffers: buffers, NodeClaims: []PlannedNodeClaim{}, ExistingNodes: []PlannedExisting{}, Unschedulable: []Unschedulable{}}
+	real := func(pods []*corev1.Pod) int {
+		return len(pods) - len(slices.DeleteFunc(slices.Clone(pods), func(p *corev1.Pod) bool { return !buffer.IsVirtual(p) }))
+	}
 	for _, nc := range results.NodeClaims {
 		plan.NodeClaims = append(plan.NodeClaims, plannedNodeClaim(nc))
-		plan.Summary.Scheduled += len(nc.Pods)
+		plan.Summary.Scheduled += real(nc.Pods)
 	}
 	for _, e := range results.Existing {
 		plan.ExistingNodes = append(plan.ExistingNodes, PlannedExisting{Name: e.Node.Name, Pods: podNames(e.Pods)})
-		plan.Summary.Scheduled += len(e.Pods)
+		plan.Summary.Scheduled += real(e.Pods)
 	}
 	for _, u := range append(results.Unschedulable, snap.Refused...) {
+		if buffer.IsVirtual(u.Pod) {
+			continue
+		}
 		plan.Unschedulable = append(plan.Unschedulable, Unschedulable{Pod: u.Pod.Namespace + "/" + u.Pod.Name, Reason: u.Reason})
 	}
 	sort.SliceStable(plan.Unschedulable, func(i, j int) bool { return plan.Unschedulable[i].Pod < plan.Unschedulable[j].Pod })
@@ -123,6 +136,19 @@ func writeJSON(w io.Writer, v any) error {
 func (p *Plan) WriteTable(w io.Writer) error {
 	if err := writeOverlays(w, p.Overlays); err != nil {
 		return err
+	}
+	if len(p.Buffers) > 0 {
+		rows := make([][]string, 0, len(p.Buffers))
+		for _, b := range p.Buffers {
+			where := fmt.Sprintf("%d on existing nodes, %d on new, %d nowhere", b.Existing, b.New, b.Failed)
+			if b.Problem != "" {
+				where = b.Problem
+			}
+			rows = append(rows, []string{b.Name, fmt.Sprint(b.Replicas), where})
+		}
+		if err := writeSection(w, "CAPACITY BUFFERS (room kept, never bound)", []string{"BUFFER", "PODS", "WHERE"}, rows); err != nil {
+			return err
+		}
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	if len(p.NodeClaims) > 0 {

@@ -95,11 +95,6 @@ checks the same settings when they reach it as env. */}}
 {{- if $s.enableZonalShift -}}
 {{- fail "settings.enableZonalShift: true is not supported yet; Dovetail does not avoid zones under an ARC zonal shift. Remove it or set false." -}}
 {{- end -}}
-{{- range $gate := list "capacityBuffer" -}}
-{{- if or (index ($s.featureGates | default dict) $gate) (index ($s.featureGates | default dict) (printf "%s%s" (substr 0 1 $gate | upper) (substr 1 -1 $gate))) -}}
-{{- fail (printf "settings.featureGates.%s: true is not supported yet (not implemented); remove it or set false." $gate) -}}
-{{- end -}}
-{{- end -}}
 {{- with $s.clusterCABundle -}}
 {{- $pem := b64dec . -}}
 {{- if not (contains "-----BEGIN CERTIFICATE-----" $pem) -}}

@@ -301,6 +301,11 @@ func (c *Controller) observe(ctx context.Context) (*pass, error) {
 		}
 	}
 	s.cluster = consolidation.Observe(view, snap, inflight, now)
+	if b := c.provisioner.Buffers(); b != nil {
+		// The buffers' room is kept as the pods of disrupted nodes' is: a removal must
+		// leave a place for them (those with none anyway hold nothing).
+		s.cluster.Moving = append(s.cluster.Moving, b.Pods()...)
+	}
 	for _, cand := range s.cluster.Candidates {
 		cand.Drift = c.driftReason(ctx, cand.Claim, cand.Node, cand.Pool)
 		c.writeConditions(ctx, cand, now)

@@ -6,6 +6,7 @@ package provisioning
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -18,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/buffer"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
@@ -60,7 +62,16 @@ type Provisioner struct {
 	// cluster is the state every loop reads; it also counts the claims created here
 	// before the cache lists them.
 	cluster *state.Cluster
+	// buffers are the CapacityBuffers' virtual pods (gate CapacityBuffer), planned
+	// with the pending pods and never bound; nil without the gate.
+	buffers *buffer.Cache
 }
+
+// WithBuffers plans the buffers' virtual pods with every full solve.
+func (p *Provisioner) WithBuffers(c *buffer.Cache) { p.buffers = c }
+
+// Buffers are the virtual pods the provisioner plans with, or nil.
+func (p *Provisioner) Buffers() *buffer.Cache { return p.buffers }
 
 // NewProvisioner wires a provisioner.
 func NewProvisioner(kube client.Client, cluster *state.Cluster, cloud cloudprovider.CloudProvider, clk clock.Clock, recorder record.EventRecorder, batcher *Batcher, costs scheduling.NodeCosts) *Provisioner {
@@ -185,15 +196,28 @@ func (p *Provisioner) schedule(ctx context.Context, fullOnly bool) (bool, error)
 		p.seen = map[types.UID]bool{}
 		p.mu.Unlock()
 	}
-	if len(state.pending) == 0 {
+	pending := state.pending
+	var virtual int
+	if p.buffers != nil && !fullOnly {
+		// Planned last among equals and never bound: the room they take is spare
+		// capacity a real pod may have at any time.
+		v := p.buffers.Pods()
+		virtual = len(v)
+		pending = append(pending[:len(pending):len(pending)], v...)
+	}
+	if len(pending) == 0 {
 		logger.V(1).Info("nothing to provision", "nominatedPods", state.nominated)
 		return state.nominated > 0, nil
 	}
 	start := p.clock.Now()
-	simulation := metrics.StartSimulation(p.clock, "provisioner", len(state.pending))
+	simulation := metrics.StartSimulation(p.clock, "provisioner", len(pending))
 	// The engine's input is the snapshot's, as `dovetail simulate` plans it.
-	results := state.public(p.costs).PlanOn(state.nodes, nil, state.pending, true)
+	results := state.public(p.costs).PlanOn(state.nodes, nil, pending, true)
 	solveDuration := simulation.Done()
+	if p.buffers != nil && !fullOnly {
+		p.buffers.Record(results)
+		results = withoutVirtual(results)
+	}
 	if fullOnly {
 		results.NodeClaims = filledClaims(results.NodeClaims, state.pending)
 		if len(results.NodeClaims) == 0 {
@@ -236,9 +260,37 @@ func (p *Provisioner) schedule(ctx context.Context, fullOnly bool) (bool, error)
 		p.unschedulable = unschedulable
 		p.mu.Unlock()
 	}
-	logger.Info("solved", "fullNodesOnly", fullOnly, "pods", len(state.pending), "nodeclaims", created, "existing", len(results.Existing),
+	if len(state.pending) == 0 && created == 0 {
+		// Only buffers, all in place: nothing to log each time the buffers ask.
+		logger.V(1).Info("capacity buffers in place", "virtualPods", virtual)
+		return state.nominated > 0, nil
+	}
+	logger.Info("solved", "fullNodesOnly", fullOnly, "pods", len(state.pending), "virtualPods", virtual, "nodeclaims", created, "existing", len(results.Existing),
 		"unschedulable", len(results.Unschedulable), "pricePerHour", fmt.Sprintf("%.4f", results.PricePerHour()), "solveDuration", solveDuration.String(), "totalDuration", p.clock.Since(start).String())
-	return true, nil
+	return len(state.pending) > 0 || state.nominated > 0, nil
+}
+
+// withoutVirtual is the plan as far as real pods go: its claims launch for the
+// virtual pods too, but no virtual pod is nominated, reported or counted.
+func withoutVirtual(r *scheduling.Results) *scheduling.Results {
+	out := &scheduling.Results{}
+	for _, nc := range r.NodeClaims {
+		c := *nc
+		c.Pods = slices.DeleteFunc(slices.Clone(nc.Pods), buffer.IsVirtual)
+		out.NodeClaims = append(out.NodeClaims, &c)
+	}
+	for _, e := range r.Existing {
+		pods := slices.DeleteFunc(slices.Clone(e.Pods), buffer.IsVirtual)
+		if len(pods) > 0 {
+			out.Existing = append(out.Existing, &scheduling.ExistingPlacement{Node: e.Node, Pods: pods})
+		}
+	}
+	for _, u := range r.Unschedulable {
+		if !buffer.IsVirtual(u.Pod) {
+			out.Unschedulable = append(out.Unschedulable, u)
+		}
+	}
+	return out
 }
 
 // recordDecisions records the solve's decisions in the scheduler and pod metrics;
