@@ -114,7 +114,7 @@ func TestKarpenterValuesFilesInstall(t *testing.T) {
 
 			// Values Dovetail does not support are refused, naming the key.
 			for path, want := range map[string]string{
-				"settings.enableZonalShift":            "settings.enableZonalShift: true is not supported yet",
+				"settings.enableZonalShift": "settings.enableZonalShift: true is not supported yet",
 			} {
 				vals := karpenterValues(t, version)
 				setting(vals, "settings.clusterName", "demo")
