@@ -35,6 +35,9 @@ type Entry struct {
 	EphemeralStorage string            `json:"ephemeralStorage,omitempty"`
 	Resources        map[string]string `json:"resources,omitempty"`
 	Labels           map[string]string `json:"labels,omitempty"`
+	// IPv4PerInterface is how many IPv4 addresses one interface holds: a Windows
+	// node's pods take theirs from the primary interface's.
+	IPv4PerInterface int64 `json:"ipv4PerInterface,omitempty"`
 	// ProcessorFeatures are EC2's additional processor features of the type (such
 	// as nested-virtualization), which an EC2NodeClass may require.
 	ProcessorFeatures []string   `json:"processorFeatures,omitempty"`

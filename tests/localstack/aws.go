@@ -103,6 +103,17 @@ func SeedAWS(ctx context.Context, clients *dtaws.Clients, discovery, cidrPrefix 
 		if err != nil {
 			return nil, fmt.Errorf("publishing the %s image parameter, %w", arch, err)
 		}
+		if arch != "x86_64" {
+			continue
+		}
+		// The EKS Windows images (Server Core, amd64 only), for windows20xx@latest.
+		for _, year := range []string{"2019", "2022", "2025"} {
+			_, err = clients.SSM.PutParameter(ctx, &ssm.PutParameterInput{Name: aws.String(fmt.Sprintf("%s/ami-windows-latest/Windows_Server-%s-English-Core-EKS_Optimized-%s/image_id", SSMPrefix, year, KubernetesVersion)),
+				Value: images.Images[0].ImageId, Type: ssmtypes.ParameterTypeString, Overwrite: aws.Bool(true)})
+			if err != nil {
+				return nil, fmt.Errorf("publishing the Windows %s image parameter, %w", year, err)
+			}
+		}
 	}
 	_, err = clients.IAM.CreateRole(ctx, &iam.CreateRoleInput{RoleName: aws.String(out.Role),
 		AssumeRolePolicyDocument: aws.String(`{"Version":"2012-10-17","Statement":[{"Effect":"Allow","Principal":{"Service":"ec2.amazonaws.com"},"Action":"sts:AssumeRole"}]}`)})

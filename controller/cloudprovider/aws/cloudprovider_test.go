@@ -36,6 +36,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/controllers/ec2nodeclass/launchtemplates"
 	"github.com/dovetail-sh/dovetail/controller/controllers/ec2nodeclass/status"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/garbagecollection"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/provider"
 	"github.com/dovetail-sh/dovetail/tests/iampolicy"
 	"github.com/dovetail-sh/dovetail/tests/testenv"
@@ -1056,5 +1057,77 @@ func TestIPPrefixCountDelegatesPrefixes(t *testing.T) {
 	}
 	if !strings.Contains(string(userData), "maxPods: 110") {
 		t.Errorf("the kubelet is not told its 110 pods:\n%s", userData)
+	}
+}
+
+// TestWindowsNodeClass: a class with alias windows2022@latest resolves the EKS
+// Windows image (amd64 only) with its kubernetes.io/os and windows-build
+// requirements; it offers only amd64 types, as Windows nodes of 110 pods with the
+// primary interface's addresses as vpc.amazonaws.com/PrivateIPv4Address; a
+// Windows pod's claim launches with PowerShell user data and a 50Gi /dev/sda1.
+func TestWindowsNodeClass(t *testing.T) {
+	f := newFixture(t)
+	custom := `Write-Host "hello from the class"`
+	win := f.class(t, "windows", func(s *awsv1.EC2NodeClassSpec) {
+		s.AMISelectorTerms = []awsv1.AMISelectorTerm{{Alias: "windows2022@latest"}}
+		s.UserData = &custom
+	})
+	if len(win.Status.AMIs) != 1 {
+		t.Fatalf("amis %+v; want the one amd64 Windows image", win.Status.AMIs)
+	}
+	reqs := map[string][]string{}
+	for _, r := range win.Status.AMIs[0].Requirements {
+		reqs[r.Key] = r.Values
+	}
+	if fmt.Sprint(reqs[v1.LabelArch]) != "[amd64]" || fmt.Sprint(reqs[v1.LabelOS]) != "[windows]" || fmt.Sprint(reqs[v1.LabelWindowsBuild]) != "[10.0.20348]" {
+		t.Errorf("image requirements %v", reqs)
+	}
+	cp := f.provider()
+	types, err := cp.GetInstanceTypes(f.ctx, &v1.NodePool{Spec: v1.NodePoolSpec{Template: v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{
+		NodeClassRef: &v1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: "windows"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var m5 *scheduling.InstanceType
+	for _, it := range types {
+		if !it.Requirements.Get(v1.LabelArch).Has(v1.ArchitectureAmd64) || !it.Requirements.Get(v1.LabelOS).Has("windows") || it.Requirements.Get(v1.LabelOS).Has("linux") ||
+			!it.Requirements.Get(v1.LabelWindowsBuild).Has("10.0.20348") {
+			t.Fatalf("%s offered to a Windows class with requirements %v", it.Name, it.Requirements)
+		}
+		if it.Name == "m5.large" {
+			m5 = it
+		}
+	}
+	if m5 == nil || m5.Capacity.Pods != 110 || m5.Capacity.Extended[dtaws.PrivateIPv4Address] != 9 {
+		t.Fatalf("m5.large as a Windows node: %+v; want 110 pods and 9 PrivateIPv4Address (10 addresses a interface, less the primary)", m5)
+	}
+	launched, err := cp.Create(f.ctx, claim("win-node", "windows", req(v1.LabelInstanceType, "m5.large"), req(v1.LabelCapacityType, v1.CapacityTypeOnDemand),
+		req(v1.LabelOS, "windows")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if launched.Labels[v1.LabelOS] != "windows" || launched.Labels[v1.LabelWindowsBuild] != "10.0.20348" {
+		t.Errorf("launched claim labels %v", launched.Labels)
+	}
+	lts := f.launchTemplates(t)
+	if len(lts) != 1 {
+		t.Fatalf("%d launch templates", len(lts))
+	}
+	versions, err := f.clients.EC2.DescribeLaunchTemplateVersions(f.ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: lts[0].LaunchTemplateId})
+	if err != nil || len(versions.LaunchTemplateVersions) == 0 {
+		t.Fatal(err)
+	}
+	data := versions.LaunchTemplateVersions[0].LaunchTemplateData
+	userData, err := base64.StdEncoding.DecodeString(aws.ToString(data.UserData))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"<powershell>\n" + custom + "\n", "& $EKSBootstrapScriptFile -EKSClusterName '" + cluster + "'", "--max-pods=110", "</powershell>"} {
+		if !strings.Contains(string(userData), want) {
+			t.Errorf("user data lacks %q:\n%s", want, userData)
+		}
+	}
+	if len(data.BlockDeviceMappings) != 1 || aws.ToString(data.BlockDeviceMappings[0].DeviceName) != "/dev/sda1" || aws.ToInt32(data.BlockDeviceMappings[0].Ebs.VolumeSize) != 50 {
+		t.Errorf("block devices %+v; want a 50Gi /dev/sda1", data.BlockDeviceMappings)
 	}
 }

@@ -204,6 +204,9 @@ func CatalogEntry(info ec2types.InstanceTypeInfo, zones []string, onDemandPrice 
 	if res := ExtendedResources(info); len(res) > 0 {
 		e.Resources = res
 	}
+	if n := info.NetworkInfo; n != nil && n.Ipv4AddressesPerInterface != nil {
+		e.IPv4PerInterface = int64(*n.Ipv4AddressesPerInterface)
+	}
 	if p := info.ProcessorInfo; p != nil {
 		for _, f := range p.SupportedFeatures {
 			e.ProcessorFeatures = append(e.ProcessorFeatures, string(f))

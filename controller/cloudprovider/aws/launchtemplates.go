@@ -283,6 +283,8 @@ func DefaultBlockDevices(family string) []*awsv1.BlockDeviceMapping {
 		return []*awsv1.BlockDeviceMapping{volume("/dev/xvda", "4Gi"), volume("/dev/xvdb", "20Gi")}
 	case userdata.FamilyCustom:
 		return nil
+	case userdata.FamilyWindows2019, userdata.FamilyWindows2022, userdata.FamilyWindows2025:
+		return []*awsv1.BlockDeviceMapping{volume("/dev/sda1", "50Gi")}
 	}
 	return []*awsv1.BlockDeviceMapping{volume("/dev/xvda", "20Gi")}
 }

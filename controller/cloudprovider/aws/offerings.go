@@ -65,9 +65,17 @@ func (c *CloudProvider) instanceTypes(ctx context.Context, class *awsv1.EC2NodeC
 // priced narrows the discovered types to the class's zones and prices them.
 func (c *CloudProvider) priced(f *catalog.File, class *awsv1.EC2NodeClass, zones sets.Set[string]) *catalog.File {
 	out := &catalog.File{InstanceTypes: make([]catalog.Entry, 0, len(f.InstanceTypes))}
+	fam := family(class)
 	for _, e := range f.InstanceTypes {
 		if !compatible(class, e) {
 			continue
+		}
+		if userdata.IsWindows(fam) {
+			if e.Architecture != v1.ArchitectureAmd64 {
+				// The EKS Windows images are amd64 only.
+				continue
+			}
+			e = asWindows(e, fam)
 		}
 		e.Pods = maxPods(e, class)
 		e.EphemeralStorage = ephemeralStorage(class, e)
@@ -98,6 +106,35 @@ func (c *CloudProvider) priced(f *catalog.File, class *awsv1.EC2NodeClass, zones
 		out.InstanceTypes = append(out.InstanceTypes, e)
 	}
 	return out
+}
+
+// PrivateIPv4Address is the resource the VPC resource controller adds to Windows
+// pods' requests: each takes a secondary address of the node's primary interface.
+const PrivateIPv4Address corev1.ResourceName = "vpc.amazonaws.com/PrivateIPv4Address"
+
+// WindowsMaxPods is a Windows node's pod limit unless the kubelet says otherwise:
+// the EKS Windows bootstrap does not derive it from the interfaces.
+const WindowsMaxPods = 110
+
+// asWindows is the type as a node of a Windows family is: kubernetes.io/os windows
+// and the family's build, 110 pods, and the primary interface's secondary
+// addresses as PrivateIPv4Address, which Windows pods request.
+func asWindows(e catalog.Entry, fam string) catalog.Entry {
+	e.OperatingSystems = []string{"windows"}
+	labels := make(map[string]string, len(e.Labels)+1)
+	for k, v := range e.Labels {
+		labels[k] = v
+	}
+	labels[v1.LabelWindowsBuild] = userdata.WindowsBuilds[fam]
+	e.Labels = labels
+	e.Pods = WindowsMaxPods
+	resources := make(map[string]string, len(e.Resources)+1)
+	for k, v := range e.Resources {
+		resources[k] = v
+	}
+	resources[string(PrivateIPv4Address)] = fmt.Sprint(max(e.IPv4PerInterface-1, 0))
+	e.Resources = resources
+	return e
 }
 
 // compatible reports whether the class may launch the type: with cpuOptions
@@ -152,8 +189,11 @@ func ephemeralStorage(class *awsv1.EC2NodeClass, e catalog.Entry) string {
 		devices = DefaultBlockDevices(fam)
 	}
 	dataDevice := "/dev/xvda"
-	if fam == userdata.FamilyBottlerocket {
+	switch {
+	case fam == userdata.FamilyBottlerocket:
 		dataDevice = "/dev/xvdb"
+	case userdata.IsWindows(fam):
+		dataDevice = "/dev/sda1"
 	}
 	var chosen *awsv1.BlockDeviceMapping
 	for _, d := range devices {
@@ -178,7 +218,7 @@ func ephemeralStorage(class *awsv1.EC2NodeClass, e catalog.Entry) string {
 // with ipPrefixCount), then the kubelet's maxPods and podsPerCore.
 func maxPods(e catalog.Entry, class *awsv1.EC2NodeClass) int64 {
 	pods := e.Pods
-	if n := class.Spec.IPPrefixCount; n != nil && *n > 0 {
+	if n := class.Spec.IPPrefixCount; n != nil && *n > 0 && !slices.Contains(e.OperatingSystems, "windows") {
 		pods = prefixDelegatedPods(e)
 	}
 	kubelet := class.Spec.Kubelet

@@ -13,6 +13,7 @@ import (
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/userdata"
 )
 
 // DefaultSSMPrefix is where AWS publishes the EKS-optimized image parameters.
@@ -68,13 +69,17 @@ func (r *AMIResolver) aliasParameters(alias string) (map[string]string, error) {
 			}
 		case "bottlerocket":
 			out[arch] = fmt.Sprintf("%s/bottlerocket/aws-k8s-%s/%s/%s/image_id", prefix, k8s, a, strings.TrimPrefix(version, "v"))
-		case "windows2019", "windows2022":
+		case "windows2019", "windows2022", "windows2025":
+			// Server Core, amd64 only; Windows images are not pinned to a version.
+			if version != "latest" {
+				return nil, fmt.Errorf("alias %q: windows families may only specify version 'latest'", alias)
+			}
 			if arch == v1.ArchitectureAmd64 {
 				year := strings.TrimPrefix(family, "windows")
 				out[arch] = fmt.Sprintf("%s/ami-windows-latest/Windows_Server-%s-English-Core-EKS_Optimized-%s/image_id", prefix, year, k8s)
 			}
 		default:
-			return nil, fmt.Errorf("alias family %q is not one of al2, al2023, bottlerocket, windows2019, windows2022", family)
+			return nil, fmt.Errorf("alias family %q is not one of al2, al2023, bottlerocket, windows2019, windows2022, windows2025", family)
 		}
 	}
 	return out, nil
@@ -142,10 +147,19 @@ func (r *AMIResolver) Resolve(ctx context.Context, terms []awsv1.AMISelectorTerm
 	if len(newest) == 0 {
 		return nil, fmt.Errorf("no image matches amiSelectorTerms %s; check the alias and the cluster's Kubernetes version %s, or the image ids, names, tags and owners", describeAMITerms(terms), r.KubernetesVersion)
 	}
+	// A Windows alias's images boot Windows of one build: nodes of them carry the
+	// labels pods select Windows by.
+	var windows []awsv1.AMIRequirement
+	for _, term := range terms {
+		if f, ok := userdata.FamilyOfAlias(term.Alias); ok && userdata.IsWindows(f) {
+			windows = []awsv1.AMIRequirement{{Key: v1.LabelOS, Operator: string(v1.OpIn), Values: []string{"windows"}},
+				{Key: v1.LabelWindowsBuild, Operator: string(v1.OpIn), Values: []string{userdata.WindowsBuilds[f]}}}
+		}
+	}
 	out := make([]awsv1.AMI, 0, len(newest))
 	for arch, img := range newest {
 		out = append(out, awsv1.AMI{ID: aws.ToString(img.ImageId), Name: aws.ToString(img.Name),
-			Requirements: []awsv1.AMIRequirement{{Key: v1.LabelArch, Operator: string(v1.OpIn), Values: []string{arch}}}})
+			Requirements: append([]awsv1.AMIRequirement{{Key: v1.LabelArch, Operator: string(v1.OpIn), Values: []string{arch}}}, windows...)})
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Requirements[0].Values[0] < out[j].Requirements[0].Values[0] })
 	return out, nil

@@ -28,7 +28,16 @@ const (
 	FamilyAL2023       = "AL2023"
 	FamilyBottlerocket = "Bottlerocket"
 	FamilyCustom       = "Custom"
+	FamilyWindows2019  = "Windows2019"
+	FamilyWindows2022  = "Windows2022"
+	FamilyWindows2025  = "Windows2025"
 )
+
+// WindowsBuilds are the node.kubernetes.io/windows-build of each Windows family.
+var WindowsBuilds = map[string]string{FamilyWindows2019: "10.0.17763", FamilyWindows2022: "10.0.20348", FamilyWindows2025: "10.0.26100"}
+
+// IsWindows reports whether the family boots Windows Server.
+func IsWindows(family string) bool { _, ok := WindowsBuilds[family]; return ok }
 
 // FamilyOfAlias maps an alias family ("al2023") to the AMI family.
 func FamilyOfAlias(alias string) (string, bool) {
@@ -40,6 +49,12 @@ func FamilyOfAlias(alias string) (string, bool) {
 		return FamilyAL2023, true
 	case "bottlerocket":
 		return FamilyBottlerocket, true
+	case "windows2019":
+		return FamilyWindows2019, true
+	case "windows2022":
+		return FamilyWindows2022, true
+	case "windows2025":
+		return FamilyWindows2025, true
 	}
 	return "", false
 }
@@ -73,13 +88,15 @@ func Render(o Options) (string, error) {
 		return renderAL2023(o)
 	case FamilyBottlerocket:
 		return renderBottlerocket(o)
+	case FamilyWindows2019, FamilyWindows2022, FamilyWindows2025:
+		return renderWindows(o)
 	case FamilyCustom:
 		if o.Custom == nil {
 			return "", nil
 		}
 		return *o.Custom, nil
 	}
-	return "", fmt.Errorf("amiFamily %q is not one of AL2, AL2023, Bottlerocket, Custom", o.Family)
+	return "", fmt.Errorf("amiFamily %q is not one of AL2, AL2023, Bottlerocket, Windows2019, Windows2022, Windows2025, Custom", o.Family)
 }
 
 const boundary = "//"
@@ -188,7 +205,6 @@ func renderAL2(o Options) (string, error) {
 	var script strings.Builder
 	script.WriteString("#!/bin/bash -xe\nexec > >(tee /var/log/user-data.log|logger -t user-data -s 2>/dev/console) 2>&1\n")
 	fmt.Fprintf(&script, "/etc/eks/bootstrap.sh '%s' --apiserver-endpoint '%s' --b64-cluster-ca '%s'", o.ClusterName, o.ClusterEndpoint, o.ClusterCABundle)
-	var args []string
 	if k := o.Kubelet; k != nil && len(k.ClusterDNS) > 0 {
 		fmt.Fprintf(&script, " \\\n--dns-cluster-ip '%s'", k.ClusterDNS[0])
 	}
@@ -197,6 +213,20 @@ func renderAL2(o Options) (string, error) {
 	}
 	if o.MaxPods > 0 {
 		script.WriteString(" \\\n--use-max-pods false")
+	}
+	args := kubeletFlags(o)
+	if len(args) > 0 {
+		fmt.Fprintf(&script, " \\\n--kubelet-extra-args '%s'", strings.Join(args, " "))
+	}
+	script.WriteString("\n")
+	return writeMIME(append(parts, part{contentType: `text/x-shellscript; charset="us-ascii"`, body: script.String()}))
+}
+
+// kubeletFlags are the kubelet's command-line flags for what the options set, in
+// the order Karpenter writes them.
+func kubeletFlags(o Options) []string {
+	var args []string
+	if o.MaxPods > 0 {
 		args = append(args, fmt.Sprintf("--max-pods=%d", o.MaxPods))
 	}
 	if len(o.Labels) > 0 {
@@ -205,43 +235,70 @@ func renderAL2(o Options) (string, error) {
 	if len(o.Taints) > 0 {
 		args = append(args, fmt.Sprintf("--register-with-taints=%q", taintFlag(o.Taints)))
 	}
-	if k := o.Kubelet; k != nil {
-		if len(k.SystemReserved) > 0 {
-			args = append(args, "--system-reserved="+mapFlag(k.SystemReserved))
-		}
-		if len(k.KubeReserved) > 0 {
-			args = append(args, "--kube-reserved="+mapFlag(k.KubeReserved))
-		}
-		if len(k.EvictionHard) > 0 {
-			args = append(args, "--eviction-hard="+evictionFlag(k.EvictionHard))
-		}
-		if len(k.EvictionSoft) > 0 {
-			args = append(args, "--eviction-soft="+evictionFlag(k.EvictionSoft))
-		}
-		if len(k.EvictionSoftGracePeriod) > 0 {
-			args = append(args, "--eviction-soft-grace-period="+mapFlag(durations(k.EvictionSoftGracePeriod)))
-		}
-		if k.EvictionMaxPodGracePeriod != nil {
-			args = append(args, fmt.Sprintf("--eviction-max-pod-grace-period=%d", *k.EvictionMaxPodGracePeriod))
-		}
-		if k.PodsPerCore != nil {
-			args = append(args, fmt.Sprintf("--pods-per-core=%d", *k.PodsPerCore))
-		}
-		if k.ImageGCHighThresholdPercent != nil {
-			args = append(args, fmt.Sprintf("--image-gc-high-threshold=%d", *k.ImageGCHighThresholdPercent))
-		}
-		if k.ImageGCLowThresholdPercent != nil {
-			args = append(args, fmt.Sprintf("--image-gc-low-threshold=%d", *k.ImageGCLowThresholdPercent))
-		}
-		if k.CPUCFSQuota != nil {
-			args = append(args, fmt.Sprintf("--cpu-cfs-quota=%t", *k.CPUCFSQuota))
-		}
+	k := o.Kubelet
+	if k == nil {
+		return args
 	}
-	if len(args) > 0 {
-		fmt.Fprintf(&script, " \\\n--kubelet-extra-args '%s'", strings.Join(args, " "))
+	if len(k.SystemReserved) > 0 {
+		args = append(args, "--system-reserved="+mapFlag(k.SystemReserved))
 	}
-	script.WriteString("\n")
-	return writeMIME(append(parts, part{contentType: `text/x-shellscript; charset="us-ascii"`, body: script.String()}))
+	if len(k.KubeReserved) > 0 {
+		args = append(args, "--kube-reserved="+mapFlag(k.KubeReserved))
+	}
+	if len(k.EvictionHard) > 0 {
+		args = append(args, "--eviction-hard="+evictionFlag(k.EvictionHard))
+	}
+	if len(k.EvictionSoft) > 0 {
+		args = append(args, "--eviction-soft="+evictionFlag(k.EvictionSoft))
+	}
+	if len(k.EvictionSoftGracePeriod) > 0 {
+		args = append(args, "--eviction-soft-grace-period="+mapFlag(durations(k.EvictionSoftGracePeriod)))
+	}
+	if k.EvictionMaxPodGracePeriod != nil {
+		args = append(args, fmt.Sprintf("--eviction-max-pod-grace-period=%d", *k.EvictionMaxPodGracePeriod))
+	}
+	if k.PodsPerCore != nil {
+		args = append(args, fmt.Sprintf("--pods-per-core=%d", *k.PodsPerCore))
+	}
+	if k.ImageGCHighThresholdPercent != nil {
+		args = append(args, fmt.Sprintf("--image-gc-high-threshold=%d", *k.ImageGCHighThresholdPercent))
+	}
+	if k.ImageGCLowThresholdPercent != nil {
+		args = append(args, fmt.Sprintf("--image-gc-low-threshold=%d", *k.ImageGCLowThresholdPercent))
+	}
+	if k.CPUCFSQuota != nil {
+		args = append(args, fmt.Sprintf("--cpu-cfs-quota=%t", *k.CPUCFSQuota))
+	}
+	return args
+}
+
+// renderWindows is the EKS Windows AMI's bootstrap: one PowerShell block, the
+// class's own commands first (plain PowerShell, without <powershell> tags), then
+// Start-EKSBootstrap.ps1 with the cluster and the kubelet's flags, as Karpenter
+// writes it.
+func renderWindows(o Options) (string, error) {
+	var b strings.Builder
+	b.WriteString("<powershell>\n")
+	if o.Custom != nil && strings.TrimSpace(*o.Custom) != "" {
+		custom := strings.TrimSpace(*o.Custom)
+		if strings.HasPrefix(custom, "<powershell>") {
+			return "", fmt.Errorf("spec.userData of a Windows family is PowerShell put before the bootstrap, inside Dovetail's <powershell> block; remove its own <powershell> tags")
+		}
+		b.WriteString(custom + "\n")
+	}
+	b.WriteString(`[string]$EKSBootstrapScriptFile = "$env:ProgramFiles\Amazon\EKS\Start-EKSBootstrap.ps1"` + "\n")
+	fmt.Fprintf(&b, "& $EKSBootstrapScriptFile -EKSClusterName '%s' -APIServerEndpoint '%s'", o.ClusterName, o.ClusterEndpoint)
+	if o.ClusterCABundle != "" {
+		fmt.Fprintf(&b, " -Base64ClusterCA '%s'", o.ClusterCABundle)
+	}
+	if args := kubeletFlags(o); len(args) > 0 {
+		fmt.Fprintf(&b, " -KubeletExtraArgs '%s'", strings.Join(args, " "))
+	}
+	if k := o.Kubelet; k != nil && len(k.ClusterDNS) > 0 {
+		fmt.Fprintf(&b, " -DNSClusterIP '%s'", k.ClusterDNS[0])
+	}
+	b.WriteString("\n</powershell>")
+	return b.String(), nil
 }
 
 func evictionFlag(m map[string]string) string { return joinSorted(m, "<") }

@@ -1,6 +1,7 @@
 package userdata
 
 import (
+	"fmt"
 	"io"
 	"mime"
 	"mime/multipart"
@@ -161,15 +162,40 @@ func TestCustomPassesThroughAndRenderIsStable(t *testing.T) {
 	if doc, err := Render(base(FamilyCustom, &custom)); err != nil || doc != custom {
 		t.Errorf("Custom = %q, %v", doc, err)
 	}
-	for _, f := range []string{FamilyAL2, FamilyAL2023, FamilyBottlerocket} {
+	for _, f := range []string{FamilyAL2, FamilyAL2023, FamilyBottlerocket, FamilyWindows2022} {
 		a, _ := Render(base(f, nil))
 		b, _ := Render(base(f, nil))
 		if a != b {
 			t.Errorf("%s renders differently for equal input, which would make a launch template per launch", f)
 		}
 	}
-	if _, err := Render(Options{Family: "Windows2022"}); err == nil {
+	if _, err := Render(Options{Family: "Windows2016"}); err == nil {
 		t.Error("unknown family accepted")
+	}
+}
+
+// TestWindowsUserData is Karpenter's Windows bootstrap: the class's PowerShell
+// first, then Start-EKSBootstrap.ps1 with the cluster, the kubelet's flags and the
+// cluster DNS, in one <powershell> block.
+func TestWindowsUserData(t *testing.T) {
+	custom := `Write-Host "Running custom user data script"`
+	o := base(FamilyWindows2022, &custom)
+	o.Kubelet = &awsv1.KubeletConfiguration{ClusterDNS: []string{"10.0.100.10"}, KubeReserved: map[string]string{"memory": "1Gi"}}
+	doc, err := Render(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "<powershell>\n" + custom + "\n" +
+		`[string]$EKSBootstrapScriptFile = "$env:ProgramFiles\Amazon\EKS\Start-EKSBootstrap.ps1"` + "\n" +
+		"& $EKSBootstrapScriptFile -EKSClusterName '" + o.ClusterName + "' -APIServerEndpoint '" + o.ClusterEndpoint + "' -Base64ClusterCA '" + o.ClusterCABundle + "'" +
+		" -KubeletExtraArgs '--max-pods=" + fmt.Sprint(o.MaxPods) + " --node-labels=" + fmt.Sprintf("%q", labelFlag(o.Labels)) + " --register-with-taints=" + fmt.Sprintf("%q", taintFlag(o.Taints)) +
+		" --kube-reserved=memory=1Gi' -DNSClusterIP '10.0.100.10'\n</powershell>"
+	if doc != want {
+		t.Errorf("user data\n%s\nwant\n%s", doc, want)
+	}
+	tagged := "<powershell>Write-Host hi</powershell>"
+	if _, err := Render(base(FamilyWindows2019, &tagged)); err == nil || !strings.Contains(err.Error(), "remove its own <powershell> tags") {
+		t.Errorf("user data with its own tags: %v", err)
 	}
 }
 

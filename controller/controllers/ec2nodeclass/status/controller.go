@@ -176,14 +176,6 @@ func (c *Controller) Reconcile(ctx context.Context, nc *awsv1.EC2NodeClass) (rec
 // that would silently lack what it asks for.
 func unsupported(nc *awsv1.EC2NodeClass) error {
 	var what []string
-	if f := nc.Spec.AMIFamily; f != nil && strings.HasPrefix(*f, "Windows") {
-		what = append(what, fmt.Sprintf("amiFamily %s (Windows nodes are not supported yet; use AL2023, AL2 or Bottlerocket)", *f))
-	}
-	for _, term := range nc.Spec.AMISelectorTerms {
-		if strings.HasPrefix(strings.ToLower(term.Alias), "windows") {
-			what = append(what, fmt.Sprintf("amiSelectorTerms alias %s (Windows nodes are not supported yet)", term.Alias))
-		}
-	}
 	if len(nc.Spec.NetworkInterfaces) > 0 {
 		// Launching with the default interface instead would silently drop the EFA
 		// layout the class asks for.
