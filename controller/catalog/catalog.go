@@ -38,6 +38,11 @@ type Entry struct {
 	// IPv4PerInterface is how many IPv4 addresses one interface holds: a Windows
 	// node's pods take theirs from the primary interface's.
 	IPv4PerInterface int64 `json:"ipv4PerInterface,omitempty"`
+	// NetworkCards are how many interfaces each network card takes, by card index,
+	// and EFAInterfaces how many of them may be EFA: what an EC2NodeClass's
+	// networkInterfaces layout must fit.
+	NetworkCards  []int64 `json:"networkCards,omitempty"`
+	EFAInterfaces int64   `json:"efaInterfaces,omitempty"`
 	// ProcessorFeatures are EC2's additional processor features of the type (such
 	// as nested-virtualization), which an EC2NodeClass may require.
 	ProcessorFeatures []string   `json:"processorFeatures,omitempty"`

@@ -1131,3 +1131,64 @@ func TestWindowsNodeClass(t *testing.T) {
 		t.Errorf("block devices %+v; want a 50Gi /dev/sda1", data.BlockDeviceMappings)
 	}
 }
+
+// TestNetworkInterfacesEFALayout: a class with networkInterfaces (a primary ENA
+// interface and an EFA-only one on card 0) offers only the types that take the
+// layout; their pod limit drops by the EFA-only interface (c5n.18xlarge: 15
+// interfaces of 50 addresses, 737 pods, 688 with one of them EFA-only) and their
+// EFA devices are the layout's; the launch template carries the layout, the
+// groups on each interface and the public address on the ENA one only.
+func TestNetworkInterfacesEFALayout(t *testing.T) {
+	f := newFixture(t)
+	public := false
+	f.class(t, "efa", func(s *awsv1.EC2NodeClassSpec) {
+		s.AssociatePublicIPAddress = &public
+		s.NetworkInterfaces = []*awsv1.NetworkInterface{
+			{NetworkCardIndex: 0, DeviceIndex: 0, InterfaceType: awsv1.InterfaceTypeInterface},
+			{NetworkCardIndex: 0, DeviceIndex: 1, InterfaceType: awsv1.InterfaceTypeEFAOnly},
+		}
+	})
+	cp := f.provider()
+	types, err := cp.GetInstanceTypes(f.ctx, &v1.NodePool{Spec: v1.NodePoolSpec{Template: v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{
+		NodeClassRef: &v1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: "efa"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var c5n *scheduling.InstanceType
+	for _, it := range types {
+		if it.Capacity.Extended[dtaws.ResourceEFA] != 1 {
+			t.Fatalf("%s offered to the EFA layout with %d EFA devices; want the layout's 1", it.Name, it.Capacity.Extended[dtaws.ResourceEFA])
+		}
+		if it.Name == "c5n.18xlarge" {
+			c5n = it
+		}
+		if it.Name == "m5.large" {
+			t.Error("m5.large, which has no EFA, is offered to an EFA layout")
+		}
+	}
+	if c5n == nil || c5n.Capacity.Pods != 688 {
+		t.Fatalf("c5n.18xlarge: %+v; want 688 pods", c5n)
+	}
+	if _, err := cp.Create(f.ctx, claim("efa-node", "efa", req(v1.LabelInstanceType, "c5n.18xlarge"), req(v1.LabelCapacityType, v1.CapacityTypeOnDemand))); err != nil {
+		t.Fatal(err)
+	}
+	lts := f.launchTemplates(t)
+	if len(lts) != 1 {
+		t.Fatalf("%d launch templates", len(lts))
+	}
+	versions, err := f.clients.EC2.DescribeLaunchTemplateVersions(f.ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: lts[0].LaunchTemplateId})
+	if err != nil || len(versions.LaunchTemplateVersions) == 0 {
+		t.Fatal(err)
+	}
+	nis := versions.LaunchTemplateVersions[0].LaunchTemplateData.NetworkInterfaces
+	if len(nis) != 2 {
+		t.Fatalf("launch template interfaces %+v; want the layout's two", nis)
+	}
+	for _, ni := range nis {
+		efaOnly := aws.ToString(ni.InterfaceType) == awsv1.InterfaceTypeEFAOnly
+		if len(ni.Groups) == 0 || aws.ToInt32(ni.NetworkCardIndex) != 0 || aws.ToInt32(ni.DeviceIndex) != map[bool]int32{false: 0, true: 1}[efaOnly] ||
+			(ni.AssociatePublicIpAddress != nil) == efaOnly {
+			t.Errorf("interface %+v (type %s): want the groups, its place, and a public-address setting only on the ENA one", ni, aws.ToString(ni.InterfaceType))
+		}
+	}
+}

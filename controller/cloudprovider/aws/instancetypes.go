@@ -204,8 +204,25 @@ func CatalogEntry(info ec2types.InstanceTypeInfo, zones []string, onDemandPrice 
 	if res := ExtendedResources(info); len(res) > 0 {
 		e.Resources = res
 	}
-	if n := info.NetworkInfo; n != nil && n.Ipv4AddressesPerInterface != nil {
-		e.IPv4PerInterface = int64(*n.Ipv4AddressesPerInterface)
+	if n := info.NetworkInfo; n != nil {
+		if n.Ipv4AddressesPerInterface != nil {
+			e.IPv4PerInterface = int64(*n.Ipv4AddressesPerInterface)
+		}
+		if n.EnaSupport != ec2types.EnaSupportUnsupported {
+			// An interface layout needs ENA; without it the type fits none.
+			for _, card := range n.NetworkCards {
+				if card.NetworkCardIndex == nil || card.MaximumNetworkInterfaces == nil {
+					continue
+				}
+				for int(*card.NetworkCardIndex) >= len(e.NetworkCards) {
+					e.NetworkCards = append(e.NetworkCards, 0)
+				}
+				e.NetworkCards[*card.NetworkCardIndex] = int64(*card.MaximumNetworkInterfaces)
+			}
+		}
+		if n.EfaInfo != nil && n.EfaInfo.MaximumEfaInterfaces != nil {
+			e.EFAInterfaces = int64(*n.EfaInfo.MaximumEfaInterfaces)
+		}
 	}
 	if p := info.ProcessorInfo; p != nil {
 		for _, f := range p.SupportedFeatures {

@@ -593,7 +593,8 @@ func (c *CloudProvider) launchTemplateConfigs(ctx context.Context, nc *v1.NodeCl
 				InstanceProfile: class.Status.InstanceProfile, BlockDeviceMappings: devices, MetadataOptions: class.Spec.MetadataOptions,
 				DetailedMonitoring: aws.ToBool(class.Spec.DetailedMonitoring), AssociatePublicIP: class.Spec.AssociatePublicIPAddress,
 				ConnectionTracking: class.Spec.ConnectionTracking, CPUOptions: class.Spec.CPUOptions, IPPrefixCount: class.Spec.IPPrefixCount,
-				Tags: tags, Spot: capacityType == v1.CapacityTypeSpot,
+				NetworkInterfaces: class.Spec.NetworkInterfaces,
+				Tags:              tags, Spot: capacityType == v1.CapacityTypeSpot,
 				CapacityReservationID: o.ReservationID,
 				CapacityBlock:         o.ReservationID != "" && reservationType(class, o.ReservationID) == nodeclass.ReservationTypeCapacityBlock,
 			}

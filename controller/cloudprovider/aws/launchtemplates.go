@@ -61,6 +61,9 @@ type LaunchTemplate struct {
 	ConnectionTracking *awsv1.ConnectionTracking `json:"connectionTracking,omitempty"`
 	// IPPrefixCount is how many IPv4 prefixes (/28) the primary interface gets.
 	IPPrefixCount *int32 `json:"ipPrefixCount,omitempty"`
+	// NetworkInterfaces lay out the instance's interfaces (EFA setups); empty, one
+	// primary interface.
+	NetworkInterfaces []*awsv1.NetworkInterface `json:"networkInterfaces,omitempty"`
 	// CPUOptions turn nested virtualization on or off.
 	CPUOptions *awsv1.CPUOptions `json:"cpuOptions,omitempty"`
 	// Tags go on the template and, through it, on the network interface and spot
@@ -158,7 +161,25 @@ func (l *LaunchTemplates) create(ctx context.Context, name string, t *LaunchTemp
 	if t.UserData != "" {
 		data.UserData = aws.String(base64.StdEncoding.EncodeToString([]byte(t.UserData)))
 	}
-	if t.AssociatePublicIP != nil || t.ConnectionTracking != nil || t.IPPrefixCount != nil {
+	if len(t.NetworkInterfaces) > 0 {
+		// Every interface carries the groups; the primary interface's settings go on
+		// every ENA interface, none on an EFA-only one (EC2 refuses them there).
+		for _, ni := range t.NetworkInterfaces {
+			spec := ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{
+				NetworkCardIndex: aws.Int32(ni.NetworkCardIndex), DeviceIndex: aws.Int32(ni.DeviceIndex),
+				InterfaceType: aws.String(ni.InterfaceType), Groups: t.SecurityGroupIDs,
+			}
+			if ni.InterfaceType != awsv1.InterfaceTypeEFAOnly {
+				spec.AssociatePublicIpAddress, spec.Ipv4PrefixCount = t.AssociatePublicIP, t.IPPrefixCount
+				if ct := t.ConnectionTracking; ct != nil {
+					spec.ConnectionTrackingSpecification = &ec2types.ConnectionTrackingSpecificationRequest{
+						TcpEstablishedTimeout: ct.TCPEstablishedTimeout, UdpStreamTimeout: ct.UDPStreamTimeout, UdpTimeout: ct.UDPTimeout,
+					}
+				}
+			}
+			data.NetworkInterfaces = append(data.NetworkInterfaces, spec)
+		}
+	} else if t.AssociatePublicIP != nil || t.ConnectionTracking != nil || t.IPPrefixCount != nil {
 		// These live on a network interface, which then carries the groups too.
 		eni := ec2types.LaunchTemplateInstanceNetworkInterfaceSpecificationRequest{
 			DeviceIndex: aws.Int32(0), AssociatePublicIpAddress: t.AssociatePublicIP, Groups: t.SecurityGroupIDs, Ipv4PrefixCount: t.IPPrefixCount,

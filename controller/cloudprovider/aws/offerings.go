@@ -70,6 +70,7 @@ func (c *CloudProvider) priced(f *catalog.File, class *awsv1.EC2NodeClass, zones
 		if !compatible(class, e) {
 			continue
 		}
+		e = withInterfaces(e, class.Spec.NetworkInterfaces, c.settings.ReservedENIs)
 		if userdata.IsWindows(fam) {
 			if e.Architecture != v1.ArchitectureAmd64 {
 				// The EKS Windows images are amd64 only.
@@ -141,10 +142,65 @@ func asWindows(e catalog.Entry, fam string) catalog.Entry {
 // nestedVirtualization enabled, only types whose processors support it, as
 // Karpenter filters them (EC2 would refuse the launch template on the others).
 func compatible(class *awsv1.EC2NodeClass, e catalog.Entry) bool {
-	if o := class.Spec.CPUOptions; o != nil && o.NestedVirtualization != nil && *o.NestedVirtualization == awsv1.NestedVirtualizationEnabled {
-		return slices.Contains(e.ProcessorFeatures, string(ec2types.SupportedAdditionalProcessorFeatureNestedVirtualization))
+	if o := class.Spec.CPUOptions; o != nil && o.NestedVirtualization != nil && *o.NestedVirtualization == awsv1.NestedVirtualizationEnabled &&
+		!slices.Contains(e.ProcessorFeatures, string(ec2types.SupportedAdditionalProcessorFeatureNestedVirtualization)) {
+		return false
 	}
-	return true
+	return fitsInterfaces(class.Spec.NetworkInterfaces, e)
+}
+
+// fitsInterfaces reports whether the type takes the class's networkInterfaces
+// layout, as Karpenter checks it: every card index it names, every device index
+// within the card's interfaces, and no more EFA-only interfaces than it has.
+func fitsInterfaces(nis []*awsv1.NetworkInterface, e catalog.Entry) bool {
+	efaOnly := int64(0)
+	for _, ni := range nis {
+		if ni == nil {
+			continue
+		}
+		if int(ni.NetworkCardIndex) >= len(e.NetworkCards) || int64(ni.DeviceIndex) >= e.NetworkCards[ni.NetworkCardIndex] {
+			return false
+		}
+		if ni.InterfaceType == awsv1.InterfaceTypeEFAOnly {
+			efaOnly++
+		}
+	}
+	return efaOnly <= e.EFAInterfaces
+}
+
+// withInterfaces is the type under the class's networkInterfaces layout: EFA-only
+// interfaces on the first card hold no pod addresses, so the ENI-limited pod count
+// drops by theirs; the layout's EFA-only interfaces are the node's EFA devices.
+func withInterfaces(e catalog.Entry, nis []*awsv1.NetworkInterface, reservedENIs int) catalog.Entry {
+	if len(nis) == 0 {
+		return e
+	}
+	efaOnly, onFirstCard := int64(0), int64(0)
+	for _, ni := range nis {
+		if ni != nil && ni.InterfaceType == awsv1.InterfaceTypeEFAOnly {
+			efaOnly++
+			if ni.NetworkCardIndex == 0 {
+				onFirstCard++
+			}
+		}
+	}
+	if len(e.NetworkCards) > 0 && e.IPv4PerInterface > 0 {
+		usable := max(e.NetworkCards[0]-int64(reservedENIs)-onFirstCard, 0)
+		e.Pods = 0
+		if usable > 0 {
+			e.Pods = usable*(e.IPv4PerInterface-1) + 2
+		}
+	}
+	resources := make(map[string]string, len(e.Resources)+1)
+	for k, v := range e.Resources {
+		resources[k] = v
+	}
+	delete(resources, ResourceEFA)
+	if efaOnly > 0 {
+		resources[ResourceEFA] = fmt.Sprint(efaOnly)
+	}
+	e.Resources = resources
+	return e
 }
 
 // reservedOfferings are the class's active capacity reservations of the type in its

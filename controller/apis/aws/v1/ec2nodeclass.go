@@ -334,7 +334,8 @@ type NetworkInterface struct {
 	// DeviceIndex is the interface's position on its card (0 is the primary).
 	// +kubebuilder:validation:Minimum:=0
 	DeviceIndex int32 `json:"deviceIndex"`
-	// InterfaceType is interface (ENA with EFA) or efa-only.
+	// InterfaceType is interface (an ENA interface, with IP networking) or efa-only
+	// (an EFA device without it).
 	// +kubebuilder:validation:Enum:={interface,efa-only}
 	InterfaceType string `json:"interfaceType"`
 }
@@ -432,6 +433,12 @@ type PlacementGroupSelector struct {
 	// +optional
 	ID *string `json:"id,omitempty"`
 }
+
+// Values of networkInterfaces[].interfaceType.
+const (
+	InterfaceTypeInterface = "interface"
+	InterfaceTypeEFAOnly   = "efa-only"
+)
 
 // Values of cpuOptions.nestedVirtualization.
 const (

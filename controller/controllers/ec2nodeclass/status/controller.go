@@ -176,11 +176,6 @@ func (c *Controller) Reconcile(ctx context.Context, nc *awsv1.EC2NodeClass) (rec
 // that would silently lack what it asks for.
 func unsupported(nc *awsv1.EC2NodeClass) error {
 	var what []string
-	if len(nc.Spec.NetworkInterfaces) > 0 {
-		// Launching with the default interface instead would silently drop the EFA
-		// layout the class asks for.
-		what = append(what, "networkInterfaces (custom interface layouts such as EFA are not supported yet; remove it)")
-	}
 	if nc.Spec.PlacementGroupSelector != nil {
 		what = append(what, "placementGroupSelector (launching into a placement group is not supported yet; remove it)")
 	}

@@ -132,8 +132,8 @@ func TestEC2NodeClassStatus(t *testing.T) {
 		if v == nil || v.Status != metav1.ConditionFalse {
 			return fmt.Errorf("ValidationSucceeded = %+v", v)
 		}
-		if want := "not supported yet: networkInterfaces (custom interface layouts such as EFA are not supported yet; remove it); placementGroupSelector (launching into a placement group is not supported yet; remove it)"; v.Message != want {
-			return fmt.Errorf("ValidationSucceeded's message is %q; want %q (ipPrefixCount and cpuOptions work)", v.Message, want)
+		if want := "not supported yet: placementGroupSelector (launching into a placement group is not supported yet; remove it)"; v.Message != want {
+			return fmt.Errorf("ValidationSucceeded's message is %q; want %q (ipPrefixCount, cpuOptions and networkInterfaces work)", v.Message, want)
 		}
 		if !meta.IsStatusConditionFalse(unsupported.Status.Conditions, awsv1.ConditionTypeReady) {
 			return fmt.Errorf("Ready is not False: %+v", unsupported.Status.Conditions)
