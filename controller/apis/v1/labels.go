@@ -50,8 +50,11 @@ const (
 	LabelInstanceEncryptionInTransit = NodeClassLabelPrefix + "instance-encryption-in-transit-supported"
 	// A node launched into a capacity reservation carries its id and type
 	// ("default" or "capacity-block"), as Karpenter's do.
-	LabelCapacityReservationID   = NodeClassLabelPrefix + "capacity-reservation-id"
-	LabelCapacityReservationType = NodeClassLabelPrefix + "capacity-reservation-type"
+	LabelCapacityReservationID = NodeClassLabelPrefix + "capacity-reservation-id"
+	// LabelCapacityReservationInterruptible is "true" on a node of a reservation its
+	// owner may reclaim.
+	LabelCapacityReservationInterruptible = NodeClassLabelPrefix + "capacity-reservation-interruptible"
+	LabelCapacityReservationType          = NodeClassLabelPrefix + "capacity-reservation-type"
 )
 
 // Annotations and finalizers.

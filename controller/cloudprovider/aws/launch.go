@@ -269,6 +269,10 @@ func (c *CloudProvider) createFleet(ctx context.Context, nc *v1.NodeClaim, class
 		// goes to EC2 as the class gives it.
 		Context: class.Spec.Context,
 	}
+	if input.TargetCapacitySpecification.DefaultTargetCapacityType == ec2types.DefaultTargetCapacityTypeReservedCapacity {
+		// An interruptible reservation is reserved capacity of its own type.
+		input.ReservedCapacityOptions = &ec2types.ReservedCapacityOptionsRequest{ReservationTypes: []ec2types.FleetReservationType{ec2types.FleetReservationTypeInterruptibleCapacityReservation}}
+	}
 	input.ClientToken = aws.String(clientToken(nc, input, retry))
 	out, err := c.ec2.CreateFleet(ctx, input)
 	if launchTemplateNotFound(out, err) {
@@ -292,6 +296,9 @@ func fleetCapacityType(class *awsv1.EC2NodeClass, capacityType string, candidate
 		for _, o := range cand.offerings {
 			if reservationType(class, o.ReservationID) == nodeclass.ReservationTypeCapacityBlock {
 				return ec2types.DefaultTargetCapacityTypeCapacityBlock
+			}
+			if interruptible(class, o.ReservationID) {
+				return ec2types.DefaultTargetCapacityTypeReservedCapacity
 			}
 		}
 	}
@@ -597,6 +604,7 @@ func (c *CloudProvider) launchTemplateConfigs(ctx context.Context, nc *v1.NodeCl
 				Tags:              tags, Spot: capacityType == v1.CapacityTypeSpot,
 				CapacityReservationID: o.ReservationID,
 				CapacityBlock:         o.ReservationID != "" && reservationType(class, o.ReservationID) == nodeclass.ReservationTypeCapacityBlock,
+				Interruptible:         o.ReservationID != "" && interruptible(class, o.ReservationID),
 			}
 			name, err := c.templates.Ensure(ctx, lt)
 			if err != nil {

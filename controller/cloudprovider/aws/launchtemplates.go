@@ -75,6 +75,8 @@ type LaunchTemplate struct {
 	// capacity block also needs its market type.
 	CapacityReservationID string `json:"capacityReservationID,omitempty"`
 	CapacityBlock         bool   `json:"capacityBlock,omitempty"`
+	// Interruptible reservations are their own market too.
+	Interruptible bool `json:"interruptible,omitempty"`
 }
 
 // Name is the template's name: the cluster and a hash of its contents.
@@ -149,8 +151,11 @@ func (l *LaunchTemplates) create(ctx context.Context, name string, t *LaunchTemp
 	if t.CapacityReservationID != "" {
 		data.CapacityReservationSpecification = &ec2types.LaunchTemplateCapacityReservationSpecificationRequest{
 			CapacityReservationTarget: &ec2types.CapacityReservationTarget{CapacityReservationId: aws.String(t.CapacityReservationID)}}
-		if t.CapacityBlock {
+		switch {
+		case t.CapacityBlock:
 			data.InstanceMarketOptions = &ec2types.LaunchTemplateInstanceMarketOptionsRequest{MarketType: ec2types.MarketTypeCapacityBlock}
+		case t.Interruptible:
+			data.InstanceMarketOptions = &ec2types.LaunchTemplateInstanceMarketOptionsRequest{MarketType: ec2types.MarketTypeInterruptibleCapacityReservation}
 		}
 	}
 	instanceTags := ec2Tags(t.Tags)

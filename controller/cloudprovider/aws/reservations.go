@@ -2,6 +2,7 @@ package aws
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -112,6 +113,18 @@ func labelReservation(nc *v1.NodeClaim, class *awsv1.EC2NodeClass, id string) {
 	nc.Labels[v1.LabelCapacityType] = v1.CapacityTypeReserved
 	nc.Labels[v1.LabelCapacityReservationID] = id
 	nc.Labels[v1.LabelCapacityReservationType] = reservationType(class, id)
+	nc.Labels[v1.LabelCapacityReservationInterruptible] = fmt.Sprint(interruptible(class, id))
+}
+
+// interruptible reports whether the class's record of the reservation says its
+// owner may reclaim it.
+func interruptible(class *awsv1.EC2NodeClass, id string) bool {
+	for _, res := range class.Status.CapacityReservations {
+		if res.ID == id {
+			return res.Interruptible
+		}
+	}
+	return false
 }
 
 // reservationType is the class's record of the reservation's type.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
@@ -25,6 +26,23 @@ type Reservation struct {
 	Available int32
 }
 
+// CapacityBlockExpiration is how long before a capacity block ends that it stops
+// taking nodes and its nodes are replaced: 10 minutes before EC2 starts reclaiming
+// them, 30 minutes before the end.
+const CapacityBlockExpiration = 40 * time.Minute
+
+// States of a capacity reservation in the class's status.
+const (
+	ReservationStateActive   = "active"
+	ReservationStateExpiring = "expiring"
+)
+
+// Expiring reports whether a reservation is a capacity block within
+// CapacityBlockExpiration of its end.
+func Expiring(r awsv1.CapacityReservation, now time.Time) bool {
+	return r.ReservationType == ReservationTypeCapacityBlock && r.EndTime != nil && !now.Before(r.EndTime.Add(-CapacityBlockExpiration))
+}
+
 // Reservation types, as the capacity-reservation-type label names them.
 const (
 	ReservationTypeDefault       = "default"
@@ -34,7 +52,7 @@ const (
 // CapacityReservations resolves capacity reservation selector terms to the active
 // reservations they match. Unlike subnets, matching none is not an error: a
 // reservation that ended leaves the class launching on-demand and spot.
-func CapacityReservations(ctx context.Context, api CapacityReservationAPI, terms []awsv1.CapacityReservationSelectorTerm) ([]Reservation, error) {
+func CapacityReservations(ctx context.Context, api CapacityReservationAPI, terms []awsv1.CapacityReservationSelectorTerm, now time.Time) ([]Reservation, error) {
 	seen := map[string]Reservation{}
 	for _, term := range terms {
 		in := &ec2.DescribeCapacityReservationsInput{Filters: []ec2types.Filter{{Name: aws.String("state"), Values: []string{string(ec2types.CapacityReservationStateActive)}}}}
@@ -57,7 +75,8 @@ func CapacityReservations(ctx context.Context, api CapacityReservationAPI, terms
 				out := Reservation{CapacityReservation: awsv1.CapacityReservation{
 					ID: aws.ToString(r.CapacityReservationId), AvailabilityZone: aws.ToString(r.AvailabilityZone),
 					InstanceType: aws.ToString(r.InstanceType), InstanceMatchCriteria: string(r.InstanceMatchCriteria),
-					OwnerID: aws.ToString(r.OwnerId), ReservationType: ReservationTypeDefault, State: string(r.State),
+					OwnerID: aws.ToString(r.OwnerId), ReservationType: ReservationTypeDefault, State: ReservationStateActive,
+					Interruptible: aws.ToBool(r.Interruptible),
 				}, Available: aws.ToInt32(r.AvailableInstanceCount)}
 				if r.ReservationType == ec2types.CapacityReservationTypeCapacityBlock {
 					out.ReservationType = ReservationTypeCapacityBlock
@@ -65,6 +84,9 @@ func CapacityReservations(ctx context.Context, api CapacityReservationAPI, terms
 				if r.EndDate != nil {
 					end := metav1.NewTime(*r.EndDate)
 					out.EndTime = &end
+				}
+				if Expiring(out.CapacityReservation, now) {
+					out.State = ReservationStateExpiring
 				}
 				seen[out.ID] = out
 			}

@@ -139,7 +139,7 @@ func (c *Controller) Reconcile(ctx context.Context, nc *awsv1.EC2NodeClass) (rec
 	record(awsv1.ConditionTypeInstanceProfileReady, profileErr)
 
 	if len(nc.Spec.CapacityReservationSelectorTerms) > 0 || len(nc.Status.CapacityReservations) > 0 {
-		reservations, err := nodeclass.CapacityReservations(ctx, c.ec2, nc.Spec.CapacityReservationSelectorTerms)
+		reservations, err := nodeclass.CapacityReservations(ctx, c.ec2, nc.Spec.CapacityReservationSelectorTerms, c.clock.Now())
 		if err == nil {
 			// On an error the reservations already in status stay: nodes are
 			// launched into them until EC2 answers again.
