@@ -43,6 +43,9 @@ type Entry struct {
 	// networkInterfaces layout must fit.
 	NetworkCards  []int64 `json:"networkCards,omitempty"`
 	EFAInterfaces int64   `json:"efaInterfaces,omitempty"`
+	// PlacementStrategies are the placement group strategies (cluster, partition,
+	// spread) the type may launch into.
+	PlacementStrategies []string `json:"placementStrategies,omitempty"`
 	// ProcessorFeatures are EC2's additional processor features of the type (such
 	// as nested-virtualization), which an EC2NodeClass may require.
 	ProcessorFeatures []string   `json:"processorFeatures,omitempty"`

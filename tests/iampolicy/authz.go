@@ -41,6 +41,7 @@ var mappings = map[string]map[string]builder{
 		"DescribeInstances":             regional("ec2:DescribeInstances"),
 		"DescribeInstanceTypes":         regional("ec2:DescribeInstanceTypes"),
 		"DescribeInstanceTypeOfferings": regional("ec2:DescribeInstanceTypeOfferings"),
+		"DescribePlacementGroups":       regional("ec2:DescribePlacementGroups"),
 		"DescribeLaunchTemplates":       regional("ec2:DescribeLaunchTemplates"),
 		"DescribeSecurityGroups":        regional("ec2:DescribeSecurityGroups"),
 		"DescribeSpotPriceHistory":      regional("ec2:DescribeSpotPriceHistory"),

@@ -57,6 +57,7 @@ var inputs = map[string]func() any{
 	"EC2 DescribeInstanceTypes":          func() any { return &ec2.DescribeInstanceTypesInput{} },
 	"EC2 DescribeInstanceTypeOfferings":  func() any { return &ec2.DescribeInstanceTypeOfferingsInput{} },
 	"EC2 DescribeLaunchTemplates":        func() any { return &ec2.DescribeLaunchTemplatesInput{} },
+	"EC2 DescribePlacementGroups":        func() any { return &ec2.DescribePlacementGroupsInput{} },
 	"EC2 DescribeSecurityGroups":         func() any { return &ec2.DescribeSecurityGroupsInput{} },
 	"EC2 DescribeSpotPriceHistory":       func() any { return &ec2.DescribeSpotPriceHistoryInput{} },
 	"EC2 DescribeSubnets":                func() any { return &ec2.DescribeSubnetsInput{} },

@@ -51,6 +51,10 @@ const (
 	// A node launched into a capacity reservation carries its id and type
 	// ("default" or "capacity-block"), as Karpenter's do.
 	LabelCapacityReservationID = NodeClassLabelPrefix + "capacity-reservation-id"
+	// LabelPlacementGroupID and LabelPlacementGroupPartition are a node's placement
+	// group and, in a partition group, its partition (from 1).
+	LabelPlacementGroupID        = NodeClassLabelPrefix + "placement-group-id"
+	LabelPlacementGroupPartition = NodeClassLabelPrefix + "placement-group-partition"
 	// LabelCapacityReservationInterruptible is "true" on a node of a reservation its
 	// owner may reclaim.
 	LabelCapacityReservationInterruptible = NodeClassLabelPrefix + "capacity-reservation-interruptible"
@@ -84,7 +88,7 @@ var WellKnownLabels = sets.New(
 	LabelInstanceMemory, LabelInstanceEBSBw, LabelInstanceNetBw, LabelInstanceGPUName,
 	LabelInstanceGPUMfr, LabelInstanceGPUCount, LabelInstanceGPUMem, LabelInstanceAccName,
 	LabelInstanceAccMfr, LabelInstanceAccCount, LabelInstanceLocalNVMe,
-	LabelInstanceHypervisor, LabelInstanceEncryptionInTransit,
+	LabelInstanceHypervisor, LabelInstanceEncryptionInTransit, LabelPlacementGroupID, LabelPlacementGroupPartition,
 )
 
 // RestrictedLabels may not appear in a NodePool's template labels or requirements:

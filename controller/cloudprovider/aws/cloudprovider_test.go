@@ -1192,3 +1192,97 @@ func TestNetworkInterfacesEFALayout(t *testing.T) {
 		}
 	}
 }
+
+// TestPlacementGroup: placementGroupSelector resolves an available group
+// (DescribePlacementGroups, emulated: moto has none) into the class's status; a
+// cluster group offers only the types that support it (not t3.micro); a partition
+// group labels its types with the group and its partitions, and a claim that asks
+// for partition 2 launches with the group and partition in its launch template
+// and carries both labels; a claim whose group label is not the group's is
+// drifted; a selector naming no available group leaves the class not Ready.
+func TestPlacementGroup(t *testing.T) {
+	f := newFixture(t)
+	groups := &testenv.PlacementGroups{Groups: []ec2types.PlacementGroup{
+		{GroupId: aws.String("pg-0hpc"), GroupName: aws.String("hpc"), Strategy: ec2types.PlacementStrategyPartition, PartitionCount: aws.Int32(3), State: ec2types.PlacementGroupStateAvailable},
+		{GroupId: aws.String("pg-0ring"), GroupName: aws.String("ring"), Strategy: ec2types.PlacementStrategyCluster, State: ec2types.PlacementGroupStateAvailable},
+		{GroupId: aws.String("pg-0old"), GroupName: aws.String("old"), Strategy: ec2types.PlacementStrategySpread, State: ec2types.PlacementGroupStateDeleted},
+	}}
+	f.statusWith(groups.Option)
+	part := f.class(t, "part", func(s *awsv1.EC2NodeClassSpec) {
+		s.PlacementGroupSelector = &awsv1.PlacementGroupSelector{Name: aws.String("hpc")}
+	})
+	if pg := part.Status.PlacementGroup; pg == nil || pg.ID != "pg-0hpc" || pg.Strategy != "partition" || pg.PartitionCount != 3 {
+		t.Fatalf("status.placementGroup %+v", pg)
+	}
+	if !meta.IsStatusConditionTrue(part.Status.Conditions, awsv1.ConditionTypePlacementGroupReady) {
+		t.Errorf("PlacementGroupReady is not True: %+v", part.Status.Conditions)
+	}
+	f.class(t, "ring", func(s *awsv1.EC2NodeClassSpec) {
+		s.PlacementGroupSelector = &awsv1.PlacementGroupSelector{ID: aws.String("pg-0ring")}
+	})
+	cp := f.provider()
+	typesOf := func(class string) map[string]*scheduling.InstanceType {
+		types, err := cp.GetInstanceTypes(f.ctx, &v1.NodePool{Spec: v1.NodePoolSpec{Template: v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{
+			NodeClassRef: &v1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: class}}}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[string]*scheduling.InstanceType{}
+		for _, it := range types {
+			out[it.Name] = it
+		}
+		return out
+	}
+	if ring := typesOf("ring"); ring["t3.micro"] != nil || ring["m5.large"] == nil || !ring["m5.large"].Requirements.Get(v1.LabelPlacementGroupID).Has("pg-0ring") {
+		t.Errorf("cluster group: t3.micro offered %v, m5.large %v; want only types that support cluster, labelled with the group", ring["t3.micro"] != nil, ring["m5.large"])
+	}
+	m5 := typesOf("part")["m5.large"]
+	if m5 == nil || fmt.Sprint(m5.Requirements.Get(v1.LabelPlacementGroupPartition).Values()) != "[1 2 3]" {
+		t.Fatalf("partition group: m5.large %v; want partitions 1 to 3", m5)
+	}
+	launched, err := cp.Create(f.ctx, claim("part-node", "part", req(v1.LabelInstanceType, "m5.large"), req(v1.LabelCapacityType, v1.CapacityTypeOnDemand),
+		req(v1.LabelPlacementGroupPartition, "2")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if launched.Labels[v1.LabelPlacementGroupID] != "pg-0hpc" || launched.Labels[v1.LabelPlacementGroupPartition] != "2" {
+		t.Errorf("claim labels %v; want the group and partition 2", launched.Labels)
+	}
+	lts := f.launchTemplates(t)
+	if len(lts) != 1 {
+		t.Fatalf("%d launch templates", len(lts))
+	}
+	versions, err := f.clients.EC2.DescribeLaunchTemplateVersions(f.ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: lts[0].LaunchTemplateId})
+	if err != nil || len(versions.LaunchTemplateVersions) == 0 {
+		t.Fatal(err)
+	}
+	if p := versions.LaunchTemplateVersions[0].LaunchTemplateData.Placement; p == nil || aws.ToString(p.GroupId) != "pg-0hpc" || aws.ToInt32(p.PartitionNumber) != 2 {
+		t.Errorf("launch template placement %+v; want group pg-0hpc, partition 2", p)
+	}
+	if reason, err := cp.IsDrifted(f.ctx, launched); err != nil || reason != "" {
+		t.Errorf("a claim just launched into the group is drifted: %q %v", reason, err)
+	}
+	moved := launched.DeepCopy()
+	moved.Labels[v1.LabelPlacementGroupID] = "pg-0before"
+	if reason, _ := cp.IsDrifted(f.ctx, moved); reason != dtaws.DriftPlacementGroup {
+		t.Errorf("a claim of another group: drift %q, want %s", reason, dtaws.DriftPlacementGroup)
+	}
+
+	for _, name := range []string{"old", "nope"} {
+		nc := &awsv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "gone-" + name}, Spec: *part.Spec.DeepCopy()}
+		nc.Spec.PlacementGroupSelector = &awsv1.PlacementGroupSelector{Name: aws.String(name)}
+		if err := f.kube.Create(f.ctx, nc); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.status.Reconcile(f.ctx, nc); err != nil {
+			t.Fatal(err)
+		}
+		if err := f.kube.Get(f.ctx, client.ObjectKeyFromObject(nc), nc); err != nil {
+			t.Fatal(err)
+		}
+		cond := meta.FindStatusCondition(nc.Status.Conditions, awsv1.ConditionTypePlacementGroupReady)
+		if cond == nil || cond.Status != metav1.ConditionFalse || cond.Reason != "PlacementGroupNotFound" || meta.IsStatusConditionTrue(nc.Status.Conditions, awsv1.ConditionTypeReady) {
+			t.Errorf("a selector naming %q: PlacementGroupReady %+v, Ready %v", name, cond, meta.IsStatusConditionTrue(nc.Status.Conditions, awsv1.ConditionTypeReady))
+		}
+	}
+}

@@ -18,10 +18,11 @@ import (
 
 // Drift reasons.
 const (
-	DriftAMI           cloudprovider.DriftReason = "AMIDrift"
-	DriftSubnet        cloudprovider.DriftReason = "SubnetDrift"
-	DriftSecurityGroup cloudprovider.DriftReason = "SecurityGroupDrift"
-	DriftNodeClass     cloudprovider.DriftReason = "NodeClassDrift"
+	DriftAMI            cloudprovider.DriftReason = "AMIDrift"
+	DriftSubnet         cloudprovider.DriftReason = "SubnetDrift"
+	DriftSecurityGroup  cloudprovider.DriftReason = "SecurityGroupDrift"
+	DriftNodeClass      cloudprovider.DriftReason = "NodeClassDrift"
+	DriftPlacementGroup cloudprovider.DriftReason = "PlacementGroupDrift"
 )
 
 // IsDrifted compares the claim's instance with what its class resolves to now.
@@ -34,6 +35,10 @@ func (c *CloudProvider) IsDrifted(ctx context.Context, nc *v1.NodeClaim) (cloudp
 	if h, ok := nc.Annotations[awsv1.AnnotationEC2NodeClassHash]; ok &&
 		nc.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] == awsv1.EC2NodeClassHashVersion && h != class.Hash() {
 		return DriftNodeClass, nil
+	}
+	if pg := placementGroupID(class); pg != "" && nc.Labels[v1.LabelPlacementGroupID] != pg {
+		// The group was made again under its name (a new id), or the node predates it.
+		return DriftPlacementGroup, nil
 	}
 	id, err := instanceID(nc.Status.ProviderID)
 	if err != nil {

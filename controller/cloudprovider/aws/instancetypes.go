@@ -224,6 +224,11 @@ func CatalogEntry(info ec2types.InstanceTypeInfo, zones []string, onDemandPrice 
 			e.EFAInterfaces = int64(*n.EfaInfo.MaximumEfaInterfaces)
 		}
 	}
+	if pg := info.PlacementGroupInfo; pg != nil {
+		for _, strategy := range pg.SupportedStrategies {
+			e.PlacementStrategies = append(e.PlacementStrategies, string(strategy))
+		}
+	}
 	if p := info.ProcessorInfo; p != nil {
 		for _, f := range p.SupportedFeatures {
 			e.ProcessorFeatures = append(e.ProcessorFeatures, string(f))

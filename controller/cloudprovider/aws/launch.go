@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/fnv"
 	"slices"
 	"sort"
 	"strings"
@@ -385,6 +386,9 @@ func launchedClaim(nc *v1.NodeClaim, class *awsv1.EC2NodeClass, id, instanceType
 	if id := zoneID(class, zone); id != "" {
 		out.Labels[v1.LabelZoneID] = id
 	}
+	if p := partitionOf(nc, class); p > 0 {
+		out.Labels[v1.LabelPlacementGroupPartition] = fmt.Sprint(p)
+	}
 	if out.Annotations == nil {
 		out.Annotations = map[string]string{}
 	}
@@ -601,7 +605,8 @@ func (c *CloudProvider) launchTemplateConfigs(ctx context.Context, nc *v1.NodeCl
 				DetailedMonitoring: aws.ToBool(class.Spec.DetailedMonitoring), AssociatePublicIP: class.Spec.AssociatePublicIPAddress,
 				ConnectionTracking: class.Spec.ConnectionTracking, CPUOptions: class.Spec.CPUOptions, IPPrefixCount: class.Spec.IPPrefixCount,
 				NetworkInterfaces: class.Spec.NetworkInterfaces,
-				Tags:              tags, Spot: capacityType == v1.CapacityTypeSpot,
+				PlacementGroupID:  placementGroupID(class), PartitionNumber: partitionOf(nc, class),
+				Tags: tags, Spot: capacityType == v1.CapacityTypeSpot,
 				CapacityReservationID: o.ReservationID,
 				CapacityBlock:         o.ReservationID != "" && reservationType(class, o.ReservationID) == nodeclass.ReservationTypeCapacityBlock,
 				Interruptible:         o.ReservationID != "" && interruptible(class, o.ReservationID),
@@ -632,6 +637,45 @@ func (c *CloudProvider) launchTemplateConfigs(ctx context.Context, nc *v1.NodeCl
 		return nil, fmt.Errorf("EC2NodeClass %q has no image for the architectures of the claim's instance types; check amiSelectorTerms", class.Name)
 	}
 	return configs, nil
+}
+
+// placementGroupID is the class's resolved placement group, or "".
+func placementGroupID(class *awsv1.EC2NodeClass) string {
+	if class.Spec.PlacementGroupSelector == nil || class.Status.PlacementGroup == nil {
+		return ""
+	}
+	return class.Status.PlacementGroup.ID
+}
+
+// partitionOf is the partition of a partition group the claim launches into, or
+// 0: the lowest its requirements allow, or, when they allow any, one picked from
+// its name, so that claims nothing pins spread over the partitions.
+func partitionOf(nc *v1.NodeClaim, class *awsv1.EC2NodeClass) int32 {
+	partitions := Partitions(class.Status.PlacementGroup)
+	if len(partitions) == 0 || class.Spec.PlacementGroupSelector == nil {
+		return 0
+	}
+	for _, r := range nc.Spec.Requirements {
+		if r.Key != v1.LabelPlacementGroupPartition {
+			continue
+		}
+		req, err := scheduling.NewRequirement(r.Key, r.Operator, r.Values...)
+		if err != nil {
+			break
+		}
+		var allowed []int32
+		for i, p := range partitions {
+			if req.Has(p) {
+				allowed = append(allowed, int32(i+1))
+			}
+		}
+		if len(allowed) > 0 && len(allowed) < len(partitions) {
+			return allowed[0]
+		}
+	}
+	h := fnv.New32a()
+	h.Write([]byte(nc.Name))
+	return int32(h.Sum32()%uint32(len(partitions))) + 1
 }
 
 // userDataLabels are the labels the kubelet registers the node with: the claim's own

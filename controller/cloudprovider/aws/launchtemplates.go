@@ -64,6 +64,10 @@ type LaunchTemplate struct {
 	// NetworkInterfaces lay out the instance's interfaces (EFA setups); empty, one
 	// primary interface.
 	NetworkInterfaces []*awsv1.NetworkInterface `json:"networkInterfaces,omitempty"`
+	// PlacementGroupID and PartitionNumber place the instances in the class's
+	// placement group (and partition).
+	PlacementGroupID string `json:"placementGroupID,omitempty"`
+	PartitionNumber  int32  `json:"partitionNumber,omitempty"`
 	// CPUOptions turn nested virtualization on or off.
 	CPUOptions *awsv1.CPUOptions `json:"cpuOptions,omitempty"`
 	// Tags go on the template and, through it, on the network interface and spot
@@ -144,6 +148,12 @@ func (l *LaunchTemplates) create(ctx context.Context, name string, t *LaunchTemp
 		BlockDeviceMappings: blockDevices(t.BlockDeviceMappings),
 		MetadataOptions:     metadataOptions(t.MetadataOptions),
 		Monitoring:          &ec2types.LaunchTemplatesMonitoringRequest{Enabled: aws.Bool(t.DetailedMonitoring)},
+	}
+	if t.PlacementGroupID != "" {
+		data.Placement = &ec2types.LaunchTemplatePlacementRequest{GroupId: aws.String(t.PlacementGroupID)}
+		if t.PartitionNumber > 0 {
+			data.Placement.PartitionNumber = aws.Int32(t.PartitionNumber)
+		}
 	}
 	if o := t.CPUOptions; o != nil && o.NestedVirtualization != nil {
 		data.CpuOptions = &ec2types.LaunchTemplateCpuOptionsRequest{NestedVirtualization: ec2types.NestedVirtualizationSpecification(*o.NestedVirtualization)}

@@ -45,7 +45,7 @@ func (c *CloudProvider) instanceTypes(ctx context.Context, class *awsv1.EC2NodeC
 	for _, r := range class.Status.CapacityReservations {
 		reservations = append(reservations, r.ID+"@"+r.AvailabilityZone+"/"+r.InstanceType)
 	}
-	key := fmt.Sprintf("%s/%d/%v/%d/%d/%p/%v/%d", class.UID, class.Generation, sets.List(zones), c.prices.Version(), unavailableSeq, f, reservations, c.reserved.seq())
+	key := fmt.Sprintf("%s/%d/%v/%d/%d/%p/%v/%d/%v", class.UID, class.Generation, sets.List(zones), c.prices.Version(), unavailableSeq, f, reservations, c.reserved.seq(), class.Status.PlacementGroup)
 	c.mu.Lock()
 	cached, ok := c.cache[class.Name]
 	c.mu.Unlock()
@@ -56,6 +56,11 @@ func (c *CloudProvider) instanceTypes(ctx context.Context, class *awsv1.EC2NodeC
 	}
 	priced := c.priced(f, class, zones)
 	types := priced.ForEngine(c.allocatableSettings(class))
+	if partitions := Partitions(class.Status.PlacementGroup); len(partitions) > 0 && class.Spec.PlacementGroupSelector != nil {
+		for _, it := range types {
+			it.Requirements[v1.LabelPlacementGroupPartition] = scheduling.MustRequirement(v1.LabelPlacementGroupPartition, v1.OpIn, partitions...)
+		}
+	}
 	c.mu.Lock()
 	c.cache[class.Name] = classTypes{key: key, types: types, priced: priced}
 	c.mu.Unlock()
@@ -71,6 +76,7 @@ func (c *CloudProvider) priced(f *catalog.File, class *awsv1.EC2NodeClass, zones
 			continue
 		}
 		e = withInterfaces(e, class.Spec.NetworkInterfaces, c.settings.ReservedENIs)
+		e = inPlacementGroup(e, class)
 		if userdata.IsWindows(fam) {
 			if e.Architecture != v1.ArchitectureAmd64 {
 				// The EKS Windows images are amd64 only.
@@ -146,7 +152,38 @@ func compatible(class *awsv1.EC2NodeClass, e catalog.Entry) bool {
 		!slices.Contains(e.ProcessorFeatures, string(ec2types.SupportedAdditionalProcessorFeatureNestedVirtualization)) {
 		return false
 	}
+	if pg := class.Status.PlacementGroup; pg != nil && class.Spec.PlacementGroupSelector != nil && !slices.Contains(e.PlacementStrategies, pg.Strategy) {
+		return false
+	}
 	return fitsInterfaces(class.Spec.NetworkInterfaces, e)
+}
+
+// inPlacementGroup labels the type's nodes with the class's placement group and,
+// for a partition group, the partitions a node may be in (a pod may ask for one).
+func inPlacementGroup(e catalog.Entry, class *awsv1.EC2NodeClass) catalog.Entry {
+	pg := class.Status.PlacementGroup
+	if pg == nil || class.Spec.PlacementGroupSelector == nil {
+		return e
+	}
+	labels := make(map[string]string, len(e.Labels)+1)
+	for k, v := range e.Labels {
+		labels[k] = v
+	}
+	labels[v1.LabelPlacementGroupID] = pg.ID
+	e.Labels = labels
+	return e
+}
+
+// Partitions are a partition group's partition numbers, from 1.
+func Partitions(pg *awsv1.PlacementGroup) []string {
+	if pg == nil || pg.Strategy != string(ec2types.PlacementStrategyPartition) {
+		return nil
+	}
+	out := make([]string, pg.PartitionCount)
+	for i := range out {
+		out[i] = fmt.Sprint(i + 1)
+	}
+	return out
 }
 
 // fitsInterfaces reports whether the type takes the class's networkInterfaces

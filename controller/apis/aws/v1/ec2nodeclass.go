@@ -32,8 +32,9 @@ type EC2NodeClassSpec struct {
 	// +optional
 	CapacityReservationSelectorTerms []CapacityReservationSelectorTerm `json:"capacityReservationSelectorTerms,omitempty"`
 	// PlacementGroupSelector names the placement group (by name or id) the nodes
-	// launch into (Karpenter v1.14). Accepted, and refused by the controller until
-	// it is implemented: the class's ValidationSucceeded condition says so.
+	// launch into (Karpenter v1.14): only types that support its strategy are
+	// offered, and nodes carry karpenter.k8s.aws/placement-group-id (and, in a
+	// partition group, -partition).
 	// +kubebuilder:validation:XValidation:message="expected at least one, got none, ['name', 'id']",rule="has(self.name) || has(self.id)"
 	// +kubebuilder:validation:XValidation:message="'name' and 'id' are mutually exclusive",rule="!(has(self.name) && has(self.id))"
 	// +optional
@@ -374,6 +375,9 @@ type EC2NodeClassStatus struct {
 	// InstanceProfile is the instance profile nodes launch with: the class's, or the one made for its role.
 	// +optional
 	InstanceProfile string `json:"instanceProfile,omitempty"`
+	// PlacementGroup is the available placement group the placementGroupSelector resolves to.
+	// +optional
+	PlacementGroup *PlacementGroup `json:"placementGroup,omitempty"`
 	// Conditions say whether each part resolved (SubnetsReady, SecurityGroupsReady, AMIsReady, InstanceProfileReady, CapacityReservationsReady, ValidationSucceeded) and whether the class is Ready.
 	// +optional
 	Conditions []metav1.Condition `json:"conditions,omitempty"`
@@ -420,6 +424,22 @@ type CapacityReservation struct {
 	// Interruptible marks a reservation its owner may reclaim.
 	// +optional
 	Interruptible bool `json:"interruptible,omitempty"`
+}
+
+// PlacementGroup is a resolved placement group.
+type PlacementGroup struct {
+	// ID of the placement group.
+	ID string `json:"id"`
+	// Name of the placement group.
+	Name string `json:"name,omitempty"`
+	// Strategy is cluster, partition or spread.
+	Strategy string `json:"strategy"`
+	// PartitionCount is a partition group's number of partitions.
+	// +optional
+	PartitionCount int32 `json:"partitionCount,omitempty"`
+	// SpreadLevel is a spread group's rack or host.
+	// +optional
+	SpreadLevel string `json:"spreadLevel,omitempty"`
 }
 
 // PlacementGroupSelector names a placement group, by name or by id.
@@ -510,6 +530,7 @@ const (
 	// CapacityReservationsReady is False only when EC2 could not be asked; a class
 	// whose terms match no active reservation launches on-demand and spot.
 	ConditionTypeCapacityReservationsReady = "CapacityReservationsReady"
+	ConditionTypePlacementGroupReady       = "PlacementGroupReady"
 	ConditionTypeValidationSucceeded       = "ValidationSucceeded"
 	ConditionTypeReady                     = "Ready"
 )

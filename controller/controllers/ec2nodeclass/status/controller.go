@@ -56,6 +56,7 @@ const RetireAfter = 5 * time.Minute
 type EC2API interface {
 	nodeclass.EC2API
 	nodeclass.CapacityReservationAPI
+	nodeclass.PlacementGroupAPI
 	DescribeInstances(context.Context, *ec2.DescribeInstancesInput, ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
 }
 
@@ -115,6 +116,10 @@ func (c *Controller) Reconcile(ctx context.Context, nc *awsv1.EC2NodeClass) (rec
 		status, reason, message := metav1.ConditionTrue, condition, ""
 		if err != nil {
 			status, reason, message, ready = metav1.ConditionFalse, condition+"NotReady", err.Error(), false
+			var r reasoned
+			if errors.As(err, &r) {
+				reason = r.reason
+			}
 		}
 		meta.SetStatusCondition(&nc.Status.Conditions, metav1.Condition{Type: condition, Status: status, Reason: reason,
 			Message: message, ObservedGeneration: nc.Generation, LastTransitionTime: metav1.NewTime(c.clock.Now())})
@@ -151,11 +156,33 @@ func (c *Controller) Reconcile(ctx context.Context, nc *awsv1.EC2NodeClass) (rec
 		record(awsv1.ConditionTypeCapacityReservationsReady, err)
 	}
 
-	record(awsv1.ConditionTypeValidationSucceeded, unsupported(nc))
+	if sel := nc.Spec.PlacementGroupSelector; sel != nil || nc.Status.PlacementGroup != nil {
+		pg, err := nodeclass.PlacementGroup(ctx, c.ec2, sel)
+		switch {
+		case err != nil:
+			// The group in status stays: nodes keep launching into it until EC2
+			// answers again.
+			record(awsv1.ConditionTypePlacementGroupReady, reasoned{"PlacementGroupResolutionFailed", err})
+		case pg == nil && sel != nil:
+			nc.Status.PlacementGroup = nil
+			name := aws.ToString(sel.Name)
+			if sel.ID != nil {
+				name = *sel.ID
+			}
+			record(awsv1.ConditionTypePlacementGroupReady, reasoned{"PlacementGroupNotFound", fmt.Errorf("placement group %q not found or not available; create it or fix placementGroupSelector", name)})
+		default:
+			nc.Status.PlacementGroup = pg
+			record(awsv1.ConditionTypePlacementGroupReady, nil)
+		}
+	}
+
+	// Every field of the class is carried out; the condition is kept for what
+	// reads it, as Karpenter's.
+	record(awsv1.ConditionTypeValidationSucceeded, nil)
 
 	readyErr := error(nil)
 	if !ready {
-		readyErr = fmt.Errorf("one or more of SubnetsReady, SecurityGroupsReady, AMIsReady, InstanceProfileReady, CapacityReservationsReady, ValidationSucceeded is False; see their messages")
+		readyErr = fmt.Errorf("one or more of SubnetsReady, SecurityGroupsReady, AMIsReady, InstanceProfileReady, CapacityReservationsReady, PlacementGroupReady, ValidationSucceeded is False; see their messages")
 	}
 	record(awsv1.ConditionTypeReady, readyErr)
 	if err := c.kube.Status().Patch(ctx, nc, patch); err != nil {
@@ -171,20 +198,14 @@ func (c *Controller) Reconcile(ctx context.Context, nc *awsv1.EC2NodeClass) (rec
 	return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
 }
 
-// unsupported names the class's settings Karpenter's API accepts but Dovetail
-// cannot carry out yet. A class using one is not ready, so no pool launches nodes
-// that would silently lack what it asks for.
-func unsupported(nc *awsv1.EC2NodeClass) error {
-	var what []string
-	if nc.Spec.PlacementGroupSelector != nil {
-		what = append(what, "placementGroupSelector (launching into a placement group is not supported yet; remove it)")
-	}
-
-	if len(what) == 0 {
-		return nil
-	}
-	return fmt.Errorf("not supported yet: %s", strings.Join(what, "; "))
+// reasoned is an error with Karpenter's condition reason for it.
+type reasoned struct {
+	reason string
+	err    error
 }
+
+func (r reasoned) Error() string { return r.err.Error() }
+func (r reasoned) Unwrap() error { return r.err }
 
 // instanceProfile returns the profile the class's nodes launch with. On an error it
 // returns the profile in status, which nodes already use, unchanged.
