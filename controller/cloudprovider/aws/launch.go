@@ -525,17 +525,7 @@ func bestSubnets(class *awsv1.EC2NodeClass) map[string]string {
 }
 
 // family is the AMI family the class's images belong to.
-func family(class *awsv1.EC2NodeClass) string {
-	for _, t := range class.Spec.AMISelectorTerms {
-		if f, ok := userdata.FamilyOfAlias(t.Alias); ok && t.Alias != "" {
-			return f
-		}
-	}
-	if class.Spec.AMIFamily != nil {
-		return *class.Spec.AMIFamily
-	}
-	return userdata.FamilyCustom
-}
+func family(class *awsv1.EC2NodeClass) string { return userdata.FamilyOf(class) }
 
 // imageFor picks the newest resolved image the type can boot.
 func imageFor(class *awsv1.EC2NodeClass, e catalog.Entry) string {

@@ -1,8 +1,11 @@
 package v1
 
 import (
+	"encoding/json"
+	"reflect"
 	"strings"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -91,7 +94,11 @@ type EC2NodeClassSpec struct {
 	// +kubebuilder:validation:XValidation:message="tag contains a restricted tag matching karpenter.k8s.aws/ec2nodeclass",rule="self.all(k, k !='karpenter.k8s.aws/ec2nodeclass')"
 	// +optional
 	Tags map[string]string `json:"tags,omitempty"`
-	// Kubelet settings for the nodes; a subset of the upstream KubeletConfiguration.
+	// Kubelet settings for the nodes: the typed fields Karpenter v1.14 had, and (as
+	// in v1.15) any other field of the upstream KubeletConfiguration, passed to the
+	// AL2023 NodeConfig as given; the class's ValidationSucceeded condition refuses
+	// a field upstream does not have, or one its AMI family cannot apply.
+	// +kubebuilder:pruning:PreserveUnknownFields
 	// +kubebuilder:validation:XValidation:message="imageGCHighThresholdPercent must be greater than imageGCLowThresholdPercent",rule="has(self.imageGCHighThresholdPercent) && has(self.imageGCLowThresholdPercent) ?  self.imageGCHighThresholdPercent > self.imageGCLowThresholdPercent  : true"
 	// +kubebuilder:validation:XValidation:message="evictionSoft OwnerKey does not have a matching evictionSoftGracePeriod",rule="has(self.evictionSoft) ? self.evictionSoft.all(e, (e in self.evictionSoftGracePeriod)):true"
 	// +kubebuilder:validation:XValidation:message="evictionSoftGracePeriod OwnerKey does not have a matching evictionSoft",rule="has(self.evictionSoftGracePeriod) ? self.evictionSoftGracePeriod.all(e, (e in self.evictionSoft)):true"
@@ -252,6 +259,63 @@ type KubeletConfiguration struct {
 	// CPUCFSQuota enforces containers' CPU limits with CFS quota (kubelet --cpu-cfs-quota).
 	// +optional
 	CPUCFSQuota *bool `json:"cpuCFSQuota,omitempty"`
+	// Unmanaged are the class's other kubelet fields, by their upstream name; they
+	// are kept as given (see MarshalJSON).
+	Unmanaged map[string]apiextensionsv1.JSON `json:"-"`
+}
+
+// kubeletFields are the JSON names of KubeletConfiguration's typed fields.
+var kubeletFields = func() map[string]bool {
+	out := map[string]bool{}
+	t := reflect.TypeOf(KubeletConfiguration{})
+	for i := range t.NumField() {
+		if name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ","); name != "" && name != "-" {
+			out[name] = true
+		}
+	}
+	return out
+}()
+
+// UnmarshalJSON reads the typed fields and keeps every other one in Unmanaged.
+func (k *KubeletConfiguration) UnmarshalJSON(b []byte) error {
+	type typed KubeletConfiguration
+	if err := json.Unmarshal(b, (*typed)(k)); err != nil {
+		return err
+	}
+	var all map[string]apiextensionsv1.JSON
+	if err := json.Unmarshal(b, &all); err != nil {
+		return err
+	}
+	k.Unmanaged = nil
+	for name, v := range all {
+		if kubeletFields[name] {
+			continue
+		}
+		if k.Unmanaged == nil {
+			k.Unmanaged = map[string]apiextensionsv1.JSON{}
+		}
+		k.Unmanaged[name] = v
+	}
+	return nil
+}
+
+// MarshalJSON writes the typed fields and the Unmanaged ones.
+func (k KubeletConfiguration) MarshalJSON() ([]byte, error) {
+	type typed KubeletConfiguration
+	b, err := json.Marshal(typed(k))
+	if err != nil || len(k.Unmanaged) == 0 {
+		return b, err
+	}
+	all := map[string]json.RawMessage{}
+	if err := json.Unmarshal(b, &all); err != nil {
+		return nil, err
+	}
+	for name, v := range k.Unmanaged {
+		if !kubeletFields[name] {
+			all[name] = v.Raw
+		}
+	}
+	return json.Marshal(all)
 }
 
 // MetadataOptions configure the instance metadata service.

@@ -5,6 +5,7 @@ package userdata
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"io"
 	"mime"
@@ -57,6 +58,19 @@ func FamilyOfAlias(alias string) (string, bool) {
 		return FamilyWindows2025, true
 	}
 	return "", false
+}
+
+// FamilyOf is the class's AMI family: its alias's, else its amiFamily, else Custom.
+func FamilyOf(class *awsv1.EC2NodeClass) string {
+	for _, t := range class.Spec.AMISelectorTerms {
+		if f, ok := FamilyOfAlias(t.Alias); ok && t.Alias != "" {
+			return f
+		}
+	}
+	if class.Spec.AMIFamily != nil {
+		return *class.Spec.AMIFamily
+	}
+	return FamilyCustom
 }
 
 // Options are what a node needs to join.
@@ -383,6 +397,13 @@ func renderAL2023(o Options) (string, error) {
 		}
 		if k.CPUCFSQuota != nil {
 			config["cpuCFSQuota"] = *k.CPUCFSQuota
+		}
+		// The class's other kubelet fields go to nodeadm as given; the taints the
+		// node registers with stay the claim's.
+		for name, v := range k.Unmanaged {
+			if _, set := config[name]; !set {
+				config[name] = json.RawMessage(v.Raw)
+			}
 		}
 	}
 	if len(o.Taints) > 0 {

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+
 	"github.com/BurntSushi/toml"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -303,5 +305,21 @@ func TestRAID0OnEachFamily(t *testing.T) {
 	// Without the policy nothing of it appears.
 	if doc := mimeParts(t, func() string { d, _ := Render(base(FamilyAL2, nil)); return d }())[0][1]; strings.Contains(doc, "local-disks") {
 		t.Errorf("AL2 stripes local disks without instanceStorePolicy")
+	}
+}
+
+// TestAL2023FreeFormKubelet: v1.15's free-form kubelet fields reach nodeadm's
+// NodeConfig as given, beside the typed ones; the taints stay the claim's.
+func TestAL2023FreeFormKubelet(t *testing.T) {
+	o := base(FamilyAL2023, nil)
+	o.Kubelet.Unmanaged = map[string]apiextensionsv1.JSON{"shutdownGracePeriod": {Raw: []byte(`"30s"`)}, "registerWithTaints": {Raw: []byte(`[]`)}}
+	doc, err := Render(o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"shutdownGracePeriod: 30s", "maxPods: 29", "key: dedicated"} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("NodeConfig lacks %q:\n%s", want, doc)
+		}
 	}
 }

@@ -176,9 +176,7 @@ func (c *Controller) Reconcile(ctx context.Context, nc *awsv1.EC2NodeClass) (rec
 		}
 	}
 
-	// Every field of the class is carried out; the condition is kept for what
-	// reads it, as Karpenter's.
-	record(awsv1.ConditionTypeValidationSucceeded, nil)
+	record(awsv1.ConditionTypeValidationSucceeded, kubeletErrors(nc))
 
 	readyErr := error(nil)
 	if !ready {

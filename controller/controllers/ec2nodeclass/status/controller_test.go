@@ -12,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/utils/clock"
 	ctrl "sigs.k8s.io/controller-runtime"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -131,6 +132,43 @@ func TestEC2NodeClassStatus(t *testing.T) {
 		}
 		return nil
 	})
+	// v1.15's free-form kubelet: the API server keeps fields the typed ones lack; an
+	// upstream field is valid on AL2023, one upstream does not have is refused.
+	for name, want := range map[string]string{"kubelet-upstream": "", "kubelet-unknown": "InvalidKubeletConfiguration"} {
+		field := `"shutdownGracePeriod":"30s"`
+		if want != "" {
+			field = `"notAField":1`
+		}
+		obj := &unstructured.Unstructured{}
+		raw := `{"apiVersion":"karpenter.k8s.aws/v1","kind":"EC2NodeClass","metadata":{"name":"` + name + `"},"spec":{"role":"KarpenterNodeRole-demo",` +
+			`"amiSelectorTerms":[{"alias":"al2023@latest"}],"subnetSelectorTerms":[{"tags":{"karpenter.sh/discovery":"demo"}}],` +
+			`"securityGroupSelectorTerms":[{"tags":{"karpenter.sh/discovery":"demo"}}],"kubelet":{"maxPods":40,` + field + `}}}`
+		if err := obj.UnmarshalJSON([]byte(raw)); err != nil {
+			t.Fatal(err)
+		}
+		if err := c.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+		free := &awsv1.EC2NodeClass{}
+		testenv.Eventually(t, 30*time.Second, "class "+name+" validated", func() error {
+			if err := c.Get(ctx, client.ObjectKey{Name: name}, free); err != nil {
+				return err
+			}
+			v := meta.FindStatusCondition(free.Status.Conditions, awsv1.ConditionTypeValidationSucceeded)
+			switch {
+			case v == nil:
+				return fmt.Errorf("no ValidationSucceeded yet")
+			case want == "" && v.Status != metav1.ConditionTrue:
+				return fmt.Errorf("ValidationSucceeded %+v", v)
+			case want != "" && (v.Status != metav1.ConditionFalse || v.Reason != want):
+				return fmt.Errorf("ValidationSucceeded %+v, want reason %s", v, want)
+			}
+			return nil
+		})
+		if k := free.Spec.Kubelet; k == nil || k.MaxPods == nil || *k.MaxPods != 40 || len(k.Unmanaged) != 1 {
+			t.Errorf("%s: kubelet read back as %+v; want maxPods 40 and the other field kept", name, k)
+		}
+	}
 	if !meta.IsStatusConditionTrue(good.Status.Conditions, awsv1.ConditionTypeValidationSucceeded) {
 		t.Errorf("the good class's ValidationSucceeded is not True: %+v", good.Status.Conditions)
 	}
