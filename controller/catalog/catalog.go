@@ -43,6 +43,8 @@ type Entry struct {
 	// networkInterfaces layout must fit.
 	NetworkCards  []int64 `json:"networkCards,omitempty"`
 	EFAInterfaces int64   `json:"efaInterfaces,omitempty"`
+	// NitroEnclaves says the type supports AWS Nitro Enclaves.
+	NitroEnclaves bool `json:"nitroEnclaves,omitempty"`
 	// PlacementStrategies are the placement group strategies (cluster, partition,
 	// spread) the type may launch into.
 	PlacementStrategies []string `json:"placementStrategies,omitempty"`

@@ -1286,3 +1286,38 @@ func TestPlacementGroup(t *testing.T) {
 		}
 	}
 }
+
+// TestEnclaveOptions: enclaveOptions.enabled (Karpenter v1.15) offers only the
+// types EC2 says support Nitro Enclaves (m5.2xlarge, not m5.large), and turns them
+// on in the launch template.
+func TestEnclaveOptions(t *testing.T) {
+	f := newFixture(t)
+	f.class(t, "enclaves", func(s *awsv1.EC2NodeClassSpec) { s.EnclaveOptions = &awsv1.EnclaveOptions{Enabled: true} })
+	cp := f.provider()
+	types, err := cp.GetInstanceTypes(f.ctx, &v1.NodePool{Spec: v1.NodePoolSpec{Template: v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{
+		NodeClassRef: &v1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: "enclaves"}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	offered := map[string]bool{}
+	for _, it := range types {
+		offered[it.Name] = true
+	}
+	if offered["m5.large"] || !offered["m5.2xlarge"] {
+		t.Errorf("m5.large offered %v, m5.2xlarge %v; want only types with Nitro Enclaves", offered["m5.large"], offered["m5.2xlarge"])
+	}
+	if _, err := cp.Create(f.ctx, claim("enclave-node", "enclaves", req(v1.LabelInstanceType, "m5.2xlarge"), req(v1.LabelCapacityType, v1.CapacityTypeOnDemand))); err != nil {
+		t.Fatal(err)
+	}
+	lts := f.launchTemplates(t)
+	if len(lts) != 1 {
+		t.Fatalf("%d launch templates", len(lts))
+	}
+	versions, err := f.clients.EC2.DescribeLaunchTemplateVersions(f.ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: lts[0].LaunchTemplateId})
+	if err != nil || len(versions.LaunchTemplateVersions) == 0 {
+		t.Fatal(err)
+	}
+	if e := versions.LaunchTemplateVersions[0].LaunchTemplateData.EnclaveOptions; e == nil || !aws.ToBool(e.Enabled) {
+		t.Errorf("launch template enclave options %+v; want enabled", e)
+	}
+}

@@ -224,6 +224,7 @@ func CatalogEntry(info ec2types.InstanceTypeInfo, zones []string, onDemandPrice 
 			e.EFAInterfaces = int64(*n.EfaInfo.MaximumEfaInterfaces)
 		}
 	}
+	e.NitroEnclaves = info.NitroEnclavesSupport == ec2types.NitroEnclavesSupportSupported
 	if pg := info.PlacementGroupInfo; pg != nil {
 		for _, strategy := range pg.SupportedStrategies {
 			e.PlacementStrategies = append(e.PlacementStrategies, string(strategy))

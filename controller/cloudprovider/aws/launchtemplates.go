@@ -68,6 +68,8 @@ type LaunchTemplate struct {
 	// placement group (and partition).
 	PlacementGroupID string `json:"placementGroupID,omitempty"`
 	PartitionNumber  int32  `json:"partitionNumber,omitempty"`
+	// Enclaves turns AWS Nitro Enclaves on.
+	Enclaves bool `json:"enclaves,omitempty"`
 	// CPUOptions turn nested virtualization on or off.
 	CPUOptions *awsv1.CPUOptions `json:"cpuOptions,omitempty"`
 	// Tags go on the template and, through it, on the network interface and spot
@@ -148,6 +150,9 @@ func (l *LaunchTemplates) create(ctx context.Context, name string, t *LaunchTemp
 		BlockDeviceMappings: blockDevices(t.BlockDeviceMappings),
 		MetadataOptions:     metadataOptions(t.MetadataOptions),
 		Monitoring:          &ec2types.LaunchTemplatesMonitoringRequest{Enabled: aws.Bool(t.DetailedMonitoring)},
+	}
+	if t.Enclaves {
+		data.EnclaveOptions = &ec2types.LaunchTemplateEnclaveOptionsRequest{Enabled: aws.Bool(true)}
 	}
 	if t.PlacementGroupID != "" {
 		data.Placement = &ec2types.LaunchTemplatePlacementRequest{GroupId: aws.String(t.PlacementGroupID)}

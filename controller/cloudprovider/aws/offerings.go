@@ -152,6 +152,9 @@ func compatible(class *awsv1.EC2NodeClass, e catalog.Entry) bool {
 		!slices.Contains(e.ProcessorFeatures, string(ec2types.SupportedAdditionalProcessorFeatureNestedVirtualization)) {
 		return false
 	}
+	if o := class.Spec.EnclaveOptions; o != nil && o.Enabled && !e.NitroEnclaves {
+		return false
+	}
 	if pg := class.Status.PlacementGroup; pg != nil && class.Spec.PlacementGroupSelector != nil && !slices.Contains(e.PlacementStrategies, pg.Strategy) {
 		return false
 	}

@@ -55,6 +55,10 @@ type EC2NodeClassSpec struct {
 	// v1.14; Nitro instances only).
 	// +optional
 	ConnectionTracking *ConnectionTracking `json:"connectionTracking,omitempty"`
+	// EnclaveOptions turn on AWS Nitro Enclaves for the instances (Karpenter v1.15):
+	// only types that support them are offered.
+	// +optional
+	EnclaveOptions *EnclaveOptions `json:"enclaveOptions,omitempty"`
 	// CPUOptions are the instances' CPU options (Karpenter v1.14), set through the
 	// launch template.
 	// +optional
@@ -516,6 +520,14 @@ type PlacementGroupSelector struct {
 	// +kubebuilder:validation:Pattern:="^pg-[0-9a-z]+$"
 	// +optional
 	ID *string `json:"id,omitempty"`
+}
+
+// EnclaveOptions are the AWS Nitro Enclaves options of the instances.
+type EnclaveOptions struct {
+	// Enabled turns Nitro Enclaves on.
+	// +kubebuilder:default:=false
+	// +optional
+	Enabled bool `json:"enabled,omitempty"`
 }
 
 // Values of networkInterfaces[].interfaceType.
