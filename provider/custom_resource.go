@@ -149,7 +149,7 @@ func (r *customResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 		"id": schema.StringAttribute{Computed: true, Description: "The object's name.", PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}},
 		"name": schema.StringAttribute{Required: true, Description: "metadata.name; changing it replaces the object.",
 			PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
-			Validators:    []validator.String{dnsSubdomain{}}},
+			Validators:    []validator.String{dnsName{}}},
 		"labels": schema.MapAttribute{Optional: true, ElementType: types.StringType,
 			Description: "Labels of the object itself (not of its nodes). Only keys set here are managed; others, such as those the controller sets, are left alone."},
 		"annotations": schema.MapAttribute{Optional: true, ElementType: types.StringType,
@@ -161,7 +161,7 @@ func (r *customResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 		attrs["namespace"] = schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("default"),
 			Description:   "metadata.namespace (default \"default\"); changing it replaces the object.",
 			PlanModifiers: []planmodifier.String{stringplanmodifier.RequiresReplace()},
-			Validators:    []validator.String{dnsLabel{}}}
+			Validators:    []validator.String{dnsName{label: true}}}
 		attrs["id"] = schema.StringAttribute{Computed: true, Description: "namespace/name.", PlanModifiers: []planmodifier.String{stringplanmodifier.UseStateForUnknown()}}
 	}
 	resp.Schema = schema.Schema{

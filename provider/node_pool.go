@@ -110,34 +110,26 @@ func nodePoolChecks(spec map[string]any) field.ErrorList {
 	return errs
 }
 
-// dnsLabel checks a namespace name as the API server will.
-type dnsLabel struct{}
+// dnsName checks an object name (an RFC 1123 subdomain) or, with label, a
+// namespace (an RFC 1123 label) as the API server will.
+type dnsName struct{ label bool }
 
-func (dnsLabel) Description(context.Context) string {
-	return "a lowercase RFC 1123 label"
-}
-func (v dnsLabel) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-func (dnsLabel) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
+func (v dnsName) Description(context.Context) string {
+	if v.label {
+		return "a lowercase RFC 1123 label"
 	}
-	for _, msg := range validation.IsDNS1123Label(req.ConfigValue.ValueString()) {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid namespace", fmt.Sprintf("%q is not a valid namespace: %s", req.ConfigValue.ValueString(), msg))
-	}
-}
-
-// dnsSubdomain checks an object name as the API server will.
-type dnsSubdomain struct{}
-
-func (dnsSubdomain) Description(context.Context) string {
 	return "a lowercase RFC 1123 subdomain"
 }
-func (v dnsSubdomain) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
-func (dnsSubdomain) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
+func (v dnsName) MarkdownDescription(ctx context.Context) string { return v.Description(ctx) }
+func (v dnsName) ValidateString(_ context.Context, req validator.StringRequest, resp *validator.StringResponse) {
 	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
 		return
 	}
-	for _, msg := range validation.IsDNS1123Subdomain(req.ConfigValue.ValueString()) {
-		resp.Diagnostics.AddAttributeError(req.Path, "Invalid name", fmt.Sprintf("%q is not a valid object name: %s", req.ConfigValue.ValueString(), msg))
+	check, summary, what := validation.IsDNS1123Subdomain, "Invalid name", "object name"
+	if v.label {
+		check, summary, what = validation.IsDNS1123Label, "Invalid namespace", "namespace"
+	}
+	for _, msg := range check(req.ConfigValue.ValueString()) {
+		resp.Diagnostics.AddAttributeError(req.Path, summary, fmt.Sprintf("%q is not a valid %s: %s", req.ConfigValue.ValueString(), what, msg))
 	}
 }

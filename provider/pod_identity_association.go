@@ -48,8 +48,8 @@ func (r *podIdentityAssociation) Schema(_ context.Context, _ resource.SchemaRequ
 		Attributes: map[string]schema.Attribute{
 			"id":              schema.StringAttribute{Computed: true, Description: "The association's ID (a-...).", PlanModifiers: keep},
 			"cluster_name":    schema.StringAttribute{Required: true, Validators: []validator.String{clusterNameValidator}, PlanModifiers: replace, Description: "The EKS cluster; a change replaces the association."},
-			"namespace":       schema.StringAttribute{Required: true, Validators: []validator.String{dnsSubdomain{}}, PlanModifiers: replace, Description: "The controller's namespace; a change replaces the association."},
-			"service_account": schema.StringAttribute{Required: true, Validators: []validator.String{dnsSubdomain{}}, PlanModifiers: replace, Description: "The controller's ServiceAccount; a change replaces the association."},
+			"namespace":       schema.StringAttribute{Required: true, Validators: []validator.String{dnsName{}}, PlanModifiers: replace, Description: "The controller's namespace; a change replaces the association."},
+			"service_account": schema.StringAttribute{Required: true, Validators: []validator.String{dnsName{}}, PlanModifiers: replace, Description: "The controller's ServiceAccount; a change replaces the association."},
 			"role_arn":        schema.StringAttribute{Required: true, Validators: []validator.String{roleARNValidator}, Description: "The role the ServiceAccount's pods get (dovetail_controller_role.arn); changed in place."},
 			"association_arn": schema.StringAttribute{Computed: true, Description: "ARN of the association.", PlanModifiers: keep},
 			"tags":            eksTagsAttribute(),

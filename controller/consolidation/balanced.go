@@ -141,7 +141,9 @@ func scoreMoves(removed []*Candidate, r *scheduling.Results, totals map[string]P
 			from[p.UID] = c
 		}
 	}
-	sources := make([][]*Candidate, 0)
+	// A new node's price goes to the move of the removed nodes whose pods it takes.
+	var claims []*scheduling.NodeClaimPlan
+	var firstSource []*Candidate
 	if r != nil {
 		for _, nc := range r.NodeClaims {
 			var srcs []*Candidate
@@ -150,19 +152,18 @@ func scoreMoves(removed []*Candidate, r *scheduling.Results, totals map[string]P
 					srcs = append(srcs, c)
 				}
 			}
-			for _, c := range srcs[min(1, len(srcs)):] {
+			if len(srcs) == 0 {
+				continue
+			}
+			for _, c := range srcs[1:] {
 				parent[find(c)] = find(srcs[0])
 			}
-			sources = append(sources, srcs)
+			claims, firstSource = append(claims, nc), append(firstSource, srcs[0])
 		}
 	}
 	added := map[*Candidate]float64{}
-	if r != nil {
-		for i, nc := range r.NodeClaims {
-			if len(sources[i]) > 0 {
-				added[find(sources[i][0])] += nc.Offering.Price
-			}
-		}
+	for i, nc := range claims {
+		added[find(firstSource[i])] += nc.Offering.Price
 	}
 	members := map[*Candidate][]*Candidate{}
 	var roots []*Candidate

@@ -18,7 +18,7 @@ import (
 	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/nodeclass"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/pricing"
-	"github.com/dovetail-sh/dovetail/controller/controllers/capacityreservation"
+	"github.com/dovetail-sh/dovetail/controller/controllers/capacityreservation/expiration"
 	"github.com/dovetail-sh/dovetail/controller/controllers/ec2nodeclass/launchtemplates"
 	"github.com/dovetail-sh/dovetail/controller/controllers/ec2nodeclass/status"
 	"github.com/dovetail-sh/dovetail/controller/controllers/interruption"
@@ -71,7 +71,7 @@ func newAWSCloud(ctx context.Context, opts Options, cfg *rest.Config, mgr manage
 	cloud := &Cloud{
 		Provider: provider,
 		Controllers: []Controller{classStatus, launchtemplates.NewController(mgr.GetClient(), provider.LaunchTemplates(), clk),
-			capacityreservation.NewExpiration(mgr.GetClient(), clk, mgr.GetEventRecorderFor("dovetail"))},
+			expiration.NewController(mgr.GetClient(), clk, mgr.GetEventRecorderFor("dovetail"))},
 		Runnables: []manager.Runnable{manager.RunnableFunc(prices.Run)},
 	}
 	if opts.InterruptionQueue != "" {

@@ -143,15 +143,9 @@ func newOverlaid() *overlaid {
 	return &overlaid{price: map[string]map[int]int32{}, capacity: map[string]map[corev1.ResourceName]int32{}}
 }
 
-// match is what an overlay selects of one type: the offerings (by index) it
-// reprices and whether it touches the type at all.
-type match struct {
-	offerings []int
-}
-
-// matches says which offerings of the type the overlay selects; none when the
-// type's labels (with the pool's name and template labels) do not meet it.
-func matches(reqs []*scheduling.Requirement, np *v1.NodePool, it *scheduling.InstanceType) match {
+// matches says which offerings of the type (by index) the overlay selects; none
+// when the type's labels (with the pool's name and template labels) do not meet it.
+func matches(reqs []*scheduling.Requirement, np *v1.NodePool, it *scheduling.InstanceType) []int {
 	labels := it.Requirements.Labels()
 	labels[v1.LabelNodePool] = np.Name
 	for k, v := range np.Spec.Template.Labels {
@@ -164,17 +158,17 @@ func matches(reqs []*scheduling.Requirement, np *v1.NodePool, it *scheduling.Ins
 			continue
 		}
 		if !meets(r, labels) {
-			return match{}
+			return nil
 		}
 	}
-	var m match
+	var selected []int
 	for i, o := range it.Offerings {
 		offering := map[string]string{v1.LabelTopologyZone: o.Zone, v1.LabelCapacityType: o.CapacityType}
 		if !slices.ContainsFunc(offeringReqs, func(r *scheduling.Requirement) bool { return !meets(r, offering) }) {
-			m.offerings = append(m.offerings, i)
+			selected = append(selected, i)
 		}
 	}
-	return m
+	return selected
 }
 
 func meets(r *scheduling.Requirement, labels map[string]string) bool {
@@ -190,12 +184,12 @@ func meets(r *scheduling.Requirement, labels map[string]string) bool {
 func (s *overlaid) conflict(o *v1alpha1.NodeOverlay, reqs []*scheduling.Requirement, pool Pool) bool {
 	w := weight(o)
 	for _, it := range pool.Types {
-		m := matches(reqs, pool.NodePool, it)
-		if len(m.offerings) == 0 {
+		offerings := matches(reqs, pool.NodePool, it)
+		if len(offerings) == 0 {
 			continue
 		}
 		if o.Spec.Price != nil || o.Spec.PriceAdjustment != nil {
-			for _, i := range m.offerings {
+			for _, i := range offerings {
 				if set, ok := s.price[it.Name][i]; ok && set == w {
 					return true
 				}
@@ -214,15 +208,15 @@ func (s *overlaid) conflict(o *v1alpha1.NodeOverlay, reqs []*scheduling.Requirem
 func (s *overlaid) accept(o *v1alpha1.NodeOverlay, reqs []*scheduling.Requirement, pool Pool) {
 	w := weight(o)
 	for _, it := range pool.Types {
-		m := matches(reqs, pool.NodePool, it)
-		if len(m.offerings) == 0 {
+		offerings := matches(reqs, pool.NodePool, it)
+		if len(offerings) == 0 {
 			continue
 		}
 		if o.Spec.Price != nil || o.Spec.PriceAdjustment != nil {
 			if s.price[it.Name] == nil {
 				s.price[it.Name] = map[int]int32{}
 			}
-			for _, i := range m.offerings {
+			for _, i := range offerings {
 				if _, ok := s.price[it.Name][i]; !ok {
 					s.price[it.Name][i] = w
 				}
@@ -314,12 +308,12 @@ func Apply(accepted []*v1alpha1.NodeOverlay, np *v1.NodePool, types []*schedulin
 		}
 		var added map[corev1.ResourceName]bool
 		for i, o := range accepted {
-			m := matches(reqs[i], np, it)
-			if len(m.offerings) == 0 {
+			offerings := matches(reqs[i], np, it)
+			if len(offerings) == 0 {
 				continue
 			}
 			if change := priceChange(o); change != "" {
-				for _, idx := range m.offerings {
+				for _, idx := range offerings {
 					if priced[idx] {
 						continue
 					}

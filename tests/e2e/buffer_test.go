@@ -14,7 +14,6 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/apis/autoscaling/v1beta1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/tests/localstack"
-	"github.com/dovetail-sh/dovetail/tests/testenv"
 )
 
 // freeCPU is the cpu the nodes' allocatable leaves after their pods' requests, in
@@ -73,16 +72,8 @@ func bufferProvisioning(c client.Client, want string) error {
 // that room at once; the buffer is then refilled with a new node. Once the buffer
 // is deleted, its room is consolidated away.
 func TestCapacityBufferKeepsSpareCapacity(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the whole local stack")
-	}
+	c := startClusterWithGates(t, "CapacityBuffer=true")
 	ctx := context.Background()
-	stack := testenv.StartStack(t)
-	opts := testenv.DefaultOptions(t)
-	must(t, opts.FeatureGates.Set("CapacityBuffer=true"))
-	stack.RunController(t, opts)
-	c := stack.Client
-	must(t, c.Create(ctx, localstack.NodeClass("default")))
 	must(t, c.Create(ctx, consolidatingPool("default", "1s")))
 	web := localstack.Deployment("web", 2, "1", "1Gi")
 	must(t, c.Create(ctx, &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"}, Template: web.Spec.Template}))

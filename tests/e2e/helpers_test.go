@@ -140,13 +140,18 @@ func resourceQuantity(s string) *resource.Quantity {
 
 // startCluster starts the local stack with the controller and the default
 // EC2NodeClass, and returns a client to it.
-func startCluster(t *testing.T) client.Client {
+func startCluster(t *testing.T) client.Client { return startClusterWithGates(t, "") }
+
+// startClusterWithGates is startCluster with the controller's --feature-gates.
+func startClusterWithGates(t *testing.T, gates string) client.Client {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts the whole local stack")
 	}
 	stack := testenv.StartStack(t)
-	stack.RunController(t, testenv.DefaultOptions(t))
+	opts := testenv.DefaultOptions(t)
+	must(t, opts.FeatureGates.Set(gates))
+	stack.RunController(t, opts)
 	must(t, stack.Client.Create(context.Background(), localstack.NodeClass("default")))
 	return stack.Client
 }

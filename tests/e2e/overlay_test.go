@@ -15,7 +15,6 @@ import (
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/apis/v1alpha1"
 	"github.com/dovetail-sh/dovetail/tests/localstack"
-	"github.com/dovetail-sh/dovetail/tests/testenv"
 )
 
 // TestNodeOverlayPricesAndCapacity runs the controller with --feature-gates
@@ -25,16 +24,8 @@ import (
 // overlay's resource is on the claim. An overlay of the same weight over the same
 // type is refused with Conflict, the others are Ready.
 func TestNodeOverlayPricesAndCapacity(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the whole local stack")
-	}
+	c := startClusterWithGates(t, "NodeOverlay=true")
 	ctx := context.Background()
-	stack := testenv.StartStack(t)
-	opts := testenv.DefaultOptions(t)
-	must(t, opts.FeatureGates.Set("NodeOverlay=true"))
-	stack.RunController(t, opts)
-	c := stack.Client
-	must(t, c.Create(ctx, localstack.NodeClass("default")))
 	weight := int32(10)
 	price, dearer := "5", "-50%"
 	instanceType := func(values ...string) []v1alpha1.NodeSelectorRequirement {

@@ -13,7 +13,6 @@ import (
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/tests/localstack"
-	"github.com/dovetail-sh/dovetail/tests/testenv"
 )
 
 // TestNodeRepairReplacesAnUnhealthyNode runs the controller with --feature-gates
@@ -23,16 +22,8 @@ import (
 // without reasons holds every graceful disruption, and its pod runs again on a
 // new node.
 func TestNodeRepairReplacesAnUnhealthyNode(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the whole local stack")
-	}
+	c := startClusterWithGates(t, "NodeRepair=true")
 	ctx := context.Background()
-	stack := testenv.StartStack(t)
-	opts := testenv.DefaultOptions(t)
-	must(t, opts.FeatureGates.Set("NodeRepair=true"))
-	stack.RunController(t, opts)
-	c := stack.Client
-	must(t, c.Create(ctx, localstack.NodeClass("default")))
 	pool := localstack.GeneralNodePool("default")
 	pool.Spec.Disruption.Budgets = []v1.Budget{{Nodes: "0"}}
 	must(t, c.Create(ctx, pool))

@@ -13,7 +13,6 @@ import (
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/tests/localstack"
-	"github.com/dovetail-sh/dovetail/tests/testenv"
 )
 
 // staticNodes counts the static pool's claims that are not being deleted, and
@@ -64,16 +63,8 @@ func waitStatic(t *testing.T, c client.Client, pool string, want int, what strin
 // never the static one; `kubectl scale nodepool --replicas 1` (the scale
 // subresource) takes it to 1; replicas 5 under limits.nodes 2 stops at 2.
 func TestStaticNodePoolKeepsItsCount(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the whole local stack")
-	}
+	c := startClusterWithGates(t, "StaticCapacity=true")
 	ctx := context.Background()
-	stack := testenv.StartStack(t)
-	opts := testenv.DefaultOptions(t)
-	must(t, opts.FeatureGates.Set("StaticCapacity=true"))
-	stack.RunController(t, opts)
-	c := stack.Client
-	must(t, c.Create(ctx, localstack.NodeClass("default")))
 	must(t, c.Create(ctx, localstack.GeneralNodePool("default")))
 	static := localstack.NodePool("static", localstack.Requirement(v1.LabelInstanceType, v1.OpIn, "m5.large", "m7i.large"))
 	replicas := int64(3)

@@ -215,6 +215,34 @@ func (f *fixture) launchTemplates(t *testing.T) []ec2types.LaunchTemplate {
 	return out.LaunchTemplates
 }
 
+// templateData is what the launch template's first version holds, and the class
+// its tag names.
+func (f *fixture) templateData(t *testing.T, lt ec2types.LaunchTemplate) (*ec2types.ResponseLaunchTemplateData, string) {
+	t.Helper()
+	versions, err := f.clients.EC2.DescribeLaunchTemplateVersions(f.ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: lt.LaunchTemplateId})
+	if err != nil || len(versions.LaunchTemplateVersions) == 0 {
+		t.Fatalf("reading launch template %s: %v", aws.ToString(lt.LaunchTemplateName), err)
+	}
+	class := ""
+	for _, tag := range lt.Tags {
+		if aws.ToString(tag.Key) == dtaws.TagNodeClass {
+			class = aws.ToString(tag.Value)
+		}
+	}
+	return versions.LaunchTemplateVersions[0].LaunchTemplateData, class
+}
+
+// onlyTemplateData is what the one launch template the test made holds.
+func (f *fixture) onlyTemplateData(t *testing.T) *ec2types.ResponseLaunchTemplateData {
+	t.Helper()
+	lts := f.launchTemplates(t)
+	if len(lts) != 1 {
+		t.Fatalf("%d launch templates, want 1", len(lts))
+	}
+	data, _ := f.templateData(t, lts[0])
+	return data
+}
+
 func TestInstanceTypes(t *testing.T) {
 	f := newFixture(t)
 	f.class(t, "default", nil)
@@ -901,17 +929,7 @@ func TestConnectionTrackingInTheLaunchTemplate(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for _, lt := range f.launchTemplates(t) {
-		class := ""
-		for _, tag := range lt.Tags {
-			if aws.ToString(tag.Key) == dtaws.TagNodeClass {
-				class = aws.ToString(tag.Value)
-			}
-		}
-		versions, err := f.clients.EC2.DescribeLaunchTemplateVersions(f.ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: lt.LaunchTemplateId})
-		if err != nil || len(versions.LaunchTemplateVersions) == 0 {
-			t.Fatal(err)
-		}
-		data := versions.LaunchTemplateVersions[0].LaunchTemplateData
+		data, class := f.templateData(t, lt)
 		seen[class] = true
 		switch class {
 		case "tracked":
@@ -977,17 +995,8 @@ func TestCPUOptionsNestedVirtualization(t *testing.T) {
 	}
 	seen := map[string]bool{}
 	for _, lt := range f.launchTemplates(t) {
-		class := ""
-		for _, tag := range lt.Tags {
-			if aws.ToString(tag.Key) == dtaws.TagNodeClass {
-				class = aws.ToString(tag.Value)
-			}
-		}
-		versions, err := f.clients.EC2.DescribeLaunchTemplateVersions(f.ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: lt.LaunchTemplateId})
-		if err != nil || len(versions.LaunchTemplateVersions) == 0 {
-			t.Fatal(err)
-		}
-		cpu := versions.LaunchTemplateVersions[0].LaunchTemplateData.CpuOptions
+		data, class := f.templateData(t, lt)
+		cpu := data.CpuOptions
 		seen[class] = true
 		switch {
 		case class == "nested" && (cpu == nil || cpu.NestedVirtualization != ec2types.NestedVirtualizationSpecificationEnabled):
@@ -1039,15 +1048,7 @@ func TestIPPrefixCountDelegatesPrefixes(t *testing.T) {
 	if _, err := cp.Create(f.ctx, claim("prefixed-node", "prefixed", req(v1.LabelInstanceType, "m5.large"), req(v1.LabelCapacityType, v1.CapacityTypeOnDemand))); err != nil {
 		t.Fatal(err)
 	}
-	lts := f.launchTemplates(t)
-	if len(lts) != 1 {
-		t.Fatalf("%d launch templates, want 1", len(lts))
-	}
-	versions, err := f.clients.EC2.DescribeLaunchTemplateVersions(f.ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: lts[0].LaunchTemplateId})
-	if err != nil || len(versions.LaunchTemplateVersions) == 0 {
-		t.Fatal(err)
-	}
-	data := versions.LaunchTemplateVersions[0].LaunchTemplateData
+	data := f.onlyTemplateData(t)
 	if len(data.NetworkInterfaces) != 1 || aws.ToInt32(data.NetworkInterfaces[0].Ipv4PrefixCount) != prefixes || aws.ToInt32(data.NetworkInterfaces[0].DeviceIndex) != 0 {
 		t.Fatalf("network interfaces %+v; want the primary one with %d IPv4 prefixes", data.NetworkInterfaces, prefixes)
 	}
@@ -1109,15 +1110,7 @@ func TestWindowsNodeClass(t *testing.T) {
 	if launched.Labels[v1.LabelOS] != "windows" || launched.Labels[v1.LabelWindowsBuild] != "10.0.20348" {
 		t.Errorf("launched claim labels %v", launched.Labels)
 	}
-	lts := f.launchTemplates(t)
-	if len(lts) != 1 {
-		t.Fatalf("%d launch templates", len(lts))
-	}
-	versions, err := f.clients.EC2.DescribeLaunchTemplateVersions(f.ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: lts[0].LaunchTemplateId})
-	if err != nil || len(versions.LaunchTemplateVersions) == 0 {
-		t.Fatal(err)
-	}
-	data := versions.LaunchTemplateVersions[0].LaunchTemplateData
+	data := f.onlyTemplateData(t)
 	userData, err := base64.StdEncoding.DecodeString(aws.ToString(data.UserData))
 	if err != nil {
 		t.Fatal(err)
@@ -1172,15 +1165,7 @@ func TestNetworkInterfacesEFALayout(t *testing.T) {
 	if _, err := cp.Create(f.ctx, claim("efa-node", "efa", req(v1.LabelInstanceType, "c5n.18xlarge"), req(v1.LabelCapacityType, v1.CapacityTypeOnDemand))); err != nil {
 		t.Fatal(err)
 	}
-	lts := f.launchTemplates(t)
-	if len(lts) != 1 {
-		t.Fatalf("%d launch templates", len(lts))
-	}
-	versions, err := f.clients.EC2.DescribeLaunchTemplateVersions(f.ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: lts[0].LaunchTemplateId})
-	if err != nil || len(versions.LaunchTemplateVersions) == 0 {
-		t.Fatal(err)
-	}
-	nis := versions.LaunchTemplateVersions[0].LaunchTemplateData.NetworkInterfaces
+	nis := f.onlyTemplateData(t).NetworkInterfaces
 	if len(nis) != 2 {
 		t.Fatalf("launch template interfaces %+v; want the layout's two", nis)
 	}
@@ -1248,15 +1233,7 @@ func TestPlacementGroup(t *testing.T) {
 	if launched.Labels[v1.LabelPlacementGroupID] != "pg-0hpc" || launched.Labels[v1.LabelPlacementGroupPartition] != "2" {
 		t.Errorf("claim labels %v; want the group and partition 2", launched.Labels)
 	}
-	lts := f.launchTemplates(t)
-	if len(lts) != 1 {
-		t.Fatalf("%d launch templates", len(lts))
-	}
-	versions, err := f.clients.EC2.DescribeLaunchTemplateVersions(f.ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: lts[0].LaunchTemplateId})
-	if err != nil || len(versions.LaunchTemplateVersions) == 0 {
-		t.Fatal(err)
-	}
-	if p := versions.LaunchTemplateVersions[0].LaunchTemplateData.Placement; p == nil || aws.ToString(p.GroupId) != "pg-0hpc" || aws.ToInt32(p.PartitionNumber) != 2 {
+	if p := f.onlyTemplateData(t).Placement; p == nil || aws.ToString(p.GroupId) != "pg-0hpc" || aws.ToInt32(p.PartitionNumber) != 2 {
 		t.Errorf("launch template placement %+v; want group pg-0hpc, partition 2", p)
 	}
 	if reason, err := cp.IsDrifted(f.ctx, launched); err != nil || reason != "" {
@@ -1309,15 +1286,7 @@ func TestEnclaveOptions(t *testing.T) {
 	if _, err := cp.Create(f.ctx, claim("enclave-node", "enclaves", req(v1.LabelInstanceType, "m5.2xlarge"), req(v1.LabelCapacityType, v1.CapacityTypeOnDemand))); err != nil {
 		t.Fatal(err)
 	}
-	lts := f.launchTemplates(t)
-	if len(lts) != 1 {
-		t.Fatalf("%d launch templates", len(lts))
-	}
-	versions, err := f.clients.EC2.DescribeLaunchTemplateVersions(f.ctx, &ec2.DescribeLaunchTemplateVersionsInput{LaunchTemplateId: lts[0].LaunchTemplateId})
-	if err != nil || len(versions.LaunchTemplateVersions) == 0 {
-		t.Fatal(err)
-	}
-	if e := versions.LaunchTemplateVersions[0].LaunchTemplateData.EnclaveOptions; e == nil || !aws.ToBool(e.Enabled) {
+	if e := f.onlyTemplateData(t).EnclaveOptions; e == nil || !aws.ToBool(e.Enabled) {
 		t.Errorf("launch template enclave options %+v; want enabled", e)
 	}
 }

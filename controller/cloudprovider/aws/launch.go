@@ -632,18 +632,18 @@ func (c *CloudProvider) launchTemplateConfigs(ctx context.Context, nc *v1.NodeCl
 
 // placementGroupID is the class's resolved placement group, or "".
 func placementGroupID(class *awsv1.EC2NodeClass) string {
-	if class.Spec.PlacementGroupSelector == nil || class.Status.PlacementGroup == nil {
-		return ""
+	if pg := placementGroup(class); pg != nil {
+		return pg.ID
 	}
-	return class.Status.PlacementGroup.ID
+	return ""
 }
 
 // partitionOf is the partition of a partition group the claim launches into, or
 // 0: the lowest its requirements allow, or, when they allow any, one picked from
 // its name, so that claims nothing pins spread over the partitions.
 func partitionOf(nc *v1.NodeClaim, class *awsv1.EC2NodeClass) int32 {
-	partitions := Partitions(class.Status.PlacementGroup)
-	if len(partitions) == 0 || class.Spec.PlacementGroupSelector == nil {
+	parts := partitions(placementGroup(class))
+	if len(parts) == 0 {
 		return 0
 	}
 	for _, r := range nc.Spec.Requirements {
@@ -655,18 +655,18 @@ func partitionOf(nc *v1.NodeClaim, class *awsv1.EC2NodeClass) int32 {
 			break
 		}
 		var allowed []int32
-		for i, p := range partitions {
+		for i, p := range parts {
 			if req.Has(p) {
 				allowed = append(allowed, int32(i+1))
 			}
 		}
-		if len(allowed) > 0 && len(allowed) < len(partitions) {
+		if len(allowed) > 0 && len(allowed) < len(parts) {
 			return allowed[0]
 		}
 	}
 	h := fnv.New32a()
 	h.Write([]byte(nc.Name))
-	return int32(h.Sum32()%uint32(len(partitions))) + 1
+	return int32(h.Sum32()%uint32(len(parts))) + 1
 }
 
 // userDataLabels are the labels the kubelet registers the node with: the claim's own

@@ -56,9 +56,9 @@ func (c *CloudProvider) instanceTypes(ctx context.Context, class *awsv1.EC2NodeC
 	}
 	priced := c.priced(f, class, zones)
 	types := priced.ForEngine(c.allocatableSettings(class))
-	if partitions := Partitions(class.Status.PlacementGroup); len(partitions) > 0 && class.Spec.PlacementGroupSelector != nil {
+	if parts := partitions(placementGroup(class)); len(parts) > 0 {
 		for _, it := range types {
-			it.Requirements[v1.LabelPlacementGroupPartition] = scheduling.MustRequirement(v1.LabelPlacementGroupPartition, v1.OpIn, partitions...)
+			it.Requirements[v1.LabelPlacementGroupPartition] = scheduling.MustRequirement(v1.LabelPlacementGroupPartition, v1.OpIn, parts...)
 		}
 	}
 	c.mu.Lock()
@@ -155,7 +155,7 @@ func compatible(class *awsv1.EC2NodeClass, e catalog.Entry) bool {
 	if o := class.Spec.EnclaveOptions; o != nil && o.Enabled && !e.NitroEnclaves {
 		return false
 	}
-	if pg := class.Status.PlacementGroup; pg != nil && class.Spec.PlacementGroupSelector != nil && !slices.Contains(e.PlacementStrategies, pg.Strategy) {
+	if pg := placementGroup(class); pg != nil && !slices.Contains(e.PlacementStrategies, pg.Strategy) {
 		return false
 	}
 	return fitsInterfaces(class.Spec.NetworkInterfaces, e)
@@ -164,8 +164,8 @@ func compatible(class *awsv1.EC2NodeClass, e catalog.Entry) bool {
 // inPlacementGroup labels the type's nodes with the class's placement group and,
 // for a partition group, the partitions a node may be in (a pod may ask for one).
 func inPlacementGroup(e catalog.Entry, class *awsv1.EC2NodeClass) catalog.Entry {
-	pg := class.Status.PlacementGroup
-	if pg == nil || class.Spec.PlacementGroupSelector == nil {
+	pg := placementGroup(class)
+	if pg == nil {
 		return e
 	}
 	labels := make(map[string]string, len(e.Labels)+1)
@@ -177,8 +177,17 @@ func inPlacementGroup(e catalog.Entry, class *awsv1.EC2NodeClass) catalog.Entry 
 	return e
 }
 
-// Partitions are a partition group's partition numbers, from 1.
-func Partitions(pg *awsv1.PlacementGroup) []string {
+// placementGroup is the group the class's placementGroupSelector resolved to, or
+// nil: a group still in status after the selector was removed places nothing.
+func placementGroup(class *awsv1.EC2NodeClass) *awsv1.PlacementGroup {
+	if class.Spec.PlacementGroupSelector == nil {
+		return nil
+	}
+	return class.Status.PlacementGroup
+}
+
+// partitions are a partition group's partition numbers, from 1.
+func partitions(pg *awsv1.PlacementGroup) []string {
 	if pg == nil || pg.Strategy != string(ec2types.PlacementStrategyPartition) {
 		return nil
 	}

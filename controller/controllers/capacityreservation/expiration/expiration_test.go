@@ -1,4 +1,4 @@
-package capacityreservation
+package expiration
 
 import (
 	"context"
@@ -37,7 +37,7 @@ func TestCapacityBlockExpiration(t *testing.T) {
 	kube := fakeclient.NewClientBuilder().WithScheme(scheme.New()).WithObjects(class, claim("in-block", "cr-block"), claim("in-odcr", "cr-odcr")).Build()
 	clk := clocktesting.NewFakeClock(now)
 	rec := record.NewFakeRecorder(10)
-	c := NewExpiration(kube, clk, rec)
+	c := NewController(kube, clk, rec)
 	exists := func(name string) bool {
 		return kube.Get(ctx, client.ObjectKey{Name: name}, &v1.NodeClaim{}) == nil
 	}

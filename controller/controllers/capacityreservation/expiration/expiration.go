@@ -1,8 +1,8 @@
-// Package capacityreservation replaces the nodes of capacity blocks before EC2
+// Package expiration replaces the nodes of capacity blocks before EC2
 // reclaims them: 40 minutes before a block ends (10 before EC2 starts taking its
 // instances back) each of its NodeClaims is deleted, drained the usual way, and its
 // pods planned again elsewhere, as Karpenter's capacityreservation.expiration does.
-package capacityreservation
+package expiration
 
 import (
 	"context"
@@ -27,27 +27,27 @@ import (
 // Period is how often the claims of reservations are checked.
 const Period = time.Minute
 
-// Expiration deletes the claims of expiring capacity blocks.
-type Expiration struct {
+// Controller deletes the claims of expiring capacity blocks.
+type Controller struct {
 	kube     client.Client
 	clock    clock.Clock
 	recorder record.EventRecorder
 }
 
-// NewExpiration builds the controller.
-func NewExpiration(kube client.Client, clk clock.Clock, recorder record.EventRecorder) *Expiration {
-	return &Expiration{kube: kube, clock: clk, recorder: recorder}
+// NewController builds the controller.
+func NewController(kube client.Client, clk clock.Clock, recorder record.EventRecorder) *Controller {
+	return &Controller{kube: kube, clock: clk, recorder: recorder}
 }
 
-func (c *Expiration) Name() string { return "capacityreservation.expiration" }
+func (c *Controller) Name() string { return "capacityreservation.expiration" }
 
-func (c *Expiration) Register(_ context.Context, mgr manager.Manager) error {
+func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
 	return mgr.Add(periodic.Runnable(c.clock, Period, c.Name(), c.Reconcile))
 }
 
 // Reconcile deletes every claim in a capacity block that ends within
 // nodeclass.CapacityBlockExpiration, by its class's record of the block.
-func (c *Expiration) Reconcile(ctx context.Context) error {
+func (c *Controller) Reconcile(ctx context.Context) error {
 	var claims v1.NodeClaimList
 	if err := c.kube.List(ctx, &claims, client.HasLabels{v1.LabelCapacityReservationID}); err != nil {
 		return fmt.Errorf("listing the nodeclaims of capacity reservations, %w", err)
