@@ -167,7 +167,7 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(manager
 		controllers = append(controllers, health.NewController(mgr.GetClient(), clk, recorder, health.AWSRepairPolicies))
 	}
 	if opts.FeatureGates.StaticCapacity {
-		controllers = append(controllers, static.NewController(mgr.GetClient(), cloudFor("nodepool.static"), provisioner, clk))
+		controllers = append(controllers, static.NewController(mgr.GetClient(), mgr.GetAPIReader(), cloudFor("nodepool.static"), provisioner, clk))
 	}
 	if overlays != nil {
 		// The controller reads the types without overlays, so they never compound.

@@ -36,15 +36,21 @@ type Launcher interface {
 
 // Controller keeps every static pool at its replicas.
 type Controller struct {
-	kube   client.Client
+	kube client.Client
+	// live reads the pool's claims past the informer cache. Each reconcile
+	// launches or deletes claims from the count it reads, and the next one (a
+	// NodePool status write is enough to trigger it) may run before the cache
+	// shows those changes: counting from the cache launched a third node under
+	// limits.nodes 2.
+	live   client.Reader
 	cloud  cloudprovider.CloudProvider
 	launch Launcher
 	clock  clock.Clock
 }
 
 // NewController builds the controller.
-func NewController(kube client.Client, cloud cloudprovider.CloudProvider, launch Launcher, clk clock.Clock) *Controller {
-	return &Controller{kube: kube, cloud: cloud, launch: launch, clock: clk}
+func NewController(kube client.Client, live client.Reader, cloud cloudprovider.CloudProvider, launch Launcher, clk clock.Clock) *Controller {
+	return &Controller{kube: kube, live: live, cloud: cloud, launch: launch, clock: clk}
 }
 
 func (c *Controller) Name() string { return "nodepool.static" }
@@ -72,7 +78,7 @@ func (c *Controller) Reconcile(ctx context.Context, np *v1.NodePool) (reconcile.
 		return reconcile.Result{}, nil
 	}
 	var claims v1.NodeClaimList
-	if err := c.kube.List(ctx, &claims, client.MatchingLabels{v1.LabelNodePool: np.Name}); err != nil {
+	if err := c.live.List(ctx, &claims, client.MatchingLabels{v1.LabelNodePool: np.Name}); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing the claims of nodepool %s, %w", np.Name, err)
 	}
 	// A node being disrupted (a drifted one, replaced one for one) still holds its

@@ -63,7 +63,7 @@ func newFixture(t *testing.T, objs ...client.Object) *fixture {
 	dear.Offerings[0].Price = 0.5
 	dear.Refresh()
 	l := &launcher{kube: kube}
-	return &fixture{kube: kube, launch: l, ctrl: NewController(kube, fake.New(clk, dear, cheap), l, clk)}
+	return &fixture{kube: kube, launch: l, ctrl: NewController(kube, kube, fake.New(clk, dear, cheap), l, clk)}
 }
 
 func (f *fixture) reconcile(t *testing.T) {
@@ -114,6 +114,44 @@ func TestStaticNodePoolScalesUpWithinItsLimit(t *testing.T) {
 	limited.reconcile(t)
 	if got := limited.claims(t); len(got) != 2 {
 		t.Errorf("replicas 3 under limits.nodes 2: claims %v; want 2", got)
+	}
+}
+
+// laggingCache is an informer cache that has not yet seen any NodeClaim: what
+// the controller reads through it right after its own launches.
+type laggingCache struct{ client.Client }
+
+func (c laggingCache) List(ctx context.Context, list client.ObjectList, opts ...client.ListOption) error {
+	if _, ok := list.(*v1.NodeClaimList); ok {
+		return nil
+	}
+	return c.Client.List(ctx, list, opts...)
+}
+
+// TestStaticNodePoolCountsClaimsTheCacheHasNotSeen: a second reconcile that
+// runs before the cache shows the first one's claims launches none, and a scale
+// down is not repeated either.
+func TestStaticNodePoolCountsClaimsTheCacheHasNotSeen(t *testing.T) {
+	f := newFixture(t, staticPool(5, "2"))
+	f.ctrl.kube = laggingCache{f.kube}
+	f.reconcile(t)
+	f.reconcile(t)
+	if got := f.claims(t); len(got) != 2 {
+		t.Fatalf("two passes at replicas 5 under limits.nodes 2, the cache behind: claims %v; want 2", got)
+	}
+	np := &v1.NodePool{}
+	if err := f.kube.Get(context.Background(), client.ObjectKey{Name: "static"}, np); err != nil {
+		t.Fatal(err)
+	}
+	one := int64(1)
+	np.Spec.Replicas = &one
+	if err := f.kube.Update(context.Background(), np); err != nil {
+		t.Fatal(err)
+	}
+	f.reconcile(t)
+	f.reconcile(t)
+	if got := f.claims(t); len(got) != 1 {
+		t.Errorf("two passes at replicas 1, the cache behind: claims %v; want 1", got)
 	}
 }
 
