@@ -90,6 +90,9 @@ type Cluster struct {
 	pdbAllowed map[string]int
 	// placeablePending caches PlaceablePending; -1 until computed.
 	placeablePending int
+	// committed are the nodes' prices with the snapshot's commitments charged,
+	// by node name; nil without commitments.
+	committed map[string]float64
 }
 
 // Observe builds the pass's cluster from a view and the engine's snapshot of it.
@@ -99,6 +102,9 @@ func Observe(view *state.View, snap *scheduling.Snapshot, disrupting sets.Set[st
 	cl := &Cluster{Snapshot: snap, Launching: map[string]string{}, Total: map[string]int{}, Disrupting: map[string]int{}, Totals: map[string]PoolTotals{}, pdbAllowed: map[string]int{}, placeablePending: -1}
 	for i := range view.PDBs {
 		cl.pdbAllowed[view.PDBs[i].Namespace+"/"+view.PDBs[i].Name] = int(view.PDBs[i].Status.DisruptionsAllowed)
+	}
+	if !snap.Commitments.Empty() {
+		cl.committed = snap.NodePrices()
 	}
 	nominated := nominatedTo(snap)
 	pools := map[string]*v1.NodePool{}
@@ -144,7 +150,7 @@ func Observe(view *state.View, snap *scheduling.Snapshot, disrupting sets.Set[st
 			// empty (or underused) until kube-scheduler binds them.
 			cand.BlockedBy = fmt.Sprintf("%d pending pod(s) are nominated to it", n)
 		}
-		cand.Price = Price(snap.InstanceTypes[pool], cand.InstanceType, nc.Labels[v1.LabelTopologyZone], cand.CapacityType)
+		cand.Price = cl.price(snap, nc, node.Name)
 		cand.DisruptionCost = disruptionCost(cand.Pods, nc, now)
 		cand.ConsolidatableSince = consolidatableSince(nc, np)
 		cl.Candidates = append(cl.Candidates, cand)
@@ -165,12 +171,14 @@ func Observe(view *state.View, snap *scheduling.Snapshot, disrupting sets.Set[st
 func (cl *Cluster) addToTotals(view *state.View, snap *scheduling.Snapshot, nc *v1.NodeClaim) {
 	pool := nc.Labels[v1.LabelNodePool]
 	t := cl.Totals[pool]
-	if p := Price(snap.InstanceTypes[pool], nc.Labels[v1.LabelInstanceType], nc.Labels[v1.LabelTopologyZone], nc.Labels[v1.LabelCapacityType]); !math.IsNaN(p) {
-		t.Cost += p
-	}
 	var pods []*corev1.Pod
+	name := nc.Name
 	if node := view.NodeOf(nc); node != nil {
 		pods = reschedulable(view.PodsOn(node.Name))
+		name = node.Name
+	}
+	if p := cl.price(snap, nc, name); !math.IsNaN(p) {
+		t.Cost += p
 	}
 	t.Disruption += rescheduleCost(pods)
 	cl.Totals[pool] = t
@@ -359,6 +367,16 @@ func blocker(node *corev1.Node, pods []*corev1.Pod, pdbs []policyv1.PodDisruptio
 		}
 	}
 	return ""
+}
+
+// price is what the claim's node costs per hour: what it adds to the bill when
+// commitments pay for some of the fleet (removing a reserved node saves nothing),
+// its list price otherwise.
+func (cl *Cluster) price(snap *scheduling.Snapshot, nc *v1.NodeClaim, node string) float64 {
+	if p, ok := cl.committed[node]; ok {
+		return p
+	}
+	return Price(snap.InstanceTypes[nc.Labels[v1.LabelNodePool]], nc.Labels[v1.LabelInstanceType], nc.Labels[v1.LabelTopologyZone], nc.Labels[v1.LabelCapacityType])
 }
 
 // Price is what a node costs per hour, NaN when its offering is unknown.

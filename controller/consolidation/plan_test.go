@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/commitment"
 	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/state"
@@ -49,6 +50,8 @@ type testCluster struct {
 	types []*scheduling.InstanceType
 	// spotToSpot is the SpotToSpotConsolidation gate.
 	spotToSpot bool
+	// commitments price the cluster (nil: list prices).
+	commitments *commitment.Ledger
 }
 
 func newTestCluster(budget string) *testCluster {
@@ -112,6 +115,7 @@ func (tc *testCluster) decide(t *testing.T, disrupting ...string) (*Plan, *Clust
 	t.Helper()
 	view := state.NewView(tc.pods, tc.nodes, tc.claims, []v1.NodePool{*tc.pool}, tc.pdbs, nil)
 	snap := provisioning.SnapshotFromView(view, func(*v1.NodePool) []*scheduling.InstanceType { return tc.instanceTypes() }, scheduling.DefaultNodeCosts())
+	snap.Commitments = tc.commitments
 	cl := Observe(view, snap, sets.New(disrupting...), testNow)
 	allowed, errs := cl.Allowed(testNow)
 	if len(errs) > 0 {

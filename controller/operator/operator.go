@@ -29,7 +29,9 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/kwok"
 	cpmetrics "github.com/dovetail-sh/dovetail/controller/cloudprovider/metrics"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/overlaid"
+	"github.com/dovetail-sh/dovetail/controller/commitment"
 	"github.com/dovetail-sh/dovetail/controller/controllers/capacitybuffer"
+	commitmentcontroller "github.com/dovetail-sh/dovetail/controller/controllers/commitment"
 	"github.com/dovetail-sh/dovetail/controller/controllers/disruption"
 	"github.com/dovetail-sh/dovetail/controller/controllers/node/health"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/expiration"
@@ -157,6 +159,9 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(manager
 			ReplacementTimeout: disruption.DefaultOptions().ReplacementTimeout, SpotToSpotConsolidation: opts.FeatureGates.SpotToSpotConsolidation,
 		}),
 	}
+	commitments := &commitment.Store{}
+	provisioner.WithCommitments(commitments)
+	controllers = append(controllers, commitmentcontroller.NewController(mgr.GetClient(), cloudFor("commitment"), commitments, clk))
 	if opts.FeatureGates.CapacityBuffer {
 		buffers := buffer.NewCache()
 		provisioner.WithBuffers(buffers)

@@ -88,7 +88,16 @@ func (s *solver) addToClaim(c *claim, p *podInfo) error {
 			return err
 		}
 	}
+	repriced := s.pricing() && (target != c.target || !sameRequirements(reqs, c.reqs))
+	if repriced && c.pool.spendLimited {
+		if o, _ := s.cheapest(target, reqs); !s.withinSpend(c.pool, o.Price-c.price) {
+			return fmt.Errorf("the NodePool's spend limit of %s would be exceeded", FormatDollars(c.pool.spendLimit))
+		}
+	}
 	c.reqs, c.options, c.target, c.requests = reqs, options, target, total
+	if repriced {
+		s.charge(c)
+	}
 	c.remaining = target.Allocatable.Sub(total)
 	c.pods = append(c.pods, p)
 	c.hostPorts = append(c.hostPorts, p.hostPorts...)
@@ -377,7 +386,7 @@ func (s *solver) openClaim(ps *poolState, p *podInfo) (*claim, error) {
 		s.optionCache[k] = compatible
 	}
 	for _, it := range compatible {
-		if need.Fits(it.Allocatable) && s.withinLimits(ps, it) {
+		if need.Fits(it.Allocatable) && s.withinLimits(ps, it, reqs) {
 			c.options = append(c.options, it)
 		}
 	}
@@ -401,8 +410,9 @@ func (s *solver) openClaim(ps *poolState, p *podInfo) (*claim, error) {
 	if s.firstFit {
 		c.target = largest(c.options)
 	} else {
-		c.target, c.sizedByDemand = chooseTarget(c.options, reqs, ps.daemonOverhead, s.shapeFor(ps, p), s.costs)
+		c.target, c.sizedByDemand = chooseTarget(c.options, reqs, ps.daemonOverhead, s.shapeFor(ps, p), s.costs, s.cheapest)
 	}
+	s.charge(c)
 	c.requests = ps.daemonOverhead.Add(p.requests)
 	c.remaining = c.target.Allocatable.Sub(c.requests)
 	c.pods = []*podInfo{p}
@@ -417,13 +427,18 @@ func (s *solver) openClaim(ps *poolState, p *podInfo) (*claim, error) {
 	return c, nil
 }
 
-func (s *solver) withinLimits(ps *poolState, it *InstanceType) bool {
+func (s *solver) withinLimits(ps *poolState, it *InstanceType, reqs Requirements) bool {
 	if len(ps.limits) == 0 {
 		return true
 	}
+	if ps.spendLimited {
+		if o, ok := s.cheapest(it, reqs); !ok || !s.withinSpend(ps, o.Price) {
+			return false
+		}
+	}
 	after := ps.usage.Add(it.Capacity).ToResourceList()
 	for name, limit := range ps.limits {
-		if name == v1.ResourceNodes {
+		if name == v1.ResourceNodes || name == ResourceSpendPerHour {
 			continue
 		}
 		if used, ok := after[name]; ok && used.Cmp(limit) > 0 {

@@ -62,7 +62,8 @@ type demandShape struct {
 // used is what the node already carries (daemonset overhead, pods placed on it). It
 // also reports whether some option holds the whole outstanding demand: then the
 // choice was bounded by how many pods are left, and more of them could change it.
-func chooseTarget(options []*InstanceType, reqs Requirements, used Resources, shape demandShape, costs NodeCosts) (*InstanceType, bool) {
+// cheapest prices an option's offerings (commitments applied).
+func chooseTarget(options []*InstanceType, reqs Requirements, used Resources, shape demandShape, costs NodeCosts, cheapest func(*InstanceType, Requirements) (Offering, bool)) (*InstanceType, bool) {
 	type scored struct {
 		it           *InstanceType
 		score, share float64
@@ -71,7 +72,7 @@ func chooseTarget(options []*InstanceType, reqs Requirements, used Resources, sh
 	best := math.Inf(1)
 	holdsAll := false
 	for _, it := range options {
-		o, ok := it.cheapestOffering(reqs)
+		o, ok := cheapest(it, reqs)
 		if !ok {
 			continue
 		}
@@ -106,7 +107,7 @@ func (s *solver) target(options []*InstanceType, reqs Requirements, used Resourc
 	if s.firstFit {
 		return largest(options)
 	}
-	it, _ := chooseTarget(options, reqs, used, shape, s.costs)
+	it, _ := chooseTarget(options, reqs, used, shape, s.costs, s.cheapest)
 	return it
 }
 

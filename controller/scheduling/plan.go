@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/commitment"
 )
 
 // Input is everything a solve needs, as plain values.
@@ -33,6 +34,15 @@ type Input struct {
 	// VolumeRequirements are, per pod, what its volumes require of its node (see
 	// Volumes.Requirements): a pod with a bound zonal volume goes to that zone.
 	VolumeRequirements map[types.UID]VolumeTopology
+	// Commitments are the Reserved Instances and Savings Plans the cluster may use
+	// (nil: none). The engine charges the existing on-demand nodes to them first,
+	// then plans new on-demand capacity at what it adds to the bill with what is
+	// left: 0 while a reservation lasts, a Savings Plan's rate while its hourly
+	// commitment does. It does not change the ledger given.
+	Commitments *commitment.Ledger
+	// charged is a ledger already charged with the rest of a solve, for a re-plan
+	// of part of it.
+	charged *commitment.Ledger
 }
 
 // ExistingNode is capacity that already exists or is already being launched.
@@ -59,10 +69,15 @@ type NodeClaimPlan struct {
 	StartupTaints []corev1.Taint
 	// InstanceTypeOptions can all hold the pods, cheapest first.
 	InstanceTypeOptions []*InstanceType
-	// InstanceType and Offering are the cheapest of the options.
+	// InstanceType and Offering are the cheapest of the options. The offering's
+	// price is what the node adds to the bill: commitments applied.
 	InstanceType *InstanceType
 	Offering     Offering
-	Pods         []*corev1.Pod
+	// ListPrice is the offering's price without commitments; CoveredBy names the
+	// commitment that pays for the node ("" when none does).
+	ListPrice float64
+	CoveredBy string
+	Pods      []*corev1.Pod
 	// Requests is the pods' requests plus daemonset overhead.
 	Requests Resources
 	// SizedByDemand is set when the node's type was chosen while some type could
@@ -118,9 +133,13 @@ func (s *solver) results() *Results {
 	r := &Results{Unschedulable: s.errors}
 	for _, c := range s.claims {
 		options := filterFits(c.options, c.requests)
+		reqs := c.reqs.Copy()
+		if c.use.Covered() {
+			options = s.pinToCommitment(c, reqs, options)
+		}
 		prices := make(map[*InstanceType]Offering, len(options))
 		for _, it := range options {
-			o, _ := it.cheapestOffering(c.reqs)
+			o, _ := it.cheapestOffering(reqs)
 			prices[it] = o
 		}
 		sort.SliceStable(options, func(i, j int) bool {
@@ -130,7 +149,6 @@ func (s *solver) results() *Results {
 			}
 			return options[i].Name < options[j].Name
 		})
-		reqs := c.reqs.Copy()
 		names := make([]string, len(options))
 		for i, it := range options {
 			names[i] = it.Name
@@ -143,7 +161,10 @@ func (s *solver) results() *Results {
 			Labels: c.pool.np.Spec.Template.Labels, Annotations: c.pool.np.Spec.Template.Annotations,
 			Taints: c.pool.taints, StartupTaints: c.pool.np.Spec.Template.Spec.StartupTaints,
 			InstanceTypeOptions: options, InstanceType: options[0], Offering: prices[options[0]],
-			Requests: c.requests, SizedByDemand: c.sizedByDemand,
+			Requests: c.requests, SizedByDemand: c.sizedByDemand, ListPrice: prices[options[0]].Price,
+		}
+		if c.use.Covered() {
+			plan.Offering.Price, plan.CoveredBy = s.recharge(c, options[0], plan.Offering), c.use.By
 		}
 		for _, p := range c.pods {
 			plan.Pods = append(plan.Pods, p.pod)

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/commitment"
 )
 
 type poolState struct {
@@ -29,6 +30,11 @@ type poolState struct {
 	// instance type a new claim is sized for.
 	demand    Resources
 	universes map[string]sets.Set[string]
+	// spend is what the pool's nodes and claims cost per hour at the prices the
+	// engine plans with; spendLimit its dovetail.sh/usd-per-hour limit.
+	spend        float64
+	spendLimit   float64
+	spendLimited bool
 }
 
 type claim struct {
@@ -44,6 +50,10 @@ type claim struct {
 	// sizedByDemand marks a claim opened when some type could hold everything its
 	// pool had left to place: the tail of a solve.
 	sizedByDemand bool
+	// price is what the claim's target costs per hour as planned, use what it
+	// took from the commitments (when the solve tracks prices).
+	price float64
+	use   commitment.Use
 }
 
 type nodeState struct {
@@ -79,6 +89,10 @@ type solver struct {
 	// sized for the largest type its pods allow and takes pods in size order,
 	// shrunk to the cheapest type that holds them at the end.
 	firstFit bool
+	// ledger is what the commitments still pay for (nil: none); spendLimited is
+	// set when some pool limits its spend.
+	ledger       *commitment.Ledger
+	spendLimited bool
 }
 
 // Solve places pods onto existing capacity and new NodeClaims. It never fails as a
@@ -95,6 +109,7 @@ func plan(in Input, firstFit bool) (*Results, *solver) {
 		s.costs = *in.NodeCosts
 	}
 	s.buildPools(in)
+	s.buildSpend(in)
 	// Nodes come before pods: a spread's domains include those only existing nodes
 	// have. Their pods are counted once the pending pods' groups exist.
 	s.buildNodes(in.Nodes)

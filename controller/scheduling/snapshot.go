@@ -6,6 +6,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/commitment"
 )
 
 // Snapshot is the cluster as the engine sees it, for other controllers that plan
@@ -27,6 +28,9 @@ type Snapshot struct {
 	// keep kube-scheduler from placing them anywhere), with why; they are not in
 	// Pending.
 	Refused []PodError
+	// Commitments are the Reserved Instances and Savings Plans plans are priced
+	// with (nil: none).
+	Commitments *commitment.Ledger
 }
 
 // PlanWithout plans pods onto the cluster as if the named nodes (or claims) were
@@ -76,7 +80,7 @@ func (s *Snapshot) PlanOn(nodes []*ExistingNode, gone sets.Set[string], pods []*
 		pools = nil
 	}
 	return Solve(Input{Pods: pods, Nodes: nodes, NodePools: pools, InstanceTypes: s.InstanceTypes, DaemonSetPods: s.DaemonSetPods,
-		NodeCosts: &s.NodeCosts, PoolUsage: usage, VolumeRequirements: s.VolumeRequirements})
+		NodeCosts: &s.NodeCosts, PoolUsage: usage, VolumeRequirements: s.VolumeRequirements, Commitments: s.Commitments})
 }
 
 // Pool returns the ready pool of that name, or nil.

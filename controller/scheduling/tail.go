@@ -26,7 +26,7 @@ func (s *solver) repackTail(in Input, r *Results) *Results {
 	sub.Pods, sub.Nodes = nil, nil
 	sub.PoolUsage = map[string]PoolUsage{}
 	for _, ps := range s.pools {
-		sub.PoolUsage[ps.np.Name] = PoolUsage{Resources: ps.usage, Nodes: ps.nodes}
+		sub.PoolUsage[ps.np.Name] = PoolUsage{Resources: ps.usage, Nodes: ps.nodes, carriedSpend: ps.spend}
 	}
 	inTail := map[string]bool{}
 	for _, c := range tail {
@@ -37,8 +37,16 @@ func (s *solver) repackTail(in Input, r *Results) *Results {
 			sub.Pods = append(sub.Pods, p.pod)
 		}
 		u := sub.PoolUsage[c.pool.np.Name]
-		sub.PoolUsage[c.pool.np.Name] = PoolUsage{Resources: u.Resources.Sub(c.target.Capacity), Nodes: u.Nodes - 1}
+		sub.PoolUsage[c.pool.np.Name] = PoolUsage{Resources: u.Resources.Sub(c.target.Capacity), Nodes: u.Nodes - 1, carriedSpend: u.carriedSpend - c.price}
 		inTail[c.name] = true
+	}
+	if s.ledger != nil {
+		// The plan is final but for this tail: the re-plan charges what the rest
+		// leaves of the commitments.
+		for _, c := range tail {
+			s.ledger.Release(c.use)
+		}
+		sub.charged = s.ledger
 	}
 	alt, _ := plan(sub, true)
 	if len(alt.Unschedulable) > 0 {

@@ -8,6 +8,9 @@ import (
 type PoolUsage struct {
 	Resources Resources
 	Nodes     int64
+	// carriedSpend is what a re-plan of part of a solve carries of the rest's
+	// spend; the engine adds the pool's nodes' own.
+	carriedSpend float64
 }
 
 // UsageOfClaims sums, per pool, every NodeClaim of the pool: launched or not, and

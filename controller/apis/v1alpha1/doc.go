@@ -1,7 +1,6 @@
 // Package v1alpha1 holds the karpenter.sh/v1alpha1 API types: NodeOverlay, which
-// Karpenter v1.14 serves behind its NodeOverlay feature gate. The CRD is installed so
-// that manifests written for Karpenter apply; the controller does not read overlays
-// yet (its NodeOverlay gate is refused at start).
+// Karpenter v1.14 serves behind its NodeOverlay feature gate; the controller applies
+// overlays with that gate on.
 //
 // +kubebuilder:object:generate=true
 // +groupName=karpenter.sh

@@ -8,6 +8,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	dovetailv1alpha1 "github.com/dovetail-sh/dovetail/controller/apis/dovetail/v1alpha1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/apis/v1alpha1"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
@@ -53,6 +54,9 @@ func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *schedul
 		if it.CapacityOverlaid {
 			annotations[v1alpha1.CapacityOverlayAppliedAnnotationKey] = "true"
 		}
+	}
+	if plan.CoveredBy != "" {
+		annotations[dovetailv1alpha1.CoveredByAnnotationKey] = plan.CoveredBy
 	}
 	nc := &v1.NodeClaim{
 		ObjectMeta: metav1.ObjectMeta{

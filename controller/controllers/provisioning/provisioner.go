@@ -21,6 +21,7 @@ import (
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/buffer"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
+	"github.com/dovetail-sh/dovetail/controller/commitment"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/state"
@@ -65,10 +66,15 @@ type Provisioner struct {
 	// buffers are the CapacityBuffers' virtual pods (gate CapacityBuffer), planned
 	// with the pending pods and never bound; nil without the gate.
 	buffers *buffer.Cache
+	// commitments price every plan (nil: list prices).
+	commitments *commitment.Store
 }
 
 // WithBuffers plans the buffers' virtual pods with every full solve.
 func (p *Provisioner) WithBuffers(c *buffer.Cache) { p.buffers = c }
+
+// WithCommitments prices every plan with the accepted Commitments.
+func (p *Provisioner) WithCommitments(s *commitment.Store) { p.commitments = s }
 
 // Buffers are the virtual pods the provisioner plans with, or nil.
 func (p *Provisioner) Buffers() *buffer.Cache { return p.buffers }
@@ -212,7 +218,7 @@ func (p *Provisioner) schedule(ctx context.Context, fullOnly bool) (bool, error)
 	start := p.clock.Now()
 	simulation := metrics.StartSimulation(p.clock, "provisioner", len(pending))
 	// The engine's input is the snapshot's, as `dovetail simulate` plans it.
-	results := state.public(p.costs).PlanOn(state.nodes, nil, pending, true)
+	results := state.public(p.costs, p.commitments.Ledger()).PlanOn(state.nodes, nil, pending, true)
 	solveDuration := simulation.Done()
 	if p.buffers != nil && !fullOnly {
 		p.buffers.Record(results)

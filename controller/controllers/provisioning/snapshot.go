@@ -15,6 +15,7 @@ import (
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
+	"github.com/dovetail-sh/dovetail/controller/commitment"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/state"
 )
@@ -350,7 +351,7 @@ func (p *Provisioner) SnapshotOf(ctx context.Context, view *state.View) (*schedu
 	if err != nil {
 		return nil, err
 	}
-	return s.public(p.costs), nil
+	return s.public(p.costs, p.commitments.Ledger()), nil
 }
 
 // SnapshotFromView is the engine's view of a cluster that no provisioner runs in
@@ -361,9 +362,9 @@ func SnapshotFromView(view *state.View, typesOf func(*v1.NodePool) []*scheduling
 	s, _ := p.snapshotOf(context.Background(), view, func(_ context.Context, np *v1.NodePool) ([]*scheduling.InstanceType, error) {
 		return typesOf(np), nil
 	})
-	return s.public(costs)
+	return s.public(costs, nil)
 }
 
-func (s *snapshot) public(costs scheduling.NodeCosts) *scheduling.Snapshot {
-	return &scheduling.Snapshot{Pending: s.pending, Nodes: s.nodes, Pools: s.pools, InstanceTypes: s.instanceTypes, DaemonSetPods: s.daemonSetPods, NodeCosts: costs, PoolUsage: s.usage, Claims: s.claims, VolumeRequirements: s.volumes, Refused: s.refused}
+func (s *snapshot) public(costs scheduling.NodeCosts, commitments *commitment.Ledger) *scheduling.Snapshot {
+	return &scheduling.Snapshot{Commitments: commitments, Pending: s.pending, Nodes: s.nodes, Pools: s.pools, InstanceTypes: s.instanceTypes, DaemonSetPods: s.daemonSetPods, NodeCosts: costs, PoolUsage: s.usage, Claims: s.claims, VolumeRequirements: s.volumes, Refused: s.refused}
 }
