@@ -42,7 +42,7 @@ resource "dovetail_controller" "this" {
   aws_region         = "us-west-2"
   irsa_role_arn      = "arn:aws:iam::123456789012:role/dovetail"
   interruption_queue = "demo-interruptions"
-  feature_gates      = { SpotToSpotConsolidation = true }
+  feature_gates      = { SpotToSpotConsolidation = true, StaticCapacity = true }
   replicas           = %d
   log_level          = %q
   timeouts {
@@ -98,7 +98,7 @@ func TestAccController(t *testing.T) {
 				env["VM_MEMORY_OVERHEAD_PERCENT"] == "0.1" && env["RESERVED_ENIS"] == "1"; has != withValues {
 				return fmt.Errorf("chart values given %v, but the pods have annotations %v, tolerations %v, env %v", withValues, d.Spec.Template.Annotations, d.Spec.Template.Spec.Tolerations, env)
 			}
-			if env["LOG_LEVEL"] != logLevel || env["CLUSTER_NAME"] != "demo" || env["INTERRUPTION_QUEUE"] != "demo-interruptions" || env["FEATURE_GATES"] != "SpotToSpotConsolidation=true" ||
+			if env["LOG_LEVEL"] != logLevel || env["CLUSTER_NAME"] != "demo" || env["INTERRUPTION_QUEUE"] != "demo-interruptions" || env["FEATURE_GATES"] != "SpotToSpotConsolidation=true,StaticCapacity=true" ||
 				env["PUBLIC_IPV4_PRICE_PER_HOUR"] != "0" || env["FEWER_NODES_TOLERANCE"] != "0.05" {
 				return fmt.Errorf("controller environment %v", env)
 			}
@@ -296,9 +296,6 @@ resource "dovetail_controller" "this" {
 			`settings.clusterName is set by this resource's cluster_name attribute`},
 		"values a setting not supported": {controller(`aws_region = "us-west-2"` + "\n" + `values = [yamlencode({ settings = { minValuesPolicy = "BestEffort" } })]`),
 			`settings.minValuesPolicy: BestEffort is not supported yet`},
-		"static capacity gate": {controller(`aws_region = "us-west-2"` + "\n" + `feature_gates = { StaticCapacity = true }`), `StaticCapacity must be false: static NodePool \(spec.replicas\) support is not implemented yet`},
-		"capacity buffer gate": {controller(`aws_region = "us-west-2"` + "\n" + `feature_gates = { CapacityBuffer = true }`), `CapacityBuffer must be false: CapacityBuffer support is not implemented yet`},
-		"node repair gate":     {controller(`aws_region = "us-west-2"` + "\n" + `feature_gates = { NodeRepair = true }`), `NodeRepair must be false: node repair is not implemented yet`},
 		"role name, not ARN":   {controller(`aws_region = "us-west-2"` + "\n" + `irsa_role_arn = "dovetail"`), `must be an IAM role ARN`},
 		"no region":            {controller(``), `Set aws_region on dovetail_controller, or add aws { region = "..." }`},
 		"negative node cost":   {controller(`aws_region = "us-west-2"` + "\n" + `node_overhead_price_per_hour = -0.01`), `"-0.01" is not a decimal number of at least 0, such as 0.005`},

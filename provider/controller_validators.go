@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
-	"github.com/hashicorp/terraform-plugin-framework/types"
 	k8sresource "k8s.io/apimachinery/pkg/api/resource"
 )
 
@@ -49,28 +48,6 @@ func (d decimal) ValidateString(ctx context.Context, req validator.StringRequest
 	}
 	if f, err := strconv.ParseFloat(req.ConfigValue.ValueString(), 64); err != nil || f < 0 || f > d.max || math.IsNaN(f) {
 		resp.Diagnostics.AddAttributeError(req.Path, "Invalid number", fmt.Sprintf("%q is not %s", req.ConfigValue.ValueString(), d.Description(ctx)))
-	}
-}
-
-// notImplementedGate refuses turning on a feature gate whose feature does not exist
-// yet: the controller would refuse to start, so the plan says it first.
-type notImplementedGate struct{ gate, feature string }
-
-func (g notImplementedGate) Description(context.Context) string {
-	return fmt.Sprintf("%s must be false: %s is not implemented yet", g.gate, g.feature)
-}
-
-func (g notImplementedGate) MarkdownDescription(ctx context.Context) string {
-	return g.Description(ctx)
-}
-
-func (g notImplementedGate) ValidateMap(ctx context.Context, req validator.MapRequest, resp *validator.MapResponse) {
-	if req.ConfigValue.IsNull() || req.ConfigValue.IsUnknown() {
-		return
-	}
-	if v, ok := req.ConfigValue.Elements()[g.gate].(types.Bool); ok && v.ValueBool() {
-		resp.Diagnostics.AddAttributeError(req.Path.AtMapKey(g.gate), "Feature not available",
-			fmt.Sprintf("%s; remove %s from feature_gates or set it to false", g.Description(ctx), g.gate))
 	}
 }
 

@@ -8,12 +8,16 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/robfig/cron/v3"
+	apiresource "k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	dovetailv1alpha1 "github.com/dovetail-sh/dovetail/controller/apis/dovetail/v1alpha1"
 	"github.com/dovetail-sh/dovetail/controller/apis/v1alpha1"
+	"github.com/dovetail-sh/dovetail/controller/commitment"
 	"github.com/dovetail-sh/dovetail/controller/overlay"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
 // NewNodePoolResource is dovetail_node_pool: a karpenter.sh/v1 NodePool.
@@ -64,6 +68,34 @@ func NewCapacityBufferResource() resource.Resource {
 	}
 }
 
+// NewCommitmentResource is dovetail_commitment: a dovetail.sh/v1alpha1 Commitment.
+func NewCommitmentResource() resource.Resource {
+	return &customResource{
+		kindName:   "Commitment",
+		typeSuffix: "_commitment",
+		description: "A dovetail.sh/v1alpha1 Commitment: Reserved Instances (a count per type, zonal or regional) and Savings Plans (Compute, or EC2Instance for one family; an hourly commitment and its discount) the controller plans with. " +
+			"An on-demand node they pay for is priced at what it adds to the bill: 0 while a reservation lasts, the plan's rate while its commitment does, the list price after; consolidation prices nodes the same way. " +
+			"The spec mirrors the YAML field by field in snake_case; validation and status (what of each commitment the nodes use) come from the CRD, and the controller's own checks run at plan. Applied with server-side apply.",
+		extraChecks: commitmentChecks,
+	}
+}
+
+// commitmentChecks runs the controller's parsing of a commitment at plan time.
+func commitmentChecks(spec map[string]any) field.ErrorList {
+	raw, err := json.Marshal(spec)
+	if err != nil {
+		return field.ErrorList{field.InternalError(field.NewPath("spec"), err)}
+	}
+	c := &dovetailv1alpha1.Commitment{}
+	if err := json.Unmarshal(raw, &c.Spec); err != nil {
+		return field.ErrorList{field.Invalid(field.NewPath("spec"), string(raw), err.Error())}
+	}
+	if _, err := commitment.Parse(c); err != nil {
+		return field.ErrorList{field.Forbidden(field.NewPath("spec"), err.Error())}
+	}
+	return nil
+}
+
 // nodeOverlayChecks runs the controller's own validation of an overlay at plan
 // time, so an overlay the controller would refuse never applies.
 func nodeOverlayChecks(spec map[string]any) field.ErrorList {
@@ -94,6 +126,14 @@ func nodeOverlayChecks(spec map[string]any) field.ErrorList {
 // pattern only counts five fields.
 func nodePoolChecks(spec map[string]any) field.ErrorList {
 	var errs field.ErrorList
+	limits, _ := spec["limits"].(map[string]any)
+	if v, ok := limits[string(scheduling.ResourceSpendPerHour)]; ok {
+		s := fmt.Sprint(v)
+		if q, err := apiresource.ParseQuantity(s); err != nil || q.Sign() <= 0 {
+			errs = append(errs, field.Invalid(field.NewPath("spec", "limits").Key(string(scheduling.ResourceSpendPerHour)), s,
+				"the pool's spend limit is dollars per hour, a positive number such as \"50\" or \"12.5\""))
+		}
+	}
 	disruption, _ := spec["disruption"].(map[string]any)
 	budgets, _ := disruption["budgets"].([]any)
 	for i, b := range budgets {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dovetail-sh/dovetail/controller/apis/autoscaling/v1beta1"
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
+	dovetailv1alpha1 "github.com/dovetail-sh/dovetail/controller/apis/dovetail/v1alpha1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/apis/v1alpha1"
 	"github.com/dovetail-sh/dovetail/tests/testenv"
@@ -275,6 +276,8 @@ func TestNodePoolPlanTimeValidation(t *testing.T) {
 			`'schedule' must be set with 'duration'`},
 		"schedule that is not cron": {poolWith("p", `disruption = { consolidate_after = "0s", budgets = [{ nodes = "1", schedule = "61 * * * *", duration = "1h" }] }`, req),
 			`spec.disruption.budgets\[0\].schedule: Invalid value: "61 \* \* \* \*": not a cron expression`},
+		"spend limit that is not dollars": {poolWith("p", `limits = { "dovetail.sh/usd-per-hour" = "-5" }`, req),
+			`spec.limits\["dovetail.sh/usd-per-hour"\]: Invalid value: "-5": the pool.s\s+spend limit is dollars per hour`},
 		"budget over 100%": {poolWith("p", `disruption = { consolidate_after = "0s", budgets = [{ nodes = "110%" }] }`, req),
 			`spec.disruption.budgets\[0\].nodes: Invalid value: "110%"`},
 		"misspelt taint effect": {strings.Replace(poolWith("p", "", req), "requirements   =", `taints = [{ key = "dedicated", effect = "NoScheduel" }]
@@ -541,6 +544,71 @@ resource "dovetail_capacity_buffer" "spare" {
 				ImportStateId:           "default/spare",
 				ImportStateVerify:       true,
 				ImportStateVerifyIgnore: []string{"timeouts", "status"},
+			},
+		},
+	})
+}
+
+// TestAccCommitment: dovetail_commitment applies a Commitment of the issue's shape
+// (zonal RIs, a Compute and an EC2Instance Savings Plan); a plan the controller
+// could not use fails at plan naming the field; an update changes it in place.
+func TestAccCommitment(t *testing.T) {
+	acceptance(t)
+	ctx := context.Background()
+	api := testenv.StartAPIServer(t)
+	config := func(spec string) string {
+		return kubeProvider(api.Kubeconfig) + `
+resource "dovetail_commitment" "ri" {
+  name = "ri-m5"
+  spec = {
+    ` + spec + `
+  }
+}
+`
+	}
+	get := func() *dovetailv1alpha1.Commitment {
+		c := &dovetailv1alpha1.Commitment{}
+		if err := api.Client.Get(ctx, client.ObjectKey{Name: "ri-m5"}, c); err != nil {
+			t.Fatal(err)
+		}
+		return c
+	}
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{
+				Config:      config(`savings_plans = [{ type = "Compute", commitment_per_hour = "25", discount = "28" }]`),
+				ExpectError: regexp.MustCompile(`discount`),
+			},
+			{
+				Config:      config(`savings_plans = [{ type = "EC2Instance", commitment_per_hour = "25", discount = "0.4" }]`),
+				ExpectError: regexp.MustCompile(`family is required for an EC2Instance savings plan`),
+			},
+			{
+				Config: config(`reserved_instances = [{ instance_type = "m5.2xlarge", zone = "us-east-1a", count = 4 }]
+    savings_plans = [
+      { type = "Compute", commitment_per_hour = "25.00", discount = "0.28" },
+      { type = "EC2Instance", family = "m7i", commitment_per_hour = "10.00", discount = "0.40" },
+    ]`),
+				Check: func(*terraform.State) error {
+					c := get()
+					if len(c.Spec.ReservedInstances) != 1 || c.Spec.ReservedInstances[0].Count != 4 || c.Spec.ReservedInstances[0].Zone != "us-east-1a" ||
+						len(c.Spec.SavingsPlans) != 2 || c.Spec.SavingsPlans[1].Family != "m7i" || c.Spec.SavingsPlans[1].Discount != "0.40" {
+						return fmt.Errorf("the commitment's spec is %+v", c.Spec)
+					}
+					return nil
+				},
+			},
+			{
+				Config:           config(`reserved_instances = [{ instance_type = "m5.2xlarge", count = 6 }]`),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction("dovetail_commitment.ri", plancheck.ResourceActionUpdate)}},
+				Check: func(*terraform.State) error {
+					c := get()
+					if len(c.Spec.SavingsPlans) != 0 || c.Spec.ReservedInstances[0].Count != 6 || c.Spec.ReservedInstances[0].Zone != "" {
+						return fmt.Errorf("the commitment's spec is %+v", c.Spec)
+					}
+					return nil
+				},
 			},
 		},
 	})

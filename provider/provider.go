@@ -219,7 +219,7 @@ func stringValues(in []types.String) []string {
 func (p *dovetailProvider) Resources(context.Context) []func() resource.Resource {
 	return []func() resource.Resource{NewDiscoveryTagsResource, NewInterruptionQueueResource, NewNodeRoleResource, NewControllerRoleResource, NewVPCEndpointsResource,
 		NewNodeAccessEntryResource, NewPodIdentityAssociationResource, NewSpotServiceLinkedRoleResource,
-		NewNodePoolResource, NewEC2NodeClassResource, NewNodeOverlayResource, NewCapacityBufferResource, NewControllerResource}
+		NewNodePoolResource, NewEC2NodeClassResource, NewNodeOverlayResource, NewCapacityBufferResource, NewCommitmentResource, NewControllerResource}
 }
 
 func (p *dovetailProvider) DataSources(context.Context) []func() datasource.DataSource {

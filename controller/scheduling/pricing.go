@@ -28,8 +28,8 @@ func SpendLimit(np *v1.NodePool) (float64, bool) {
 // FormatDollars prints a $/h figure as limits and events show it.
 func FormatDollars(v float64) string { return "$" + strconv.FormatFloat(v, 'f', 4, 64) + "/h" }
 
-// family is the instance family a type belongs to, as Savings Plans name it.
-func family(it *InstanceType) string {
+// Family is the instance family a type belongs to, as Savings Plans name it.
+func Family(it *InstanceType) string {
 	if r, ok := it.Requirements[v1.LabelInstanceFamily]; ok && r.Len() == 1 {
 		return r.Values()[0]
 	}
@@ -38,7 +38,7 @@ func family(it *InstanceType) string {
 }
 
 func instanceOf(it *InstanceType, o Offering) commitment.Instance {
-	return commitment.Instance{Type: it.Name, Family: family(it), Zone: o.Zone, ListPrice: o.Price}
+	return commitment.Instance{Type: it.Name, Family: Family(it), Zone: o.Zone, ListPrice: o.Price}
 }
 
 // pricing reports whether the solve tracks prices as it plans: commitments to
@@ -202,7 +202,7 @@ func (s *solver) pinToCommitment(c *claim, reqs Requirements, options []*Instanc
 		}
 		keep = func(it *InstanceType) bool { return it == c.target }
 	} else if f := c.use.Family(); f != "" {
-		keep = func(it *InstanceType) bool { return family(it) == f }
+		keep = func(it *InstanceType) bool { return Family(it) == f }
 	}
 	out := make([]*InstanceType, 0, len(options))
 	for _, it := range options {

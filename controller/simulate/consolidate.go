@@ -151,6 +151,7 @@ func Consolidate(in *Inputs, instanceTypes []*scheduling.InstanceType, costs sch
 	}
 	typesOf, overlays := typesWithOverlays(in, instanceTypes)
 	snap := provisioning.SnapshotFromView(view, typesOf, costs)
+	snap.Commitments, _ = ledgerOf(in)
 	cl := consolidation.Observe(view, snap, sets.New[string](), now)
 	allowed, errs := cl.Allowed(now)
 	if len(errs) > 0 {

@@ -23,8 +23,10 @@ import (
 
 	"github.com/dovetail-sh/dovetail/controller/apis/autoscaling/v1beta1"
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
+	dovetailv1alpha1 "github.com/dovetail-sh/dovetail/controller/apis/dovetail/v1alpha1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/apis/v1alpha1"
+	"github.com/dovetail-sh/dovetail/controller/commitment"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
@@ -39,6 +41,8 @@ type Inputs struct {
 	NodeClasses []*awsv1.EC2NodeClass
 	// NodeOverlays change the price and capacity of the types the pools plan with.
 	NodeOverlays []*v1alpha1.NodeOverlay
+	// Commitments are Reserved Instances and Savings Plans the plan is priced with.
+	Commitments []*dovetailv1alpha1.Commitment
 	// Buffers are CapacityBuffers: room kept for copies of a PodTemplate's or a
 	// workload's pods. podTemplates and workloads are what they may name.
 	Buffers      []*v1beta1.CapacityBuffer
@@ -297,6 +301,20 @@ func (in *Inputs) add(raw []byte, where string, listAllowed bool) error {
 			}
 		}
 		in.NodeOverlays = append(in.NodeOverlays, o)
+	case dovetailv1alpha1.SchemeGroupVersion.String() + "/Commitment":
+		c := &dovetailv1alpha1.Commitment{}
+		if err := decode(c); err != nil {
+			return err
+		}
+		if _, err := commitment.Parse(c); err != nil {
+			return fmt.Errorf("%s: %s: %w", where, named(c.ObjectMeta), err)
+		}
+		for _, existing := range in.Commitments {
+			if existing.Name == c.Name {
+				return fmt.Errorf("%s: %s is defined twice; Commitment names must be unique", where, named(c.ObjectMeta))
+			}
+		}
+		in.Commitments = append(in.Commitments, c)
 	case awsv1.SchemeGroupVersion.String() + "/EC2NodeClass":
 		nc := &awsv1.EC2NodeClass{}
 		if err := decode(nc); err != nil {
@@ -312,7 +330,7 @@ func (in *Inputs) add(raw []byte, where string, listAllowed bool) error {
 			in.Warnings = append(in.Warnings, fmt.Sprintf("%s: ignoring %s: it does not affect scheduling", where, meta.Kind))
 			return nil
 		}
-		return fmt.Errorf("%s: unsupported kind %s %s; simulate reads Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets, Nodes, NodePools, NodeClaims, EC2NodeClasses, NodeOverlays, CapacityBuffers, PodTemplates, PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes, StorageClasses and Lists of them", where, meta.APIVersion, meta.Kind)
+		return fmt.Errorf("%s: unsupported kind %s %s; simulate reads Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets, Nodes, NodePools, NodeClaims, EC2NodeClasses, NodeOverlays, CapacityBuffers, Commitments, PodTemplates, PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes, StorageClasses and Lists of them", where, meta.APIVersion, meta.Kind)
 	}
 	return nil
 }

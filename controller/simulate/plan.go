@@ -24,7 +24,11 @@ type Plan struct {
 	Overlays []OverlayVerdict `json:"overlays,omitempty"`
 	// Buffers are the input's CapacityBuffers and where their room is kept; their
 	// virtual pods are in the plan under capacity-buffer-NAME-i.
-	Buffers       []BufferPlan       `json:"buffers,omitempty"`
+	Buffers []BufferPlan `json:"buffers,omitempty"`
+	// Commitments are the input's Commitments and what the plan uses of them;
+	// NodePrices what the existing nodes cost with them.
+	Commitments   []CommitmentUse    `json:"commitments,omitempty"`
+	NodePrices    []NodePrice        `json:"nodePrices,omitempty"`
 	NodeClaims    []PlannedNodeClaim `json:"nodeClaims"`
 	ExistingNodes []PlannedExisting  `json:"existingNodes"`
 	Unschedulable []Unschedulable    `json:"unschedulable"`
@@ -32,11 +36,15 @@ type Plan struct {
 }
 
 type PlannedNodeClaim struct {
-	NodePool            string   `json:"nodePool"`
-	InstanceType        string   `json:"instanceType"`
-	Zone                string   `json:"zone"`
-	CapacityType        string   `json:"capacityType"`
+	NodePool     string `json:"nodePool"`
+	InstanceType string `json:"instanceType"`
+	Zone         string `json:"zone"`
+	CapacityType string `json:"capacityType"`
+	// PricePerHour is what the node adds to the bill (commitments applied);
+	// ListPricePerHour its on-demand or spot price.
 	PricePerHour        float64  `json:"pricePerHour"`
+	ListPricePerHour    float64  `json:"listPricePerHour"`
+	CoveredBy           string   `json:"coveredBy,omitempty"`
 	InstanceTypeOptions int      `json:"instanceTypeOptions"`
 	Pods                []string `json:"pods"`
 }
@@ -56,7 +64,9 @@ type Summary struct {
 	Scheduled    int     `json:"scheduled"`
 	NodeClaims   int     `json:"nodeClaims"`
 	PricePerHour float64 `json:"pricePerHour"`
-	SolveSeconds float64 `json:"solveSeconds"`
+	// ListPricePerHour is the new claims' price without commitments.
+	ListPricePerHour float64 `json:"listPricePerHour"`
+	SolveSeconds     float64 `json:"solveSeconds"`
 }
 
 // Run plans the inputs against the instance types. Every NodePool uses the same
@@ -76,6 +86,8 @@ func Run(in *Inputs, instanceTypes []*scheduling.InstanceType, costs scheduling.
 	view.VolumesUnknown = len(in.Claims)+len(in.Volumes)+len(in.StorageClasses) == 0
 	typesOf, overlays := typesWithOverlays(in, instanceTypes)
 	snap := provisioning.SnapshotFromView(view, typesOf, costs)
+	ledger, terms := ledgerOf(in)
+	snap.Commitments = ledger
 	virtual, buffers := bufferPods(in)
 	start := clk.Now()
 	results := snap.PlanOn(snap.Nodes, nil, append(snap.Pending[:len(snap.Pending):len(snap.Pending)], virtual...), true)
@@ -103,13 +115,18 @@ func Run(in *Inputs, instanceTypes []*scheduling.InstanceType, costs scheduling.
 	plan.Summary.Pods = len(in.Pods)
 	plan.Summary.NodeClaims = len(plan.NodeClaims)
 	plan.Summary.PricePerHour = round(results.PricePerHour())
+	for _, nc := range results.NodeClaims {
+		plan.Summary.ListPricePerHour += nc.ListPrice
+	}
+	plan.Summary.ListPricePerHour = round(plan.Summary.ListPricePerHour)
+	plan.NodePrices, plan.Commitments = commitmentReport(snap, terms, results.NodeClaims)
 	plan.Summary.SolveSeconds = elapsed.Seconds()
 	return plan, nil
 }
 
 func plannedNodeClaim(nc *scheduling.NodeClaimPlan) PlannedNodeClaim {
 	return PlannedNodeClaim{NodePool: nc.NodePool, InstanceType: nc.InstanceType.Name, Zone: nc.Offering.Zone, CapacityType: nc.Offering.CapacityType,
-		PricePerHour: round(nc.Offering.Price), InstanceTypeOptions: len(nc.InstanceTypeOptions), Pods: podNames(nc.Pods)}
+		PricePerHour: round(nc.Offering.Price), ListPricePerHour: round(nc.ListPrice), CoveredBy: nc.CoveredBy, InstanceTypeOptions: len(nc.InstanceTypeOptions), Pods: podNames(nc.Pods)}
 }
 
 func round(f float64) float64 { return math.Round(f*1e6) / 1e6 }
@@ -150,8 +167,18 @@ func (p *Plan) WriteTable(w io.Writer) error {
 			return err
 		}
 	}
+	if err := writeCommitments(w, p.Commitments, p.NodePrices); err != nil {
+		return err
+	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	if len(p.NodeClaims) > 0 {
+	if len(p.NodeClaims) > 0 && len(p.Commitments) > 0 {
+		fmt.Fprintln(tw, "NEW NODECLAIMS\t\t\t\t\t\t\t\t")
+		fmt.Fprintln(tw, "NODEPOOL\tINSTANCE TYPE\tZONE\tCAPACITY\t$/HOUR\tLIST $/HOUR\tCOVERED BY\tOPTIONS\tPODS")
+		for _, nc := range p.NodeClaims {
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%.4f\t%.4f\t%s\t%d\t%s\n", nc.NodePool, nc.InstanceType, nc.Zone, nc.CapacityType, nc.PricePerHour, nc.ListPricePerHour, joinOr([]string{nc.CoveredBy}), nc.InstanceTypeOptions, summarize(nc.Pods))
+		}
+		fmt.Fprintln(tw)
+	} else if len(p.NodeClaims) > 0 {
 		fmt.Fprintln(tw, "NEW NODECLAIMS\t\t\t\t\t\t")
 		fmt.Fprintln(tw, "NODEPOOL\tINSTANCE TYPE\tZONE\tCAPACITY\t$/HOUR\tOPTIONS\tPODS")
 		for _, nc := range p.NodeClaims {
@@ -178,7 +205,11 @@ func (p *Plan) WriteTable(w io.Writer) error {
 		fmt.Fprintln(w)
 	}
 	s := p.Summary
-	_, err := fmt.Fprintf(w, "%d/%d pods scheduled, %d new nodeclaims, $%.4f/hour, solved in %.3fs\n", s.Scheduled, s.Pods, s.NodeClaims, s.PricePerHour, s.SolveSeconds)
+	price := fmt.Sprintf("$%.4f/hour", s.PricePerHour)
+	if len(p.Commitments) > 0 {
+		price = fmt.Sprintf("$%.4f/hour effective ($%.4f/hour at list prices)", s.PricePerHour, s.ListPricePerHour)
+	}
+	_, err := fmt.Fprintf(w, "%d/%d pods scheduled, %d new nodeclaims, %s, solved in %.3fs\n", s.Scheduled, s.Pods, s.NodeClaims, price, s.SolveSeconds)
 	return err
 }
 

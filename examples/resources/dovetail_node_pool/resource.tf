@@ -13,7 +13,8 @@ resource "dovetail_node_pool" "general" {
         expire_after = "720h"
       }
     }
-    limits = { cpu = "1000" }
+    # A spend limit in dollars per hour, at the prices the engine plans with.
+    limits = { cpu = "1000", "dovetail.sh/usd-per-hour" = "50" }
     disruption = {
       consolidation_policy = "WhenEmptyOrUnderutilized"
       consolidate_after    = "1m"
