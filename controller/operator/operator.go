@@ -144,8 +144,10 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(manager
 	if err := mgr.Add(provisioner); err != nil {
 		return fmt.Errorf("adding provisioner, %w", err)
 	}
+	commitments := &commitment.Store{}
 	poolCounter := counter.NewController(mgr.GetClient(), clk, cloudFor("nodepool.counter"))
 	poolCounter.StaticCapacity = opts.FeatureGates.StaticCapacity
+	poolCounter.Commitments = commitments
 	controllers := []Controller{
 		provisioning.NewPodController(mgr.GetClient(), provisioner),
 		lifecycle.NewController(mgr.GetClient(), cloudFor("nodeclaim.lifecycle"), clk, recorder, opts.RegistrationTTL),
@@ -159,7 +161,6 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(manager
 			ReplacementTimeout: disruption.DefaultOptions().ReplacementTimeout, SpotToSpotConsolidation: opts.FeatureGates.SpotToSpotConsolidation,
 		}),
 	}
-	commitments := &commitment.Store{}
 	provisioner.WithCommitments(commitments)
 	controllers = append(controllers, commitmentcontroller.NewController(mgr.GetClient(), cloudFor("commitment"), commitments, clk))
 	if opts.FeatureGates.CapacityBuffer {

@@ -91,6 +91,7 @@ func (s *solver) addToClaim(c *claim, p *podInfo) error {
 	repriced := s.pricing() && (target != c.target || !sameRequirements(reqs, c.reqs))
 	if repriced && c.pool.spendLimited {
 		if o, _ := s.cheapest(target, reqs); !s.withinSpend(c.pool, o.Price-c.price) {
+			c.pool.spendCapped = true
 			return fmt.Errorf("the NodePool's spend limit of %s would be exceeded", FormatDollars(c.pool.spendLimit))
 		}
 	}
@@ -433,6 +434,7 @@ func (s *solver) withinLimits(ps *poolState, it *InstanceType, reqs Requirements
 	}
 	if ps.spendLimited {
 		if o, ok := s.cheapest(it, reqs); !ok || !s.withinSpend(ps, o.Price) {
+			ps.spendCapped = true
 			return false
 		}
 	}

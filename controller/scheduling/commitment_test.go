@@ -143,8 +143,11 @@ func TestSpendLimitStopsProvisioningAtTheCap(t *testing.T) {
 	if r.PricePerHour() > 0.5+1e-9 || len(r.NodeClaims) == 0 {
 		t.Fatalf("the plan costs $%v/h in %d claims; want some nodes and at most $0.50/h", r.PricePerHour(), len(r.NodeClaims))
 	}
-	if len(r.Unschedulable) == 0 || !strings.Contains(r.Unschedulable[0].Reason, "usd-per-hour") {
+	if len(r.Unschedulable) == 0 || !strings.Contains(r.Unschedulable[0].Reason, "dovetail.sh/usd-per-hour limit of $0.5000/h") {
 		t.Fatalf("unschedulable %v; want the pods past the cap pending with the limit named", r.Unschedulable)
+	}
+	if spend, ok := r.SpendLimited["default"]; !ok || math.Abs(spend-r.PricePerHour()) > 1e-9 {
+		t.Errorf("spend-limited pools %v; want default at the plan's $%v/h", r.SpendLimited, r.PricePerHour())
 	}
 	in.Nodes = []*scheduling.ExistingNode{{Name: "big", NodePool: "default",
 		Labels: map[string]string{v1.LabelInstanceType: "m5.4xlarge", v1.LabelTopologyZone: "us-east-1a", v1.LabelCapacityType: v1.CapacityTypeOnDemand}}}

@@ -32,6 +32,8 @@ func (s *solver) explainNoInstanceType(ps *poolState, reqs Requirements, need Re
 		return fmt.Errorf("no instance type satisfies requirements %s", reqs)
 	case fitting == 0:
 		return fmt.Errorf("no instance type has enough resources for requests %s (with daemonset overhead); %d types match the requirements, short of %s", need, compatible, strings.Join(need.Exceeding(biggest), ", "))
+	case ps.spendCapped:
+		return fmt.Errorf("the NodePool's limits %s would be exceeded: it spends %s of its %s limit of %s", formatLimits(ps.limits), FormatDollars(ps.spend), ResourceSpendPerHour, FormatDollars(ps.spendLimit))
 	default:
 		return fmt.Errorf("the NodePool's limits %s would be exceeded", formatLimits(ps.limits))
 	}

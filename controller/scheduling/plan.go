@@ -105,6 +105,9 @@ type Results struct {
 	NodeClaims    []*NodeClaimPlan
 	Existing      []*ExistingPlacement
 	Unschedulable []PodError
+	// SpendLimited are the pools whose dovetail.sh/usd-per-hour limit kept a node
+	// from being planned, with what the pool spends per hour as planned.
+	SpendLimited map[string]float64
 }
 
 // PricePerHour is the total price of the new NodeClaims.
@@ -131,6 +134,14 @@ func PriceOf(plans []*NodeClaimPlan) float64 {
 
 func (s *solver) results() *Results {
 	r := &Results{Unschedulable: s.errors}
+	for _, ps := range s.pools {
+		if ps.spendCapped {
+			if r.SpendLimited == nil {
+				r.SpendLimited = map[string]float64{}
+			}
+			r.SpendLimited[ps.np.Name] = ps.spend
+		}
+	}
 	for _, c := range s.claims {
 		options := filterFits(c.options, c.requests)
 		reqs := c.reqs.Copy()

@@ -35,6 +35,8 @@ type poolState struct {
 	spend        float64
 	spendLimit   float64
 	spendLimited bool
+	// spendCapped is set when the limit kept a node from being planned.
+	spendCapped bool
 }
 
 type claim struct {

@@ -107,34 +107,45 @@ func (c *Controller) charge(ctx context.Context, ledger *commitment.Ledger) ([]c
 	if ledger.Empty() {
 		return nil, nil
 	}
+	_, _, uses, err := ChargeClaims(ctx, c.kube, c.cloud, ledger)
+	return uses, err
+}
+
+// ChargeClaims charges every launched claim to the ledger (nil: list prices),
+// as AWS bills them, and returns the claims with each one's price (NaN when its
+// offering is unknown) and use. An error reading a pool's types leaves its claims
+// unpriced and is returned with the rest.
+func ChargeClaims(ctx context.Context, kube client.Client, cloud cloudprovider.CloudProvider, ledger *commitment.Ledger) ([]*v1.NodeClaim, []float64, []commitment.Use, error) {
 	var claims v1.NodeClaimList
-	if err := c.kube.List(ctx, &claims); err != nil {
-		return nil, fmt.Errorf("listing nodeclaims, %w", err)
+	if err := kube.List(ctx, &claims); err != nil {
+		return nil, nil, nil, fmt.Errorf("listing nodeclaims, %w", err)
 	}
 	var pools v1.NodePoolList
-	if err := c.kube.List(ctx, &pools); err != nil {
-		return nil, fmt.Errorf("listing nodepools, %w", err)
+	if err := kube.List(ctx, &pools); err != nil {
+		return nil, nil, nil, fmt.Errorf("listing nodepools, %w", err)
 	}
 	catalogs := map[string][]*scheduling.InstanceType{}
 	var errs []error
 	for i := range pools.Items {
-		types, err := c.cloud.GetInstanceTypes(ctx, &pools.Items[i])
+		types, err := cloud.GetInstanceTypes(ctx, &pools.Items[i])
 		if err != nil {
 			errs = append(errs, fmt.Errorf("reading the instance types of nodepool %s, %w", pools.Items[i].Name, err))
 			continue
 		}
 		catalogs[pools.Items[i].Name] = types
 	}
+	var launched []*v1.NodeClaim
 	var nodes []*scheduling.ExistingNode
 	for i := range claims.Items {
 		nc := &claims.Items[i]
 		if nc.Status.ProviderID == "" || nc.DeletionTimestamp != nil {
 			continue
 		}
+		launched = append(launched, nc)
 		nodes = append(nodes, &scheduling.ExistingNode{Name: nc.Name, Labels: nc.Labels, NodePool: nc.Labels[v1.LabelNodePool]})
 	}
-	_, uses := scheduling.ChargeNodes(nodes, catalogs, ledger)
-	return uses, errors.Join(errs...)
+	prices, uses := scheduling.ChargeNodes(nodes, catalogs, ledger)
+	return launched, prices, uses, errors.Join(errs...)
 }
 
 func (c *Controller) writeStatus(ctx context.Context, cm *v1alpha1.Commitment, t commitment.Terms, ok bool, refusal error, ledger *commitment.Ledger, uses []commitment.Use) error {

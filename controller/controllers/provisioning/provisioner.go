@@ -232,6 +232,13 @@ func (p *Provisioner) schedule(ctx context.Context, fullOnly bool) (bool, error)
 		results.Unschedulable = nil
 	}
 	recordDecisions(results, p.clock.Now(), !fullOnly)
+	for pool, spend := range results.SpendLimited {
+		if np := state.poolByName[pool]; np != nil {
+			limit, _ := scheduling.SpendLimit(np)
+			p.recorder.Eventf(np, corev1.EventTypeWarning, "SpendLimitReached", "NodePool %s spends %s of its %s limit of %s: pods that need more capacity stay pending",
+				pool, scheduling.FormatDollars(spend), scheduling.ResourceSpendPerHour, scheduling.FormatDollars(limit))
+		}
+	}
 	// Creates run in parallel: each one is a round trip through the CRD's validation,
 	// and a burst can plan dozens of nodes.
 	claims := make([]*v1.NodeClaim, len(results.NodeClaims))

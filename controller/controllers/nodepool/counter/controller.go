@@ -23,6 +23,7 @@ import (
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
+	"github.com/dovetail-sh/dovetail/controller/commitment"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
@@ -90,6 +91,9 @@ type Controller struct {
 	clock clock.Clock
 	// cloud prices the pool's nodes; nil leaves the cost gauge out.
 	cloud cloudprovider.CloudProvider
+	// Commitments price the pool's spend against its dovetail.sh/usd-per-hour
+	// limit (nil: list prices).
+	Commitments *commitment.Store
 	// StaticCapacity is the feature gate: without it a static pool (spec.replicas)
 	// is not valid, rather than silently never scaled.
 	StaticCapacity bool
