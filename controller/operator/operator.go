@@ -38,6 +38,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/garbagecollection"
 	claimhash "github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/hash"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/lifecycle"
+	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/metadata"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/termination"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeoverlay"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodepool/counter"
@@ -159,10 +160,14 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(manager
 		disruption.NewController(mgr.GetClient(), cloudFor("disruption"), provisioner, clk, recorder, disruption.Options{
 			Period: opts.DisruptionPeriod, ValidationDelay: opts.ConsolidationValidationDelay,
 			ReplacementTimeout: disruption.DefaultOptions().ReplacementTimeout, SpotToSpotConsolidation: opts.FeatureGates.SpotToSpotConsolidation,
+			DriftOnMetadata: opts.DriftOnMetadata,
 		}),
 	}
 	provisioner.WithCommitments(commitments)
 	controllers = append(controllers, commitmentcontroller.NewController(mgr.GetClient(), cloudFor("commitment"), commitments, clk))
+	if !opts.DriftOnMetadata {
+		controllers = append(controllers, metadata.NewController(mgr.GetClient(), recorder))
+	}
 	if opts.FeatureGates.CapacityBuffer {
 		buffers := buffer.NewCache()
 		provisioner.WithBuffers(buffers)

@@ -42,6 +42,9 @@ type Options struct {
 	LogErrorOutputPaths     string
 	VMMemoryOverheadPercent float64
 	RegistrationTTL         time.Duration
+	// DriftOnMetadata replaces nodes when their pool's template labels or
+	// annotations change (Karpenter's behaviour) instead of updating them in place.
+	DriftOnMetadata bool
 	// DisruptionPeriod and ConsolidationValidationDelay pace voluntary disruption.
 	DisruptionPeriod             time.Duration
 	ConsolidationValidationDelay time.Duration
@@ -227,6 +230,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.LogOutputPaths, "log-output-paths", env("LOG_OUTPUT_PATHS", "stderr"), "where logs go: stdout, stderr or both, comma-separated [LOG_OUTPUT_PATHS]")
 	fs.StringVar(&o.LogErrorOutputPaths, "log-error-output-paths", env("LOG_ERROR_OUTPUT_PATHS", "stderr"), "where the logger's own errors go: stdout, stderr or both [LOG_ERROR_OUTPUT_PATHS]")
 	fs.Float64Var(&o.VMMemoryOverheadPercent, "vm-memory-overhead-percent", envFloat("VM_MEMORY_OVERHEAD_PERCENT", 0.075), "share of instance memory the hypervisor keeps [VM_MEMORY_OVERHEAD_PERCENT]")
+	fs.BoolVar(&o.DriftOnMetadata, "drift-on-metadata", envBool("DRIFT_ON_METADATA", false), "replace nodes when their NodePool template's labels or annotations change, as Karpenter does; by default those are applied to the NodeClaims and Nodes in place [DRIFT_ON_METADATA]")
 	fs.DurationVar(&o.RegistrationTTL, "registration-ttl", envDuration("REGISTRATION_TTL", 15*time.Minute), "delete a NodeClaim whose node has not registered after this long [REGISTRATION_TTL]")
 	fs.DurationVar(&o.DisruptionPeriod, "disruption-period", envDuration("DISRUPTION_PERIOD", 10*time.Second), "how often disruption looks for nodes to remove or replace [DISRUPTION_PERIOD]")
 	fs.DurationVar(&o.ConsolidationValidationDelay, "consolidation-validation-delay", envDuration("CONSOLIDATION_VALIDATION_DELAY", 15*time.Second), "how long a consolidation decision must hold before it is carried out [CONSOLIDATION_VALIDATION_DELAY]")

@@ -29,6 +29,24 @@ func (np *NodePool) Hash() string {
 	return fmt.Sprint(h)
 }
 
+// OnlyMetadataChanged reports whether the claim was launched from this pool's
+// template as it is now but for the template's labels and annotations: the
+// claim's own spec (taints, startup taints, node class, expireAfter,
+// terminationGracePeriod, copied from the template at launch) with the pool's
+// metadata hashes to the pool's hash. Such a claim is brought up to date in
+// place rather than replaced. It works for claims Karpenter launched too.
+func (np *NodePool) OnlyMetadataChanged(nc *NodeClaim) bool {
+	h, ok := nc.Annotations[NodePoolHashAnnotationKey]
+	if !ok || h == np.Hash() {
+		return false
+	}
+	launched := &NodePool{Spec: NodePoolSpec{Template: NodeClaimTemplate{ObjectMeta: np.Spec.Template.ObjectMeta, Spec: NodeClaimTemplateSpec{
+		Taints: nc.Spec.Taints, StartupTaints: nc.Spec.StartupTaints, NodeClassRef: nc.Spec.NodeClassRef,
+		TerminationGracePeriod: nc.Spec.TerminationGracePeriod, ExpireAfter: nc.Spec.ExpireAfter,
+	}}}}
+	return launched.Hash() == np.Hash()
+}
+
 // LegacyHash is the hash Dovetail stamped on claims before it computed Karpenter's
 // (a sha256 of the template's JSON under the same hash version): such a claim whose
 // legacy hash still matches is re-stamped, not drifted.

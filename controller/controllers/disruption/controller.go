@@ -50,6 +50,9 @@ type Options struct {
 	ReplacementTimeout time.Duration
 	// SpotToSpotConsolidation allows replacing spot nodes with cheaper spot nodes.
 	SpotToSpotConsolidation bool
+	// DriftOnMetadata drifts nodes whose pool's template labels or annotations
+	// changed, as Karpenter does; off, they are updated in place.
+	DriftOnMetadata bool
 }
 
 // DefaultOptions are Karpenter's timings.
@@ -418,7 +421,10 @@ func (c *Controller) recordPodEvents(ctx context.Context, nc *v1.NodeClaim, pods
 func (c *Controller) driftReason(ctx context.Context, nc *v1.NodeClaim, node *corev1.Node, np *v1.NodePool) string {
 	if nc.Annotations[v1.NodePoolHashVersionAnnotationKey] == v1.NodePoolHashVersion {
 		// A hash an older Dovetail wrote is the same template until re-stamped.
-		if h, ok := nc.Annotations[v1.NodePoolHashAnnotationKey]; ok && h != np.Hash() && h != np.LegacyHash() {
+		// A template whose labels or annotations alone changed is applied in place
+		// (nodeclaim.metadata) unless --drift-on-metadata keeps Karpenter's way.
+		if h, ok := nc.Annotations[v1.NodePoolHashAnnotationKey]; ok && h != np.Hash() && h != np.LegacyHash() &&
+			(c.opts.DriftOnMetadata || !np.OnlyMetadataChanged(nc)) {
 			return "NodePoolDrift"
 		}
 	}

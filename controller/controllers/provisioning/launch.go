@@ -11,6 +11,7 @@ import (
 	dovetailv1alpha1 "github.com/dovetail-sh/dovetail/controller/apis/dovetail/v1alpha1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/apis/v1alpha1"
+	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/metadata"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
@@ -46,6 +47,8 @@ func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *schedul
 	for k, v := range tmpl.Annotations {
 		annotations[k] = v
 	}
+	annotations[dovetailv1alpha1.TemplateLabelsAnnotationKey] = metadata.Keys(tmpl.Labels)
+	annotations[dovetailv1alpha1.TemplateAnnotationsAnnotationKey] = metadata.Keys(tmpl.Annotations)
 	for _, it := range plan.InstanceTypeOptions[:min(len(plan.InstanceTypeOptions), maxInstanceTypes)] {
 		// Karpenter's marks: a NodeOverlay changed what the claim was planned with.
 		if it.PriceOverlaid {

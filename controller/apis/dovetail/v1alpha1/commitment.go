@@ -4,10 +4,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
 
-// CoveredByAnnotationKey marks a NodeClaim planned at a price a Commitment pays
-// for (wholly or in part); the value names the commitment and what of it.
-const CoveredByAnnotationKey = "dovetail.sh/covered-by"
-
 // SavingsPlanType is the kind of a Savings Plan.
 // +kubebuilder:validation:Enum:={Compute,EC2Instance}
 type SavingsPlanType string

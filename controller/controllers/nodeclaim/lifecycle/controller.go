@@ -28,6 +28,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
+	dovetailv1alpha1 "github.com/dovetail-sh/dovetail/controller/apis/dovetail/v1alpha1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
@@ -380,6 +381,30 @@ func (c *Controller) register(ctx context.Context, nc *v1.NodeClaim, node *corev
 		desired.Labels[k] = v
 	}
 	desired.Labels[v1.LabelNodeRegistered] = "true"
+	// An in-place update of the pool's template metadata (nodeclaim.metadata)
+	// changes the claim; this sync, the one writer of those keys on the node,
+	// carries it over: dropped keys go, and the template's annotations follow the
+	// claim's after registration too.
+	for _, k := range dovetailv1alpha1.SplitKeys(nc.Annotations[dovetailv1alpha1.DroppedLabelsAnnotationKey]) {
+		if _, kept := nc.Labels[k]; !kept {
+			delete(desired.Labels, k)
+		}
+	}
+	if meta.IsStatusConditionTrue(nc.Status.Conditions, v1.ConditionTypeRegistered) {
+		for _, k := range dovetailv1alpha1.SplitKeys(nc.Annotations[dovetailv1alpha1.DroppedAnnotationsAnnotationKey]) {
+			if _, kept := nc.Annotations[k]; !kept {
+				delete(desired.Annotations, k)
+			}
+		}
+		for _, k := range dovetailv1alpha1.SplitKeys(nc.Annotations[dovetailv1alpha1.TemplateAnnotationsAnnotationKey]) {
+			if v, ok := nc.Annotations[k]; ok {
+				if desired.Annotations == nil {
+					desired.Annotations = map[string]string{}
+				}
+				desired.Annotations[k] = v
+			}
+		}
+	}
 	taints := make([]corev1.Taint, 0, len(desired.Spec.Taints))
 	for _, t := range desired.Spec.Taints {
 		if t.MatchTaint(&v1.UnregisteredNoExecuteTaint) {

@@ -1,0 +1,28 @@
+package v1alpha1
+
+import "strings"
+
+// Annotations Dovetail writes on NodeClaims.
+const (
+	// CoveredByAnnotationKey marks a NodeClaim planned at a price a Commitment
+	// pays for (wholly or in part); the value names the commitment and what of it.
+	CoveredByAnnotationKey = "dovetail.sh/covered-by"
+	// TemplateLabelsAnnotationKey and TemplateAnnotationsAnnotationKey list, comma
+	// separated, the label and annotation keys the NodePool template gave the
+	// claim and its node, so that keys the template drops are removed in place.
+	TemplateLabelsAnnotationKey      = "dovetail.sh/template-labels"
+	TemplateAnnotationsAnnotationKey = "dovetail.sh/template-annotations"
+	// DroppedLabelsAnnotationKey and DroppedAnnotationsAnnotationKey list the
+	// keys an in-place update took off the claim, for the node's sync to take
+	// off the node.
+	DroppedLabelsAnnotationKey      = "dovetail.sh/dropped-labels"
+	DroppedAnnotationsAnnotationKey = "dovetail.sh/dropped-annotations"
+)
+
+// SplitKeys reads one of these lists.
+func SplitKeys(v string) []string {
+	if v == "" {
+		return nil
+	}
+	return strings.Split(v, ",")
+}
