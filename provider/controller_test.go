@@ -296,10 +296,10 @@ resource "dovetail_controller" "this" {
 			`settings.clusterName is set by this resource's cluster_name attribute`},
 		"values a setting not supported": {controller(`aws_region = "us-west-2"` + "\n" + `values = [yamlencode({ settings = { minValuesPolicy = "BestEffort" } })]`),
 			`settings.minValuesPolicy: BestEffort is not supported yet`},
-		"role name, not ARN":   {controller(`aws_region = "us-west-2"` + "\n" + `irsa_role_arn = "dovetail"`), `must be an IAM role ARN`},
-		"no region":            {controller(``), `Set aws_region on dovetail_controller, or add aws { region = "..." }`},
-		"negative node cost":   {controller(`aws_region = "us-west-2"` + "\n" + `node_overhead_price_per_hour = -0.01`), `"-0.01" is not a decimal number of at least 0, such as 0.005`},
-		"tolerance over 50%":   {controller(`aws_region = "us-west-2"` + "\n" + `fewer_nodes_tolerance = 2`), `"2" is not a decimal number from 0 to 0.5, such as 0.02`},
+		"role name, not ARN": {controller(`aws_region = "us-west-2"` + "\n" + `irsa_role_arn = "dovetail"`), `must be an IAM role ARN`},
+		"no region":          {controller(``), `Set aws_region on dovetail_controller, or add aws { region = "..." }`},
+		"negative node cost": {controller(`aws_region = "us-west-2"` + "\n" + `node_overhead_price_per_hour = -0.01`), `"-0.01" is not a decimal number of at least 0, such as 0.005`},
+		"tolerance over 50%": {controller(`aws_region = "us-west-2"` + "\n" + `fewer_nodes_tolerance = 2`), `"2" is not a decimal number from 0 to 0.5, such as 0.02`},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
