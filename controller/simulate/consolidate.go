@@ -135,6 +135,27 @@ type KeptNode struct {
 // deleted count as being disrupted. Every NodePool may launch every catalog type
 // its requirements allow, as in Run.
 func Consolidate(in *Inputs, instanceTypes []*scheduling.InstanceType, costs scheduling.NodeCosts, now time.Time, spotToSpot bool) (*ConsolidationReport, error) {
+	d, err := decide(in, instanceTypes, costs, now, spotToSpot)
+	if err != nil {
+		return nil, err
+	}
+	return d.report(instanceTypes), nil
+}
+
+// decision is consolidation's decision on a snapshot, and what it was made from.
+type decision struct {
+	view       *state.View
+	snap       *scheduling.Snapshot
+	cl         *consolidation.Cluster
+	plan       *consolidation.Plan
+	overlays   []OverlayVerdict
+	warnings   []string
+	now        time.Time
+	spotToSpot bool
+}
+
+// decide observes the snapshot as the disruption controller would and decides.
+func decide(in *Inputs, instanceTypes []*scheduling.InstanceType, costs scheduling.NodeCosts, now time.Time, spotToSpot bool) (*decision, error) {
 	if len(in.NodePools) == 0 {
 		return nil, errors.New("the snapshot has no NodePools, and consolidation acts only on their nodes: include nodepools in `kubectl get nodes,nodeclaims,nodepools,pods,pdb,daemonsets,pvc,pv,storageclasses -A -o yaml`")
 	}
@@ -158,6 +179,12 @@ func Consolidate(in *Inputs, instanceTypes []*scheduling.InstanceType, costs sch
 		return nil, fmt.Errorf("reading the disruption budgets, %w", errors.Join(errs...))
 	}
 	plan := consolidation.Decide(cl, allowed, consolidation.Options{Now: now, SpotToSpot: spotToSpot})
+	return &decision{view: view, snap: snap, cl: cl, plan: plan, overlays: overlays, warnings: warnings, now: now, spotToSpot: spotToSpot}, nil
+}
+
+// report is the decision as `dovetail simulate --consolidate` prints it.
+func (d *decision) report(instanceTypes []*scheduling.InstanceType) *ConsolidationReport {
+	view, snap, cl, plan, overlays, warnings, now, spotToSpot := d.view, d.snap, d.cl, d.plan, d.overlays, d.warnings, d.now, d.spotToSpot
 	// The disruption controller's gate: pending pods the provisioner can place come
 	// first, and nothing is disrupted meanwhile.
 	placeable := cl.PlaceablePending()
@@ -252,7 +279,7 @@ func Consolidate(in *Inputs, instanceTypes []*scheduling.InstanceType, costs sch
 	s.SavingsPerHour = round(plan.Savings())
 	s.PricePerHourAfter = round(s.PricePerHourBefore - plan.Savings())
 	s.PricePerHourBefore = round(s.PricePerHourBefore)
-	return r, nil
+	return r
 }
 
 // viewOf turns the inputs into the view the controller would read, refusing what

@@ -27,6 +27,7 @@ Usage:
   dovetail simulate --consolidate -f cluster.yaml [--now RFC3339] [--spot-to-spot] [--catalog FILE] [--zones Z1,Z2] [-o table|json]
   dovetail render --cluster-name NAME [--namespace NS] [--irsa-role-arn ARN] [...]
   dovetail migrate -f FILE [-f FILE ...] [--role NAME | --instance-profile NAME] [-o yaml|hcl]
+  dovetail explain node NAME [-f cluster.yaml ...] [--kubeconfig PATH] [--now RFC3339] [-o table|json]
 
 Commands:
   simulate   plan pending workloads against NodePools and an instance-type catalog;
@@ -36,6 +37,9 @@ Commands:
   migrate    convert v1alpha5 Provisioners and AWSNodeTemplates, and v1beta1 NodePools and
              EC2NodeClasses, into v1 NodePools and EC2NodeClasses (YAML, or HCL for the
              Terraform provider), with every choice it made as a comment
+  explain    why consolidation removes a node now or keeps it (budget, PDB, do-not-disrupt,
+             consolidateAfter, policy, no cheaper fit), where its pods would go without it and
+             the $/h that saves; from a snapshot (-f) or the live cluster
 `
 
 func main() {
@@ -59,6 +63,8 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return renderCmd(args[1:], stdout, stderr)
 	case "migrate":
 		return migrateCmd(args[1:], stdout, stderr)
+	case "explain":
+		return explainCmd(args[1:], stdout, stderr)
 	default:
 		fmt.Fprintf(stderr, "dovetail: unknown command %q\n\n%s", args[0], usage)
 		return 2

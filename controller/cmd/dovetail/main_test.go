@@ -324,3 +324,33 @@ func TestMigrate(t *testing.T) {
 		}
 	}
 }
+
+// TestExplainNodeCommand: `dovetail explain node` on a snapshot says why a node
+// stays and what removing it would do; bad usage and an unknown node say so.
+func TestExplainNodeCommand(t *testing.T) {
+	var out, errOut bytes.Buffer
+	node := "ip-10-0-2-22.us-west-2.compute.internal"
+	if code := run([]string{"explain", "node", node, "-f", blockedSnapshot, "--zones", "us-west-2a", "--now", "2026-11-22T00:00:00Z"}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	for _, want := range []string{"NODE " + node, "KEPT:", "payments/ledger", "IF REMOVED NOW (alone): saves $", "PODS GO TO"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out.String())
+		}
+	}
+	for _, c := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"explain"}, 2, "usage: dovetail explain node NAME"},
+		{[]string{"explain", "node", "nope", "-f", blockedSnapshot}, 1, `node "nope" is not in the snapshot`},
+		{[]string{"explain", "node", node, "-f", blockedSnapshot, "-o", "yaml"}, 2, `-o "yaml" is not a format`},
+	} {
+		out.Reset()
+		errOut.Reset()
+		if code := run(c.args, &out, &errOut); code != c.code || !strings.Contains(errOut.String(), c.want) {
+			t.Errorf("%v: exit %d, %q; want %d and %q", c.args, code, errOut.String(), c.code, c.want)
+		}
+	}
+}

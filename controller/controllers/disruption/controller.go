@@ -76,8 +76,8 @@ type Controller struct {
 	proposed *proposal
 	inflight []*command
 	blocked  map[string]string // node → last blocking reason reported
-	// rejected is, per node, the last Balanced rejection reported on it.
-	rejected map[string]string
+	// unconsolidatable is, per node, the last Unconsolidatable reason reported on it.
+	unconsolidatable map[string]string
 }
 
 // proposal is what the last decision would have started: candidates are acted on
@@ -92,7 +92,7 @@ type proposal struct {
 // NewController wires the controller.
 func NewController(kube client.Client, cloud cloudprovider.CloudProvider, provisioner *provisioning.Provisioner, clk clock.Clock, recorder record.EventRecorder, opts Options) *Controller {
 	return &Controller{kube: kube, cloud: cloud, provisioner: provisioner, clock: clk, recorder: recorder, opts: opts,
-		podSets: map[string]string{}, blocked: map[string]string{}, rejected: map[string]string{}}
+		podSets: map[string]string{}, blocked: map[string]string{}, unconsolidatable: map[string]string{}}
 }
 
 func (c *Controller) Name() string { return "disruption" }
@@ -331,9 +331,9 @@ func (c *Controller) observe(ctx context.Context) (*pass, error) {
 			delete(c.blocked, name)
 		}
 	}
-	for name := range c.rejected {
+	for name := range c.unconsolidatable {
 		if !seenNodes.Has(name) {
-			delete(c.rejected, name)
+			delete(c.unconsolidatable, name)
 		}
 	}
 	allowed, errs := s.cluster.Allowed(now)

@@ -42,15 +42,16 @@ func (c *Controller) reportPlan(ctx context.Context, s *pass, plan *consolidatio
 	}
 	for _, b := range plan.Blocked {
 		log.FromContext(ctx).V(2).Info("node kept", "node", b.Candidate.Node.Name, "why", b.Reason)
+		c.reportUnconsolidatable(b)
 	}
 	for _, s := range plan.Rejected {
 		for _, cand := range s.Candidates {
 			// Once per node and score: a steady cluster scores the same every pass.
 			msg := fmt.Sprintf("NodePool %q (consolidationPolicy Balanced) rejects the move: %s", s.Pool, s)
-			if c.rejected[cand.Node.Name] == msg {
+			if c.unconsolidatable[cand.Node.Name] == msg {
 				continue
 			}
-			c.rejected[cand.Node.Name] = msg
+			c.unconsolidatable[cand.Node.Name] = msg
 			c.recorder.Event(cand.Node, corev1.EventTypeNormal, "Unconsolidatable", msg)
 			c.recorder.Event(cand.Claim, corev1.EventTypeNormal, "Unconsolidatable", msg)
 		}
@@ -67,6 +68,24 @@ func (c *Controller) reportPlan(ctx context.Context, s *pass, plan *consolidatio
 				"savingsFraction", s.SavingsFraction, "disruptionFraction", s.DisruptionFraction, "candidates", len(s.Candidates))
 		}
 	}
+}
+
+// reportUnconsolidatable puts an Unconsolidatable event with the reason the plan
+// keeps a node (the one `dovetail explain node` prints) on the node and its
+// claim, once per distinct reason. DisruptionBlocked reports what blocks a node
+// (a do-not-disrupt pod, a PDB), a Balanced rejection carries its score, and a
+// node waiting out consolidateAfter has no lasting reason to report.
+func (c *Controller) reportUnconsolidatable(b consolidation.Blocked) {
+	cand := b.Candidate
+	if cand.BlockedBy != "" || consolidation.BalancedRejection(b.Reason) || cand.Drift != "" || !cand.Consolidatable(c.clock.Now()) {
+		return
+	}
+	if c.unconsolidatable[cand.Node.Name] == b.Reason {
+		return
+	}
+	c.unconsolidatable[cand.Node.Name] = b.Reason
+	c.recorder.Event(cand.Node, corev1.EventTypeNormal, "Unconsolidatable", b.Reason)
+	c.recorder.Event(cand.Claim, corev1.EventTypeNormal, "Unconsolidatable", b.Reason)
 }
 
 // reportApproved puts Karpenter's ConsolidationApproved event, with the score, on

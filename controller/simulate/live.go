@@ -1,0 +1,73 @@
+package simulate
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"strings"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/yaml"
+
+	"github.com/dovetail-sh/dovetail/controller/apis/scheme"
+)
+
+// liveKinds are what `dovetail explain` reads from a live cluster: what
+// `kubectl get` would be asked for a snapshot, and the objects that price it.
+var liveKinds = []schema.GroupVersionKind{
+	{Version: "v1", Kind: "NodeList"}, {Group: "karpenter.sh", Version: "v1", Kind: "NodeClaimList"}, {Group: "karpenter.sh", Version: "v1", Kind: "NodePoolList"},
+	{Version: "v1", Kind: "PodList"}, {Group: "policy", Version: "v1", Kind: "PodDisruptionBudgetList"}, {Group: "apps", Version: "v1", Kind: "DaemonSetList"},
+	{Version: "v1", Kind: "PersistentVolumeClaimList"}, {Version: "v1", Kind: "PersistentVolumeList"}, {Group: "storage.k8s.io", Version: "v1", Kind: "StorageClassList"},
+	{Group: "karpenter.sh", Version: "v1alpha1", Kind: "NodeOverlayList"}, {Group: "dovetail.sh", Version: "v1alpha1", Kind: "CommitmentList"},
+}
+
+// ReadLive reads what a snapshot holds from a live cluster, as kubectl would
+// print it, so it is read exactly as a snapshot file is.
+func ReadLive(ctx context.Context, cfg *rest.Config, in *Inputs) error {
+	s := scheme.New()
+	cl, err := client.New(cfg, client.Options{Scheme: s})
+	if err != nil {
+		return fmt.Errorf("connecting to the cluster, %w", err)
+	}
+	var docs bytes.Buffer
+	for _, gvk := range liveKinds {
+		obj, err := s.New(gvk)
+		if err != nil {
+			return err
+		}
+		list := obj.(client.ObjectList)
+		if err := cl.List(ctx, list); err != nil {
+			if meta.IsNoMatchError(err) {
+				// A CRD not installed (no Commitments, no NodeOverlays) holds nothing.
+				continue
+			}
+			return fmt.Errorf("listing %s, %w", strings.TrimSuffix(gvk.Kind, "List"), err)
+		}
+		items, err := meta.ExtractList(list)
+		if err != nil {
+			return err
+		}
+		item := schema.GroupVersionKind{Group: gvk.Group, Version: gvk.Version, Kind: strings.TrimSuffix(gvk.Kind, "List")}
+		for _, o := range items {
+			o.GetObjectKind().SetGroupVersionKind(item)
+			if err := writeDoc(&docs, o); err != nil {
+				return err
+			}
+		}
+	}
+	return in.Read(&docs, "the live cluster")
+}
+
+func writeDoc(w io.Writer, o runtime.Object) error {
+	b, err := yaml.Marshal(o)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(w, "---\n%s", b)
+	return err
+}
