@@ -30,6 +30,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	"github.com/dovetail-sh/dovetail/controller/simulate"
 	"github.com/dovetail-sh/dovetail/provider/crdschema"
 	"github.com/dovetail-sh/dovetail/templates"
 )
@@ -69,6 +70,15 @@ type customResource struct {
 	afterDelete func(ctx context.Context, cl client.Client, name string) error
 	// namespaced kinds have a namespace attribute, and import IDs namespace/name.
 	namespaced bool
+	// impact kinds (NodePool, EC2NodeClass) have a planned_impact attribute: what
+	// an update does to the live fleet, worked out at plan.
+	impact func(obj map[string]any) (simulate.Change, error)
+}
+
+// impactModel is the model of a kind with planned_impact.
+type impactModel struct {
+	customResourceModel
+	PlannedImpact types.String `tfsdk:"planned_impact"`
 }
 
 // namespacedModel is the model of a namespaced kind.
@@ -84,6 +94,12 @@ type modelSource interface {
 // model reads the plan, state or configuration, with the namespace of a
 // namespaced kind ("" for a cluster-scoped one).
 func (r *customResource) model(ctx context.Context, src modelSource, diags *diag.Diagnostics) (customResourceModel, string) {
+	if r.impact != nil {
+		var m impactModel
+		diags.Append(src.Get(ctx, &m)...)
+		m.customResourceModel.plannedImpact = m.PlannedImpact
+		return m.customResourceModel, ""
+	}
 	if !r.namespaced {
 		var m customResourceModel
 		diags.Append(src.Get(ctx, &m)...)
@@ -96,6 +112,13 @@ func (r *customResource) model(ctx context.Context, src modelSource, diags *diag
 
 // setState writes the model, with the namespace of a namespaced kind.
 func (r *customResource) setState(ctx context.Context, st *tfsdk.State, m customResourceModel, namespace string) diag.Diagnostics {
+	if r.impact != nil {
+		impact := m.plannedImpact
+		if impact.IsNull() || impact.IsUnknown() {
+			impact = types.StringValue("")
+		}
+		return st.Set(ctx, &impactModel{customResourceModel: m, PlannedImpact: impact})
+	}
 	if !r.namespaced {
 		return st.Set(ctx, &m)
 	}
@@ -115,6 +138,8 @@ type customResourceModel struct {
 	Spec        types.Object   `tfsdk:"spec"`
 	Status      types.Object   `tfsdk:"status"`
 	Timeouts    timeouts.Value `tfsdk:"timeouts"`
+	// plannedImpact carries planned_impact for the kinds that have it.
+	plannedImpact types.String
 }
 
 func (r *customResource) kind(diags *diag.Diagnostics) *crdschema.Kind {
@@ -156,6 +181,12 @@ func (r *customResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 			Description: "Annotations of the object itself. Only keys set here are managed."},
 		"spec":   spec,
 		"status": status,
+	}
+	if r.impact != nil {
+		attrs["planned_impact"] = schema.StringAttribute{Computed: true,
+			Description: "What the last planned update does to the fleet, worked out at plan time from the live cluster by the controller's own drift and planning code: " +
+				"which NodeClaims drift and why, which are updated in place (template labels and annotations), how the disruption budgets pace the replacement (waves, estimated duration), and the affected nodes' $/h before and after (Commitments applied). " +
+				"The plan shows it as a warning too. When the cluster cannot be reached it says so; the plan never fails for it."}
 	}
 	if r.namespaced {
 		attrs["namespace"] = schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("default"),
@@ -260,6 +291,10 @@ func (r *customResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 	}
 	requireKubernetes(r.clients, "dovetail"+r.typeSuffix, &resp.Diagnostics)
 	if req.State.Raw.IsNull() {
+		if r.impact != nil {
+			// A new object has no nodes to change yet.
+			resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("planned_impact"), types.StringValue(""))...)
+		}
 		return
 	}
 	plan, _ := r.model(ctx, req.Plan, &resp.Diagnostics)
@@ -268,6 +303,9 @@ func (r *customResource) ModifyPlan(ctx context.Context, req resource.ModifyPlan
 		return
 	}
 	r.validate(ctx, plan.Name.ValueString(), plan.Spec, state.Spec, &resp.Diagnostics)
+	if r.impact != nil && !resp.Diagnostics.HasError() {
+		r.planImpact(ctx, plan, state, resp)
+	}
 }
 
 func (r *customResource) Create(ctx context.Context, req resource.CreateRequest, resp *resource.CreateResponse) {

@@ -73,8 +73,15 @@ type KubeClients struct {
 	build func() (*rest.Config, error)
 
 	once   sync.Once
+	config *rest.Config
 	client client.Client
 	err    error
+}
+
+// Config returns the rest configuration the client was made with.
+func (k *KubeClients) Config() (*rest.Config, error) {
+	k.init()
+	return k.config, k.err
 }
 
 // Client returns the controller-runtime client (unstructured objects, server-side apply).
@@ -94,6 +101,7 @@ func (k *KubeClients) init() {
 		if k.err = checkCredentials(cfg); k.err != nil {
 			return
 		}
+		k.config = cfg
 		if k.client, err = client.New(cfg, client.Options{}); err != nil {
 			k.err = fmt.Errorf("connecting to the cluster at %s, %w", cfg.Host, err)
 		}

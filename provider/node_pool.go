@@ -28,6 +28,7 @@ func NewNodePoolResource() resource.Resource {
 		description: "A karpenter.sh/v1 NodePool: what nodes Dovetail may launch for pending pods and how they may be disrupted. " +
 			"The spec mirrors the YAML field by field in snake_case; defaults, validation and status come from the CRD, so plans are checked before the CRD is installed. Applied with server-side apply.",
 		extraChecks: nodePoolChecks,
+		impact:      nodePoolChange,
 		afterDelete: func(ctx context.Context, cl client.Client, name string) error {
 			return nodeClaimsGone(ctx, cl, client.MatchingLabels{"karpenter.sh/nodepool": name})
 		},
@@ -41,6 +42,7 @@ func NewEC2NodeClassResource() resource.Resource {
 		typeSuffix: "_ec2_node_class",
 		description: "A karpenter.k8s.aws/v1 EC2NodeClass: the AMIs, subnets, security groups, IAM role, user data and disks of the nodes a NodePool launches. " +
 			"The spec mirrors the YAML field by field in snake_case; defaults, validation and status come from the CRD. Applied with server-side apply.",
+		impact: ec2NodeClassChange,
 	}
 }
 

@@ -1,0 +1,240 @@
+package simulate
+
+import (
+	"fmt"
+	"maps"
+	"math"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/consolidation"
+	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
+)
+
+// WavePace is what a plan impact assumes one wave of drift replacement takes:
+// launching and initializing the replacements, then draining the drifted nodes.
+// It is an estimate, and says so.
+const WavePace = 3 * time.Minute
+
+// Change is a NodePool or an EC2NodeClass as a plan would apply it.
+type Change struct {
+	NodePool     *v1.NodePool
+	EC2NodeClass *awsv1.EC2NodeClass
+}
+
+// Impact is what applying a change to a live cluster would do to its fleet, as
+// the controller's own drift and planning code decides it.
+type Impact struct {
+	// Nodes are the claims the changed object governs.
+	Nodes int `json:"nodes"`
+	// Drifted are the claims the change drifts, with why; InPlace the ones whose
+	// labels and annotations are updated in place.
+	Drifted []DriftedClaim `json:"drifted"`
+	InPlace []string       `json:"inPlace"`
+	// Waves is how many rounds the disruption budgets pace the replacement in
+	// (0: nothing drifts; -1: the budgets allow none now), at most PerWave each.
+	Waves   int `json:"waves"`
+	PerWave int `json:"perWave"`
+	// EstimatedDuration is Waves × WavePace.
+	EstimatedDuration time.Duration `json:"estimatedDuration"`
+	// PricePerHourBefore and After are what the nodes the change governs cost
+	// now and once the drifted ones are replaced, commitments applied.
+	PricePerHourBefore float64 `json:"pricePerHourBefore"`
+	PricePerHourAfter  float64 `json:"pricePerHourAfter"`
+	// Unplaced are the drifted nodes' pods the changed object leaves nowhere to go.
+	Unplaced []Unschedulable `json:"unplaced"`
+}
+
+// DriftedClaim is a claim a change drifts.
+type DriftedClaim struct {
+	NodeClaim string `json:"nodeClaim"`
+	Node      string `json:"node"`
+	Reason    string `json:"reason"`
+}
+
+// PlanImpact says what applying the change to the cluster in the snapshot would
+// do: which claims drift and why (the pool hash, unless only the template's
+// labels and annotations changed, which apply in place; the requirements; the
+// node class hash), how the pools' budgets for Drifted pace their replacement,
+// and the $/h of the affected nodes before and after, their pods planned under
+// the change as the engine would.
+func PlanImpact(in *Inputs, instanceTypes []*scheduling.InstanceType, costs scheduling.NodeCosts, now time.Time, change Change) (*Impact, error) {
+	changed := *in
+	changed.NodePools = slices.Clone(in.NodePools)
+	var governs func(nc *v1.NodeClaim) bool
+	var driftOf func(nc *v1.NodeClaim, node *corev1.Node) (reason string, inPlace bool)
+	switch {
+	case change.NodePool != nil:
+		np := change.NodePool
+		i := slices.IndexFunc(changed.NodePools, func(p *v1.NodePool) bool { return p.Name == np.Name })
+		if i < 0 {
+			return nil, fmt.Errorf("nodepool %s is not in the cluster", np.Name)
+		}
+		changed.NodePools[i] = withStatus(np, changed.NodePools[i])
+		governs = func(nc *v1.NodeClaim) bool { return nc.Labels[v1.LabelNodePool] == np.Name }
+		driftOf = func(nc *v1.NodeClaim, node *corev1.Node) (string, bool) { return poolDrift(np, nc, node) }
+	case change.EC2NodeClass != nil:
+		class := change.EC2NodeClass
+		governs = func(nc *v1.NodeClaim) bool {
+			return nc.Spec.NodeClassRef != nil && nc.Spec.NodeClassRef.Kind == "EC2NodeClass" && nc.Spec.NodeClassRef.Name == class.Name
+		}
+		driftOf = func(nc *v1.NodeClaim, _ *corev1.Node) (string, bool) {
+			if h, ok := nc.Annotations[awsv1.AnnotationEC2NodeClassHash]; ok && nc.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] == awsv1.EC2NodeClassHashVersion && h != class.Hash() {
+				return "NodeClassDrift", false
+			}
+			return "", false
+		}
+	default:
+		return nil, fmt.Errorf("no change to plan")
+	}
+
+	view, err := viewOf(&changed)
+	if err != nil {
+		return nil, err
+	}
+	typesOf, _ := typesWithOverlays(&changed, instanceTypes)
+	snap := provisioning.SnapshotFromView(view, typesOf, costs)
+	snap.Commitments, _ = ledgerOf(&changed)
+	cl := consolidation.Observe(view, snap, sets.New[string](), now)
+	allowed, _ := cl.Allowed(now)
+	prices := snap.NodePrices()
+
+	impact := &Impact{Drifted: []DriftedClaim{}, InPlace: []string{}, Unplaced: []Unschedulable{}}
+	gone := sets.New[string]()
+	var moving []*corev1.Pod
+	perPool := map[string]int{}
+	for i := range view.Claims {
+		nc := &view.Claims[i]
+		if nc.DeletionTimestamp != nil || !governs(nc) {
+			continue
+		}
+		impact.Nodes++
+		node := view.NodeOf(nc)
+		name := nc.Name
+		if node != nil {
+			name = node.Name
+		}
+		price, ok := prices[name]
+		if !ok {
+			price = consolidation.Price(snap.InstanceTypes[nc.Labels[v1.LabelNodePool]], nc.Labels[v1.LabelInstanceType], nc.Labels[v1.LabelTopologyZone], nc.Labels[v1.LabelCapacityType])
+		}
+		if !math.IsNaN(price) {
+			impact.PricePerHourBefore += price
+		}
+		reason, inPlace := driftOf(nc, node)
+		switch {
+		case inPlace:
+			impact.InPlace = append(impact.InPlace, nc.Name)
+		case reason != "":
+			impact.Drifted = append(impact.Drifted, DriftedClaim{NodeClaim: nc.Name, Node: name, Reason: reason})
+			perPool[nc.Labels[v1.LabelNodePool]]++
+			gone.Insert(nc.Name, name)
+			if !math.IsNaN(price) {
+				impact.PricePerHourAfter -= price
+			}
+			if node != nil {
+				moving = append(moving, consolidation.Reschedulable(view.PodsOn(node.Name))...)
+			}
+		}
+	}
+	impact.PricePerHourAfter += impact.PricePerHourBefore
+	if len(impact.Drifted) > 0 {
+		r := snap.PlanWithout(gone, moving)
+		impact.PricePerHourAfter += r.PricePerHour()
+		for _, u := range r.Unschedulable {
+			impact.Unplaced = append(impact.Unplaced, Unschedulable{Pod: u.Pod.Namespace + "/" + u.Pod.Name, Reason: u.Reason})
+		}
+		impact.Waves, impact.PerWave = waves(perPool, allowed)
+		if impact.Waves > 0 {
+			impact.EstimatedDuration = time.Duration(impact.Waves) * WavePace
+		}
+	}
+	impact.PricePerHourBefore, impact.PricePerHourAfter = round(impact.PricePerHourBefore), round(impact.PricePerHourAfter)
+	return impact, nil
+}
+
+// withStatus is the planned pool with the live one's status: the controller
+// plans with a pool once it is Ready, and a spec change does not reset that.
+func withStatus(planned, live *v1.NodePool) *v1.NodePool {
+	out := planned.DeepCopy()
+	out.Status = *live.Status.DeepCopy()
+	out.ObjectMeta = *live.ObjectMeta.DeepCopy()
+	return out
+}
+
+// poolDrift is the disruption controller's drift of a claim from its pool, and
+// whether the change applies in place instead (the template's metadata alone).
+func poolDrift(np *v1.NodePool, nc *v1.NodeClaim, node *corev1.Node) (string, bool) {
+	if h, ok := nc.Annotations[v1.NodePoolHashAnnotationKey]; ok && nc.Annotations[v1.NodePoolHashVersionAnnotationKey] == v1.NodePoolHashVersion && h != np.Hash() && h != np.LegacyHash() {
+		if np.OnlyMetadataChanged(nc) {
+			return "", true
+		}
+		return "NodePoolDrift", false
+	}
+	labels := nc.Labels
+	if node != nil {
+		labels = node.Labels
+	}
+	if reqs, err := scheduling.FromNodePoolRequirements(np.Spec.Template.Spec.Requirements); err == nil {
+		for key, req := range reqs {
+			if v, ok := labels[key]; ok && !req.Has(v) {
+				return "RequirementsDrift", false
+			}
+		}
+	}
+	return "", false
+}
+
+// waves is how many rounds the budgets for Drifted replace the drifted claims
+// in: each pool replaces at most what its budget allows at once, pools side by
+// side. -1 when some pool's budget allows none now.
+func waves(perPool map[string]int, allowed map[string]map[v1.DisruptionReason]int) (rounds, perWave int) {
+	for pool, n := range perPool {
+		a := allowed[pool][v1.DisruptionReasonDrifted]
+		if a <= 0 {
+			return -1, 0
+		}
+		rounds = max(rounds, (n+a-1)/a)
+		perWave += min(a, n)
+	}
+	return rounds, perWave
+}
+
+// String is the impact as the plan's warning says it.
+func (i *Impact) String() string {
+	var b strings.Builder
+	switch {
+	case len(i.Drifted) == 0 && len(i.InPlace) == 0:
+		fmt.Fprintf(&b, "No node of the %d it governs drifts or changes.", i.Nodes)
+	default:
+		fmt.Fprintf(&b, "Of %d node(s): %d drift and are replaced, %d are updated in place (labels and annotations).", i.Nodes, len(i.Drifted), len(i.InPlace))
+	}
+	if len(i.Drifted) > 0 {
+		reasons := map[string]int{}
+		for _, d := range i.Drifted {
+			reasons[d.Reason]++
+		}
+		var parts []string
+		for _, r := range slices.Sorted(maps.Keys(reasons)) {
+			parts = append(parts, fmt.Sprintf("%d %s", reasons[r], r))
+		}
+		fmt.Fprintf(&b, "\nDrift: %s.", strings.Join(parts, ", "))
+		if i.Waves < 0 {
+			b.WriteString("\nPacing: the NodePool's disruption budgets allow no drift replacement now; it waits for a budget window.")
+		} else {
+			fmt.Fprintf(&b, "\nPacing: %d wave(s) of up to %d node(s) under the disruption budgets, about %s (estimated at %s per wave).", i.Waves, i.PerWave, i.EstimatedDuration, WavePace)
+		}
+	}
+	fmt.Fprintf(&b, "\nCost: $%.4f/h before, $%.4f/h after (%+.4f).", i.PricePerHourBefore, i.PricePerHourAfter, i.PricePerHourAfter-i.PricePerHourBefore)
+	if n := len(i.Unplaced); n > 0 {
+		fmt.Fprintf(&b, "\nWarning: %d pod(s) of drifted nodes would have nowhere to go, e.g. %s: %s", n, i.Unplaced[0].Pod, i.Unplaced[0].Reason)
+	}
+	return b.String()
+}

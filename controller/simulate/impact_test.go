@@ -1,0 +1,99 @@
+package simulate
+
+import (
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
+)
+
+func impactOf(t *testing.T, mutate func(np *v1.NodePool)) *Impact {
+	t.Helper()
+	in := readSnapshot(t, "blocked.yaml")
+	var np *v1.NodePool
+	for _, p := range in.NodePools {
+		if p.Name == "default" {
+			np = p.DeepCopy()
+		}
+	}
+	mutate(np)
+	impact, err := PlanImpact(in, westTypes(t), scheduling.DefaultNodeCosts(), fakeNow, Change{NodePool: np})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return impact
+}
+
+// TestPlanImpactOfANodePoolChange: on the blocked snapshot's pool "default" (five
+// claims, one in flight; budget 100%), an unchanged spec drifts nothing; new template labels
+// apply in place; a taint drifts every node by the pool hash, replaced in one
+// wave at the same $/h; requirements that exclude m6i drift them by their
+// requirements, replaced with other types; with a budget of 0 the replacement
+// waits, and the impact says so.
+func TestPlanImpactOfANodePoolChange(t *testing.T) {
+	same := impactOf(t, func(*v1.NodePool) {})
+	if same.Nodes != 5 || len(same.Drifted)+len(same.InPlace) != 0 || same.PricePerHourBefore != same.PricePerHourAfter || same.PricePerHourBefore == 0 {
+		t.Fatalf("unchanged: %+v; want 5 nodes, nothing drifted, the same $/h", same)
+	}
+	labels := impactOf(t, func(np *v1.NodePool) { np.Spec.Template.Labels = map[string]string{"team": "checkout"} })
+	if len(labels.InPlace) != 5 || len(labels.Drifted) != 0 || !strings.Contains(labels.String(), "5 are updated in place") {
+		t.Errorf("new labels: %+v\n%s; want the 5 claims updated in place", labels, labels)
+	}
+	taint := impactOf(t, func(np *v1.NodePool) {
+		np.Spec.Template.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "shop", Effect: corev1.TaintEffectNoSchedule}}
+	})
+	if len(taint.Drifted) != 5 || taint.Drifted[0].Reason != "NodePoolDrift" || taint.Waves != 1 || taint.EstimatedDuration != WavePace {
+		t.Errorf("a taint: %+v; want 5 NodePoolDrift in one wave", taint)
+	}
+	family := impactOf(t, func(np *v1.NodePool) {
+		np.Spec.Template.Spec.Requirements[1].Values = []string{"c6i"}
+	})
+	if len(family.Drifted) != 5 || family.Drifted[0].Reason != "RequirementsDrift" || len(family.Unplaced) != 0 || family.PricePerHourAfter == family.PricePerHourBefore {
+		t.Errorf("m6i to c6i: %+v; want every node drifted by its requirements and its pods placed on c6i at another $/h", family)
+	}
+	for _, want := range []string{"Drift: 5 RequirementsDrift.", "Pacing: 1 wave(s)", "Cost: $"} {
+		if !strings.Contains(family.String(), want) {
+			t.Errorf("the impact lacks %q:\n%s", want, family)
+		}
+	}
+	frozen := impactOf(t, func(np *v1.NodePool) {
+		np.Spec.Template.Spec.Requirements[1].Values = []string{"c6i"}
+		np.Spec.Disruption.Budgets = []v1.Budget{{Nodes: "0"}}
+	})
+	if frozen.Waves != -1 || !strings.Contains(frozen.String(), "allow no drift replacement now") {
+		t.Errorf("budget 0: %+v\n%s; want the replacement said to wait for a budget window", frozen, frozen)
+	}
+}
+
+// TestPlanImpactOfAnEC2NodeClassChange: claims stamped with the class's hash
+// drift by NodeClassDrift when its spec changes, across the pools that use it;
+// an unchanged class drifts nothing.
+func TestPlanImpactOfAnEC2NodeClassChange(t *testing.T) {
+	in := readSnapshot(t, "blocked.yaml")
+	class := &awsv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}, Spec: awsv1.EC2NodeClassSpec{Role: "KarpenterNodeRole-shop"}}
+	for _, nc := range in.NodeClaims {
+		nc.Annotations[awsv1.AnnotationEC2NodeClassHash], nc.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] = class.Hash(), awsv1.EC2NodeClassHashVersion
+	}
+	same, err := PlanImpact(in, westTypes(t), scheduling.DefaultNodeCosts(), fakeNow, Change{EC2NodeClass: class})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if same.Nodes != 6 || len(same.Drifted) != 0 {
+		t.Errorf("unchanged class: %+v; want its 6 claims, none drifted", same)
+	}
+	changed := class.DeepCopy()
+	userData := "#!/bin/bash\necho hello"
+	changed.Spec.UserData = &userData
+	impact, err := PlanImpact(in, westTypes(t), scheduling.DefaultNodeCosts(), fakeNow, Change{EC2NodeClass: changed})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(impact.Drifted) != 6 || impact.Drifted[0].Reason != "NodeClassDrift" || impact.Waves != -1 {
+		t.Errorf("new user data: %+v\n%s; want all 6 drifted, the frozen pool's budget holding its node", impact, impact)
+	}
+}

@@ -1,0 +1,119 @@
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-framework/diag"
+	"github.com/hashicorp/terraform-plugin-framework/path"
+	"github.com/hashicorp/terraform-plugin-framework/resource"
+	"github.com/hashicorp/terraform-plugin-framework/types"
+	"k8s.io/apimachinery/pkg/util/sets"
+
+	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/catalog"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
+	"github.com/dovetail-sh/dovetail/controller/simulate"
+)
+
+// impactTimeout bounds reading the live cluster at plan: a plan waits no longer.
+const impactTimeout = 30 * time.Second
+
+// nodePoolChange and ec2NodeClassChange turn a planned object into the change
+// the impact is worked out for.
+func nodePoolChange(obj map[string]any) (simulate.Change, error) {
+	np := &v1.NodePool{}
+	return simulate.Change{NodePool: np}, fromUnstructured(obj, np)
+}
+
+func ec2NodeClassChange(obj map[string]any) (simulate.Change, error) {
+	class := &awsv1.EC2NodeClass{}
+	return simulate.Change{EC2NodeClass: class}, fromUnstructured(obj, class)
+}
+
+func fromUnstructured(obj map[string]any, into any) error {
+	b, err := json.Marshal(obj)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, into)
+}
+
+// planImpact sets planned_impact on an update: unchanged specs keep the last
+// impact; a changed one is worked out against the live cluster and shown as a
+// warning. Nothing here fails the plan.
+func (r *customResource) planImpact(ctx context.Context, plan, state customResourceModel, resp *resource.ModifyPlanResponse) {
+	set := func(text string) {
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("planned_impact"), types.StringValue(text))...)
+	}
+	if plan.Spec.Equal(state.Spec) {
+		prior := state.plannedImpact
+		if prior.IsNull() || prior.IsUnknown() {
+			prior = types.StringValue("")
+		}
+		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("planned_impact"), prior)...)
+		return
+	}
+	name := plan.Name.ValueString()
+	text, err := r.workOutImpact(ctx, name, plan)
+	if err != nil {
+		text = "Not worked out: " + err.Error()
+	}
+	set(text)
+	resp.Diagnostics.AddWarning(fmt.Sprintf("Planned impact of changing %s %s", r.kindName, name), text)
+}
+
+func (r *customResource) workOutImpact(ctx context.Context, name string, plan customResourceModel) (string, error) {
+	var d diag.Diagnostics
+	k := r.kind(&d)
+	if k == nil {
+		return "", fmt.Errorf("the CRDs could not be read")
+	}
+	spec, err := r.specJSON(ctx, k, plan.Spec)
+	if err != nil {
+		return "", fmt.Errorf("the spec has values known only after apply")
+	}
+	obj := k.Object(name, spec)
+	k.Default(obj)
+	change, err := r.impact(obj)
+	if err != nil {
+		return "", fmt.Errorf("reading the planned %s, %w", r.kindName, err)
+	}
+	if r.clients == nil || r.clients.Kubernetes == nil {
+		return "", fmt.Errorf("the provider has no kubernetes block")
+	}
+	cfg, err := r.clients.Kubernetes.Config()
+	if err != nil {
+		return "", fmt.Errorf("the cluster could not be reached (%v)", err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, impactTimeout)
+	defer cancel()
+	in := &simulate.Inputs{}
+	if err := simulate.ReadLive(ctx, cfg, in); err != nil {
+		return "", fmt.Errorf("the cluster could not be read (%v)", err)
+	}
+	cat, err := catalog.EmbeddedAWS()
+	if err != nil {
+		return "", err
+	}
+	// Prices come from the embedded on-demand table, offered where the
+	// cluster's nodes run.
+	zones := sets.New[string]()
+	for _, n := range in.Nodes {
+		if z := n.Labels[v1.LabelTopologyZone]; z != "" {
+			zones.Insert(z)
+		}
+	}
+	if zones.Len() > 0 {
+		cat = cat.InZones(sets.List(zones))
+	}
+	impact, err := simulate.PlanImpact(in, cat.ForEngine(scheduling.DefaultAllocatableSettings()), scheduling.DefaultNodeCosts(), time.Now(), change)
+	if err != nil {
+		return "", err
+	}
+	return strings.TrimSpace(impact.String()), nil
+}

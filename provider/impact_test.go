@@ -1,0 +1,141 @@
+package provider_test
+
+import (
+	"context"
+	"regexp"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
+	"github.com/hashicorp/terraform-plugin-testing/knownvalue"
+	"github.com/hashicorp/terraform-plugin-testing/plancheck"
+	"github.com/hashicorp/terraform-plugin-testing/terraform"
+	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	k8sresource "k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/tests/testenv"
+)
+
+// TestPlanImpactShowsDriftInTerraformPlan: a dovetail_node_pool with two running
+// nodes, a pod on each. Changing only the template's labels plans both nodes
+// updated in place; then changing expireAfter plans planned_impact "2 drift ...
+// NodePoolDrift", paced by the pool's budget (1 node at a time: 2 waves), their
+// pods on two new m5.large at the same $/h; an unchanged spec plans nothing.
+func TestPlanImpactShowsDriftInTerraformPlan(t *testing.T) {
+	acceptance(t)
+	ctx := context.Background()
+	api := testenv.StartAPIServer(t)
+	config := func(metadata, spec string) string {
+		return kubeProvider(api.Kubeconfig) + `
+resource "dovetail_node_pool" "general" {
+  name = "general"
+  spec = {
+    disruption = { consolidate_after = "Never", budgets = [{ nodes = "1" }] }
+    template = {
+      ` + metadata + `
+      spec = {
+        node_class_ref = { group = "karpenter.k8s.aws", kind = "EC2NodeClass", name = "default" }
+        requirements   = [{ key = "node.kubernetes.io/instance-type", operator = "In", values = ["m5.large"] }]
+        ` + spec + `
+      }
+    }
+  }
+}
+`
+	}
+	// The nodes a controller would have launched from the pool as applied.
+	launch := func(*terraform.State) error {
+		np := &v1.NodePool{}
+		if err := api.Client.Get(ctx, client.ObjectKey{Name: "general"}, np); err != nil {
+			return err
+		}
+		np.Status.Conditions = []metav1.Condition{{Type: v1.ConditionTypeReady, Status: metav1.ConditionTrue, Reason: "Ready", LastTransitionTime: metav1.Now()}}
+		if err := api.Client.Status().Update(ctx, np); err != nil {
+			return err
+		}
+		for _, name := range []string{"general-a", "general-b"} {
+			labels := map[string]string{v1.LabelNodePool: "general", v1.LabelInstanceType: "m5.large", v1.LabelTopologyZone: "us-west-2a",
+				v1.LabelCapacityType: v1.CapacityTypeOnDemand, v1.LabelHostname: name, v1.LabelArch: "amd64", v1.LabelOS: "linux"}
+			capacity := corev1.ResourceList{corev1.ResourceCPU: k8sresource.MustParse("2"), corev1.ResourceMemory: k8sresource.MustParse("8Gi"), corev1.ResourcePods: k8sresource.MustParse("29")}
+			nc := &v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{
+				v1.NodePoolHashAnnotationKey: np.Hash(), v1.NodePoolHashVersionAnnotationKey: v1.NodePoolHashVersion}},
+				Spec: v1.NodeClaimSpec{NodeClassRef: np.Spec.Template.Spec.NodeClassRef, ExpireAfter: np.Spec.Template.Spec.ExpireAfter,
+					Requirements: []v1.NodeSelectorRequirementWithMinValues{{Key: v1.LabelInstanceType, RequirementBody: v1.RequirementBody{Operator: v1.OpIn, Values: []string{"m5.large"}}}}}}
+			if err := api.Client.Create(ctx, nc); err != nil {
+				return err
+			}
+			nc.Status = v1.NodeClaimStatus{ProviderID: "aws:///us-west-2a/i-" + name, NodeName: name, Capacity: capacity, Allocatable: capacity,
+				Conditions: []metav1.Condition{{Type: v1.ConditionTypeInitialized, Status: metav1.ConditionTrue, Reason: "Initialized", LastTransitionTime: metav1.Now()}}}
+			if err := api.Client.Status().Update(ctx, nc); err != nil {
+				return err
+			}
+			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: corev1.NodeSpec{ProviderID: nc.Status.ProviderID}}
+			if err := api.Client.Create(ctx, node); err != nil {
+				return err
+			}
+			node.Status = corev1.NodeStatus{Capacity: capacity, Allocatable: capacity, Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}
+			if err := api.Client.Status().Update(ctx, node); err != nil {
+				return err
+			}
+			controller := true
+			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-" + name, Namespace: "default",
+				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", UID: "web", Controller: &controller}}},
+				Spec: corev1.PodSpec{NodeName: name, Containers: []corev1.Container{{Name: "web", Image: "web", Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: k8sresource.MustParse("1"), corev1.ResourceMemory: k8sresource.MustParse("1Gi")}}}}}}
+			if err := api.Client.Create(ctx, pod); err != nil {
+				return err
+			}
+			pod.Status.Phase = corev1.PodRunning
+			if err := api.Client.Status().Update(ctx, pod); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	// No controller runs here: when the pool is being deleted, its claims go as
+	// termination would take them.
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			np := &v1.NodePool{}
+			if err := api.Client.Get(ctx, client.ObjectKey{Name: "general"}, np); apierrors.IsNotFound(err) || (err == nil && np.DeletionTimestamp != nil) {
+				_ = api.Client.DeleteAllOf(ctx, &v1.NodeClaim{})
+			}
+		}
+	}()
+	impact := func(re string) resource.ConfigPlanChecks {
+		return resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
+			plancheck.ExpectKnownValue("dovetail_node_pool.general", tfjsonpath.New("planned_impact"), knownvalue.StringRegexp(regexp.MustCompile(re)))}}
+	}
+	drift := `expire_after = "360h"`
+	labels := `metadata = { labels = { team = "web" } }`
+	resource.Test(t, resource.TestCase{
+		ProtoV6ProviderFactories: factories,
+		Steps: []resource.TestStep{
+			{Config: config("", ""), Check: launch},
+			{
+				Config:           config(labels, ""),
+				ConfigPlanChecks: impact(`(?s)Of 2 node\(s\): 0 drift and are replaced, 2 are updated in place.*Cost: \$0\.1920/h before, \$0\.1920/h after \(\+0\.0000\)`),
+			},
+			{
+				Config:           config(labels, drift),
+				ConfigPlanChecks: impact(`(?s)Of 2 node\(s\): 2 drift and are replaced.*Drift: 2 NodePoolDrift\..*Pacing: 2 wave\(s\) of up to 1 node\(s\).*Cost: \$0\.1920/h before, \$0\.1920/h after`),
+			},
+			{
+				Config:           config(labels, drift),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
+			},
+		},
+	})
+}
