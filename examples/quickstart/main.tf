@@ -38,5 +38,6 @@ module "dovetail" {
     capacity_types    = ["spot", "on-demand"]
     architectures     = ["amd64", "arm64"]
     consolidate_after = var.consolidate_after
+    expire_after      = var.expire_after
   }
 }

@@ -36,3 +36,9 @@ variable "consolidate_after" {
   type        = string
   default     = "1m"
 }
+
+variable "expire_after" {
+  description = "How long a node may live before it is replaced; changing it drifts every node of the pool (terraform plan shows the impact)."
+  type        = string
+  default     = "720h"
+}

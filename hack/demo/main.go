@@ -36,10 +36,13 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	dovetailv1alpha1 "github.com/dovetail-sh/dovetail/controller/apis/dovetail/v1alpha1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
@@ -88,9 +91,12 @@ func note(format string, args ...any) { fmt.Printf("      %s\n", fmt.Sprintf(for
 
 // summary collects the figures of the final table.
 type summary struct {
-	resources              int
-	predictedNodes, nodes  int
-	predictedPrice, price  float64
+	resources             int
+	predictedNodes, nodes int
+	predictedPrice, price float64
+	// effective is the nodes' $/h with the demo's Commitment applied.
+	effective              float64
+	planImpact             string
 	firstClaim, allRunning time.Duration
 	consolidationTook      time.Duration
 	interruptedNode        string
@@ -116,7 +122,7 @@ func run(ctx context.Context, root, binDir string, replicas int32, keep bool) er
 	}()
 	fmt.Println("Dovetail demo: Terraform bootstraps Dovetail on a local cluster, and the controller")
 	fmt.Println("provisions EC2 capacity from an emulator (moto). No cloud account, nothing leaves loopback.")
-	s := &step{of: 9}
+	s := &step{of: 11}
 	var sum summary
 
 	s.say("Starting etcd, kube-apiserver, kube-scheduler, kube-controller-manager, kwok and moto_server")
@@ -247,6 +253,21 @@ func run(ctx context.Context, root, binDir string, replicas int32, keep bool) er
 	if err := c.Get(ctx, client.ObjectKey{Name: "default"}, pool); err != nil {
 		return err
 	}
+
+	s.say("A Commitment: a Reserved Instance of c3.4xlarge in us-west-2a, which the engine plans first at $0")
+	if err := c.Create(ctx, reservation); err != nil {
+		return err
+	}
+	if err := waitFor(ctx, time.Minute, "the Commitment to be Ready", func() (bool, error) {
+		cm := &dovetailv1alpha1.Commitment{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(reservation), cm); err != nil {
+			return false, err
+		}
+		return meta.IsStatusConditionTrue(cm.Status.Conditions, "Ready"), nil
+	}); err != nil {
+		return err
+	}
+	note("Commitment %s is Ready: an on-demand c3.4xlarge in us-west-2a costs nothing more while the reservation lasts", reservation.Name)
 	// Spread over the three zones, as a replicated service would be.
 	inflate := localstack.Deployment("inflate", 0, "1", "1536Mi", func(ps *corev1.PodSpec) {
 		ps.TopologySpreadConstraints = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: v1.LabelTopologyZone,
@@ -286,6 +307,18 @@ func run(ctx context.Context, root, binDir string, replicas int32, keep bool) er
 	}
 	if sum.nodes, sum.price, err = describeNodes(ctx, c, clients.EC2); err != nil {
 		return err
+	}
+	if sum.effective, err = effectivePrice(ctx, stack.Config); err != nil {
+		return err
+	}
+	note("$%.4f/hour effective with Commitment %s applied ($%.4f/hour at list prices)", sum.effective, reservation.Name, sum.price)
+
+	s.say("terraform plan of a NodePool change (expire_after 720h → 360h): what it would do to the fleet")
+	if sum.planImpact, err = planImpact(ctx, tf); err != nil {
+		return err
+	}
+	for _, line := range strings.Split(sum.planImpact, "\n") {
+		note("%s", line)
 	}
 	note("(the emulator prices every spot offering at $0.00001, so spot types tie there and the tie goes by")
 	note(" name, in the prediction and in the launch alike; the table shows AWS list prices.)")
@@ -337,6 +370,8 @@ func run(ctx context.Context, root, binDir string, replicas int32, keep bool) er
 	}
 	fmt.Fprintf(tw, "  nodes launched\t%d (predicted %d)\n", sum.nodes, sum.predictedNodes)
 	fmt.Fprintf(tw, "  price of the nodes\t$%.4f/hour at list prices (predicted $%.4f/hour)\n", sum.price, sum.predictedPrice)
+	fmt.Fprintf(tw, "  with the Commitment\t$%.4f/hour effective: the reserved c3.4xlarge costs nothing more\n", sum.effective)
+	fmt.Fprintf(tw, "  plan of expire_after 720h → 360h\t%s\n", strings.SplitN(sum.planImpact, "\n", 2)[0])
 	fmt.Fprintf(tw, "  prediction and outcome\t%s\n", verdict)
 	fmt.Fprintf(tw, "  first NodeClaim after scale\t%.2fs\n", sum.firstClaim.Seconds())
 	fmt.Fprintf(tw, "  every pod Running after scale\t%.2fs\n", sum.allRunning.Seconds())
@@ -359,13 +394,72 @@ func run(ctx context.Context, root, binDir string, replicas int32, keep bool) er
 // predict runs the engine on the objects the cluster will see, as `dovetail
 // simulate --catalog` does with a catalog of the region.
 func predict(pool *v1.NodePool, d *appsv1.Deployment, replicas int32, types []*scheduling.InstanceType) (*simulate.Plan, error) {
-	in := &simulate.Inputs{NodePools: []*v1.NodePool{pool}}
+	in := &simulate.Inputs{NodePools: []*v1.NodePool{pool}, Commitments: []*dovetailv1alpha1.Commitment{reservation}}
 	for i := int32(0); i < replicas; i++ {
 		p := &corev1.Pod{Spec: d.Spec.Template.Spec}
 		p.Name, p.Namespace, p.Labels = fmt.Sprintf("%s-%d", d.Name, i), "default", d.Spec.Template.Labels
 		in.Pods = append(in.Pods, p)
 	}
 	return simulate.Run(in, types, scheduling.DefaultNodeCosts(), clock.RealClock{})
+}
+
+// reservation is the demo's Commitment.
+var reservation = &dovetailv1alpha1.Commitment{ObjectMeta: metav1.ObjectMeta{Name: "ri-demo"}, Spec: dovetailv1alpha1.CommitmentSpec{
+	ReservedInstances: []dovetailv1alpha1.ReservedInstance{{InstanceType: "c3.4xlarge", Zone: "us-west-2a", Count: 1}}}}
+
+// effectivePrice is what the cluster's NodePool nodes cost per hour with the
+// Commitment charged to them as AWS bills it, read from the live cluster as
+// `dovetail explain` reads it, at the list prices the node table shows.
+func effectivePrice(ctx context.Context, cfg *rest.Config) (float64, error) {
+	in := &simulate.Inputs{}
+	if err := simulate.ReadLive(ctx, cfg, in); err != nil {
+		return 0, err
+	}
+	in.Pods = nil
+	types := embedded.InZones([]string{"us-west-2a", "us-west-2b", "us-west-2c"}).ForEngine(scheduling.DefaultAllocatableSettings())
+	plan, err := simulate.Run(in, types, scheduling.DefaultNodeCosts(), clock.RealClock{})
+	if err != nil {
+		return 0, err
+	}
+	total := 0.0
+	for _, n := range plan.NodePrices {
+		total += n.PricePerHour
+	}
+	return total, nil
+}
+
+// planImpact runs terraform plan with a changed expire_after and returns the
+// impact the provider worked out from the live cluster.
+func planImpact(ctx context.Context, tf *localstack.Terraform) (string, error) {
+	out, err := tf.Run(ctx, "plan", "-no-color", "-var", "expire_after=360h")
+	if err != nil {
+		return "", err
+	}
+	const marker = "Warning: Planned impact of changing NodePool"
+	i := strings.Index(out, marker)
+	if i < 0 {
+		return "", fmt.Errorf("the plan has no planned impact:\n%s", out)
+	}
+	// The warning's detail follows where it is in the configuration; it is the
+	// impact's text, which starts with one of these.
+	var lines []string
+	started := false
+	for _, line := range strings.Split(out[i:], "\n")[1:] {
+		line = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(line), "│"))
+		if strings.HasPrefix(line, "╵") {
+			break
+		}
+		started = started || strings.HasPrefix(line, "Of ") || strings.HasPrefix(line, "No node") || strings.HasPrefix(line, "Not worked out")
+		switch {
+		case !started || line == "":
+		case len(lines) > 0 && !strings.HasPrefix(line, "Drift:") && !strings.HasPrefix(line, "Pacing:") && !strings.HasPrefix(line, "Cost:") && !strings.HasPrefix(line, "Warning:"):
+			// terraform wraps long lines of a warning.
+			lines[len(lines)-1] += " " + line
+		default:
+			lines = append(lines, line)
+		}
+	}
+	return strings.Join(lines, "\n"), nil
 }
 
 // instanceTypes are the pool's types as the controller sees them: the emulated
@@ -545,13 +639,13 @@ func interrupt(ctx context.Context, c client.Client, clients *dtaws.Clients, end
 	}
 	var victim *corev1.Node
 	for i := range v.nodes {
-		if v.podsOnNode[v.nodes[i].Name] > 0 {
+		if v.podsOnNode[v.nodes[i].Name] > 0 && v.nodes[i].Labels[v1.LabelCapacityType] == v1.CapacityTypeSpot {
 			victim = &v.nodes[i]
 			break
 		}
 	}
 	if victim == nil {
-		return "", 0, fmt.Errorf("no node runs inflate pods")
+		return "", 0, fmt.Errorf("no spot node runs inflate pods")
 	}
 	id := instanceID(victim.Spec.ProviderID)
 	note("interrupting %s (%s, %s, %d pods)", victim.Name, id, victim.Labels[v1.LabelCapacityType], v.podsOnNode[victim.Name])
