@@ -308,6 +308,8 @@ func run(ctx context.Context, root, binDir string, replicas int32, keep bool) er
 	if sum.nodes, sum.price, err = describeNodes(ctx, c, clients.EC2); err != nil {
 		return err
 	}
+	note("(the emulator prices every spot offering at $0.00001, so spot types tie there and the tie goes by")
+	note(" name, in the prediction and in the launch alike; the table shows AWS list prices.)")
 	if sum.effective, err = effectivePrice(ctx, stack.Config); err != nil {
 		return err
 	}
@@ -320,8 +322,6 @@ func run(ctx context.Context, root, binDir string, replicas int32, keep bool) er
 	for _, line := range strings.Split(sum.planImpact, "\n") {
 		note("%s", line)
 	}
-	note("(the emulator prices every spot offering at $0.00001, so spot types tie there and the tie goes by")
-	note(" name, in the prediction and in the launch alike; the table shows AWS list prices.)")
 
 	s.say("A spot interruption warning sent through EventBridge (the rule Terraform made routes it to the queue)")
 	if sum.interruptedNode, sum.replacedIn, err = interrupt(ctx, c, clients, moto.Endpoint, int(replicas)); err != nil {
