@@ -184,9 +184,9 @@ func (r *customResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 	}
 	if r.impact != nil {
 		attrs["planned_impact"] = schema.StringAttribute{Computed: true,
-			Description: "What the last planned update does to the fleet, worked out at plan time from the live cluster by the controller's own drift and planning code: " +
+			Description: "What the last update does to the fleet, worked out from the live cluster by the controller's own drift and planning code: " +
 				"which NodeClaims drift and why, which are updated in place (template labels and annotations), how the disruption budgets pace the replacement (waves, estimated duration), and the affected nodes' $/h before and after (Commitments applied). " +
-				"The plan shows it as a warning too. When the cluster cannot be reached it says so; the plan never fails for it."}
+				"terraform plan shows it as a warning; this attribute is known after apply and records it as worked out just before the apply (the fleet may move between plan and apply). When the cluster cannot be reached it says so; the plan never fails for it."}
 	}
 	if r.namespaced {
 		attrs["namespace"] = schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("default"),
@@ -354,6 +354,10 @@ func (r *customResource) applyPlan(ctx context.Context, planned tfsdk.Plan, stat
 	plan, namespace := r.model(ctx, planned, diags)
 	if diags.HasError() {
 		return
+	}
+	if r.impact != nil && plan.plannedImpact.IsUnknown() {
+		// What this apply does to the fleet, from the cluster as it is now.
+		plan.plannedImpact = types.StringValue(r.impactText(ctx, plan.Name.ValueString(), plan))
 	}
 	r.apply(ctx, planned.Schema, &plan, namespace, diags)
 	if !diags.HasError() {

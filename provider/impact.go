@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/rest"
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
@@ -43,13 +44,12 @@ func fromUnstructured(obj map[string]any, into any) error {
 	return json.Unmarshal(b, into)
 }
 
-// planImpact sets planned_impact on an update: unchanged specs keep the last
-// impact; a changed one is worked out against the live cluster and shown as a
-// warning. Nothing here fails the plan.
+// planImpact shows a changed spec's impact on the live cluster as a plan
+// warning; planned_impact is then known after apply, when Update records the
+// impact worked out just before it applies (a plan's known value must survive
+// the re-plan at apply, and the fleet moves in between). An unchanged spec keeps
+// the last impact. Nothing here fails the plan.
 func (r *customResource) planImpact(ctx context.Context, plan, state customResourceModel, resp *resource.ModifyPlanResponse) {
-	set := func(text string) {
-		resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("planned_impact"), types.StringValue(text))...)
-	}
 	if plan.Spec.Equal(state.Spec) {
 		prior := state.plannedImpact
 		if prior.IsNull() || prior.IsUnknown() {
@@ -59,12 +59,17 @@ func (r *customResource) planImpact(ctx context.Context, plan, state customResou
 		return
 	}
 	name := plan.Name.ValueString()
+	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("planned_impact"), types.StringUnknown())...)
+	resp.Diagnostics.AddWarning(fmt.Sprintf("Planned impact of changing %s %s", r.kindName, name), r.impactText(ctx, name, plan))
+}
+
+// impactText is the impact of applying the plan now, or why it is not known.
+func (r *customResource) impactText(ctx context.Context, name string, plan customResourceModel) string {
 	text, err := r.workOutImpact(ctx, name, plan)
 	if err != nil {
-		text = "Not worked out: " + err.Error()
+		return "Not worked out: " + err.Error()
 	}
-	set(text)
-	resp.Diagnostics.AddWarning(fmt.Sprintf("Planned impact of changing %s %s", r.kindName, name), text)
+	return text
 }
 
 func (r *customResource) workOutImpact(ctx context.Context, name string, plan customResourceModel) (string, error) {
@@ -90,6 +95,9 @@ func (r *customResource) workOutImpact(ctx context.Context, name string, plan cu
 	if err != nil {
 		return "", fmt.Errorf("the cluster could not be reached (%v)", err)
 	}
+	// Every request, discovery included, gives up with the plan's patience.
+	cfg = rest.CopyConfig(cfg)
+	cfg.Timeout = impactTimeout
 	ctx, cancel := context.WithTimeout(ctx, impactTimeout)
 	defer cancel()
 	in := &simulate.Inputs{}

@@ -386,12 +386,20 @@ func (s *solver) openClaim(ps *poolState, p *podInfo) (*claim, error) {
 		compatible = withoutUnnamedBurstables(compatible, reqs)
 		s.optionCache[k] = compatible
 	}
+	overSpend := false
 	for _, it := range compatible {
-		if need.Fits(it.Allocatable) && s.withinLimits(ps, it, reqs) {
+		if !need.Fits(it.Allocatable) {
+			continue
+		}
+		within, spend := s.withinLimits(ps, it, reqs)
+		if within {
 			c.options = append(c.options, it)
 		}
+		overSpend = overSpend || spend
 	}
 	if len(c.options) == 0 {
+		// Only when the spend limit is why nothing is left does the pool report it.
+		ps.spendCapped = ps.spendCapped || overSpend
 		return nil, s.explainNoInstanceType(ps, reqs, need)
 	}
 	var err error
@@ -413,6 +421,13 @@ func (s *solver) openClaim(ps *poolState, p *podInfo) (*claim, error) {
 	} else {
 		c.target, c.sizedByDemand = chooseTarget(c.options, reqs, ps.daemonOverhead, s.shapeFor(ps, p), s.costs, s.cheapest)
 	}
+	if ps.spendLimited {
+		// The topology may have pinned a dearer zone than the options were checked in.
+		if o, _ := s.cheapest(c.target, reqs); !s.withinSpend(ps, o.Price) {
+			ps.spendCapped = true
+			return nil, fmt.Errorf("the NodePool's spend limit of %s would be exceeded: it spends %s", FormatDollars(ps.spendLimit), FormatDollars(ps.spend))
+		}
+	}
 	s.charge(c)
 	c.requests = ps.daemonOverhead.Add(p.requests)
 	c.remaining = c.target.Allocatable.Sub(c.requests)
@@ -428,14 +443,15 @@ func (s *solver) openClaim(ps *poolState, p *podInfo) (*claim, error) {
 	return c, nil
 }
 
-func (s *solver) withinLimits(ps *poolState, it *InstanceType, reqs Requirements) bool {
+// withinLimits reports whether one more node of the type keeps the pool within
+// its limits, and whether the spend limit is what it would break.
+func (s *solver) withinLimits(ps *poolState, it *InstanceType, reqs Requirements) (within, overSpend bool) {
 	if len(ps.limits) == 0 {
-		return true
+		return true, false
 	}
 	if ps.spendLimited {
 		if o, ok := s.cheapest(it, reqs); !ok || !s.withinSpend(ps, o.Price) {
-			ps.spendCapped = true
-			return false
+			return false, true
 		}
 	}
 	after := ps.usage.Add(it.Capacity).ToResourceList()
@@ -444,8 +460,8 @@ func (s *solver) withinLimits(ps *poolState, it *InstanceType, reqs Requirements
 			continue
 		}
 		if used, ok := after[name]; ok && used.Cmp(limit) > 0 {
-			return false
+			return false, false
 		}
 	}
-	return true
+	return true, false
 }

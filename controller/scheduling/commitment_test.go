@@ -154,6 +154,12 @@ func TestSpendLimitStopsProvisioningAtTheCap(t *testing.T) {
 	if r := scheduling.Solve(in); len(r.NodeClaims) != 0 {
 		t.Errorf("an existing m5.4xlarge ($0.768/h) is over the cap, yet %d claims were planned", len(r.NodeClaims))
 	}
+	// A claim still launching, its type not known yet, counts at what it was
+	// planned at: $0.45 of the $0.50 leaves room for no m-type node.
+	in.Nodes = []*scheduling.ExistingNode{{Name: "launching", NodePool: "default", Labels: map[string]string{}, PlannedPrice: 0.45}}
+	if r := scheduling.Solve(in); r.PricePerHour() > 0.05+1e-9 {
+		t.Errorf("with $0.45/h in flight the plan adds $%v/h under a $0.50/h cap", r.PricePerHour())
+	}
 	// Reserved capacity costs nothing against the cap.
 	in.Nodes = nil
 	in.Commitments = ledger(t, v1alpha1.CommitmentSpec{ReservedInstances: []v1alpha1.ReservedInstance{{InstanceType: "m5.2xlarge", Zone: "us-east-1a", Count: 10}}})

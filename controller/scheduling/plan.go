@@ -56,6 +56,9 @@ type ExistingNode struct {
 	// for topology, their anti-affinity honoured.
 	Pods     []*corev1.Pod
 	NodePool string
+	// PlannedPrice is what a claim still launching was planned at, for a spend
+	// limit to count while its offering is unknown; NaN or 0 when not known.
+	PlannedPrice float64
 }
 
 // NodeClaimPlan is one node to launch.

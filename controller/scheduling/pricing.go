@@ -2,6 +2,7 @@ package scheduling
 
 import (
 	"math"
+	"sort"
 	"strconv"
 	"strings"
 
@@ -139,26 +140,55 @@ func (s *solver) buildSpend(in Input) {
 // prices), and returns each node's price (NaN when no catalog knows its
 // offering) and what it took from the ledger.
 func ChargeNodes(nodes []*ExistingNode, catalogs map[string][]*InstanceType, ledger *commitment.Ledger) ([]float64, []commitment.Use) {
+	// A node is priced from its own pool's catalog (overlays may price pools
+	// differently), else from any pool's, in a fixed order.
 	byName := map[string]*InstanceType{}
-	for _, types := range catalogs {
-		for _, it := range types {
+	pools := make([]string, 0, len(catalogs))
+	for pool := range catalogs {
+		pools = append(pools, pool)
+	}
+	sort.Strings(pools)
+	for _, pool := range pools {
+		for _, it := range catalogs[pool] {
 			if _, ok := byName[it.Name]; !ok {
 				byName[it.Name] = it
 			}
 		}
+	}
+	byPool := map[string]map[string]*InstanceType{}
+	typeOf := func(n *ExistingNode) *InstanceType {
+		name := n.Labels[v1.LabelInstanceType]
+		own, ok := byPool[n.NodePool]
+		if !ok {
+			own = make(map[string]*InstanceType, len(catalogs[n.NodePool]))
+			for _, it := range catalogs[n.NodePool] {
+				own[it.Name] = it
+			}
+			byPool[n.NodePool] = own
+		}
+		if it, ok := own[name]; ok {
+			return it
+		}
+		return byName[name]
 	}
 	prices := make([]float64, len(nodes))
 	var onDemand []commitment.Instance
 	var at []int
 	for i, n := range nodes {
 		prices[i] = math.NaN()
-		it := byName[n.Labels[v1.LabelInstanceType]]
+		it := typeOf(n)
 		if it == nil {
+			if n.PlannedPrice > 0 {
+				prices[i] = n.PlannedPrice
+			}
 			continue
 		}
 		o := Offering{Zone: n.Labels[v1.LabelTopologyZone], CapacityType: n.Labels[v1.LabelCapacityType]}
 		list, ok := listPrice(it, o)
 		if !ok {
+			if n.PlannedPrice > 0 {
+				prices[i] = n.PlannedPrice
+			}
 			continue
 		}
 		prices[i] = list

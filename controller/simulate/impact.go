@@ -9,6 +9,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
@@ -82,6 +83,12 @@ func PlanImpact(in *Inputs, instanceTypes []*scheduling.InstanceType, costs sche
 		driftOf = func(nc *v1.NodeClaim, node *corev1.Node) (string, bool) { return poolDrift(np, nc, node) }
 	case change.EC2NodeClass != nil:
 		class := change.EC2NodeClass
+		changed.NodeClasses = slices.Clone(in.NodeClasses)
+		var live *awsv1.EC2NodeClass
+		if i := slices.IndexFunc(changed.NodeClasses, func(c *awsv1.EC2NodeClass) bool { return c.Name == class.Name }); i >= 0 {
+			live, changed.NodeClasses[i] = changed.NodeClasses[i], class
+		}
+		selectors := selectorChange(live, class)
 		governs = func(nc *v1.NodeClaim) bool {
 			return nc.Spec.NodeClassRef != nil && nc.Spec.NodeClassRef.Kind == "EC2NodeClass" && nc.Spec.NodeClassRef.Name == class.Name
 		}
@@ -89,7 +96,7 @@ func PlanImpact(in *Inputs, instanceTypes []*scheduling.InstanceType, costs sche
 			if h, ok := nc.Annotations[awsv1.AnnotationEC2NodeClassHash]; ok && nc.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] == awsv1.EC2NodeClassHashVersion && h != class.Hash() {
 				return "NodeClassDrift", false
 			}
-			return "", false
+			return selectors, false
 		}
 	default:
 		return nil, fmt.Errorf("no change to plan")
@@ -158,6 +165,25 @@ func PlanImpact(in *Inputs, instanceTypes []*scheduling.InstanceType, costs sche
 	}
 	impact.PricePerHourBefore, impact.PricePerHourAfter = round(impact.PricePerHourBefore), round(impact.PricePerHourAfter)
 	return impact, nil
+}
+
+// selectorChange names the drift a class's changed selector terms would cause:
+// what they select is resolved after apply (a new AMI, other subnets or security
+// groups), and the controller drifts every node that no longer matches. "" when
+// they are unchanged, or the live class is unknown.
+func selectorChange(live, planned *awsv1.EC2NodeClass) string {
+	if live == nil {
+		return ""
+	}
+	switch {
+	case !equality.Semantic.DeepEqual(live.Spec.AMISelectorTerms, planned.Spec.AMISelectorTerms):
+		return "AMIDrift (new amiSelectorTerms, resolved after apply)"
+	case !equality.Semantic.DeepEqual(live.Spec.SubnetSelectorTerms, planned.Spec.SubnetSelectorTerms):
+		return "SubnetDrift (new subnetSelectorTerms, if the nodes' subnets are no longer selected)"
+	case !equality.Semantic.DeepEqual(live.Spec.SecurityGroupSelectorTerms, planned.Spec.SecurityGroupSelectorTerms):
+		return "SecurityGroupDrift (new securityGroupSelectorTerms, resolved after apply)"
+	}
+	return ""
 }
 
 // withStatus is the planned pool with the live one's status: the controller

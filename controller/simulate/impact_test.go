@@ -96,4 +96,18 @@ func TestPlanImpactOfAnEC2NodeClassChange(t *testing.T) {
 	if len(impact.Drifted) != 6 || impact.Drifted[0].Reason != "NodeClassDrift" || impact.Waves != -1 {
 		t.Errorf("new user data: %+v\n%s; want all 6 drifted, the frozen pool's budget holding its node", impact, impact)
 	}
+
+	// Selector terms are not in the hash: a new AMI alias drifts every node once
+	// resolved after apply, and the impact says so.
+	class.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{Alias: "al2023@v20251101"}}
+	in.NodeClasses = append(in.NodeClasses, class)
+	newAMI := class.DeepCopy()
+	newAMI.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{Alias: "al2023@v20251120"}}
+	impact, err = PlanImpact(in, westTypes(t), scheduling.DefaultNodeCosts(), fakeNow, Change{EC2NodeClass: newAMI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(impact.Drifted) != 6 || !strings.HasPrefix(impact.Drifted[0].Reason, "AMIDrift") {
+		t.Errorf("a new AMI alias: %+v\n%s; want all 6 drifted by AMIDrift", impact, impact)
+	}
 }

@@ -70,13 +70,15 @@ func TestControllerSurvivesKills(t *testing.T) {
 		var event string
 		switch {
 		case i%3 == 2:
-			// A template label change drifts every node of the pool.
+			// A template taint change drifts every node of the pool; the label
+			// change beside it alone would be applied in place.
 			must(t, c.Get(ctx, client.ObjectKeyFromObject(pool), pool))
 			patch := client.MergeFrom(pool.DeepCopy())
 			if pool.Spec.Template.Labels == nil {
 				pool.Spec.Template.Labels = map[string]string{}
 			}
 			pool.Spec.Template.Labels["crash-round"] = strconv.Itoa(i)
+			pool.Spec.Template.Spec.Taints = []corev1.Taint{{Key: "crash-round", Value: strconv.Itoa(i), Effect: corev1.TaintEffectPreferNoSchedule}}
 			must(t, c.Patch(ctx, pool, patch))
 			event = "drift"
 		default:

@@ -223,7 +223,9 @@ func TestBudgetsAndDrift(t *testing.T) {
 		allRunning(t, c, "spread", 3, 60*time.Second)
 		must(t, c.Get(ctx, client.ObjectKeyFromObject(np), np))
 		patch := client.MergeFrom(np.DeepCopy())
+		// Labels alone are applied in place; a taint is drift.
 		np.Spec.Template.Labels = map[string]string{"team": "search"}
+		np.Spec.Template.Spec.Taints = []corev1.Taint{{Key: "search", Effect: corev1.TaintEffectPreferNoSchedule}}
 		must(t, c.Patch(ctx, np, patch))
 		busy := sample(func() (int, error) { return disrupting(c) })
 		eventually(t, 30*time.Second, "a waiting claim shows it drifted", func() error {

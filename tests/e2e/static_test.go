@@ -110,19 +110,26 @@ func TestStaticNodePoolKeepsItsCount(t *testing.T) {
 		t.Errorf("status.nodes is %v; want 2", static.Status.Nodes)
 	}
 
-	// A template change drifts both nodes; with room for one more under the limit,
-	// each is replaced one for one, the replacement first.
+	// A template change drifts both nodes (the taint; the label alone would be
+	// applied in place); with room for one more under the limit, each is replaced
+	// one for one, the replacement first.
+	must(t, c.List(ctx, &list, client.MatchingLabels{v1.LabelNodePool: "static"}))
+	before := map[string]bool{}
+	for _, nc := range list.Items {
+		before[nc.Name] = true
+	}
 	replicas = 2
 	static.Spec.Replicas = &replicas
 	static.Spec.Limits = v1.Limits{v1.ResourceNodes: resource.MustParse("3")}
 	static.Spec.Template.Labels = map[string]string{"generation": "two"}
+	static.Spec.Template.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "edge", Effect: corev1.TaintEffectNoSchedule}}
 	must(t, c.Update(ctx, static))
 	most := sample(func() (int, error) { claims, _, err := staticNodes(c, "static"); return claims, err })
 	eventually(t, 120*time.Second, "both static nodes replaced from the new template", func() error {
 		must(t, c.List(ctx, &list, client.MatchingLabels{v1.LabelNodePool: "static"}))
 		fresh := 0
 		for _, nc := range list.Items {
-			if nc.DeletionTimestamp == nil && nc.Labels["generation"] == "two" {
+			if nc.DeletionTimestamp == nil && nc.Labels["generation"] == "two" && !before[nc.Name] {
 				fresh++
 			}
 		}

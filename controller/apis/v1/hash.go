@@ -34,17 +34,34 @@ func (np *NodePool) Hash() string {
 // claim's own spec (taints, startup taints, node class, expireAfter,
 // terminationGracePeriod, copied from the template at launch) with the pool's
 // metadata hashes to the pool's hash. Such a claim is brought up to date in
-// place rather than replaced. It works for claims Karpenter launched too.
+// place rather than replaced. It works for claims Karpenter launched too. A
+// template label the instance itself decides (kubernetes.io/arch, the capacity
+// type, the zone...) that the claim does not already carry is no metadata: the
+// template's labels are requirements too, and a node cannot change those in place.
 func (np *NodePool) OnlyMetadataChanged(nc *NodeClaim) bool {
 	h, ok := nc.Annotations[NodePoolHashAnnotationKey]
 	if !ok || h == np.Hash() {
 		return false
+	}
+	for k, v := range np.Spec.Template.Labels {
+		if InstanceDecides(k) && nc.Labels[k] != v {
+			return false
+		}
 	}
 	launched := &NodePool{Spec: NodePoolSpec{Template: NodeClaimTemplate{ObjectMeta: np.Spec.Template.ObjectMeta, Spec: NodeClaimTemplateSpec{
 		Taints: nc.Spec.Taints, StartupTaints: nc.Spec.StartupTaints, NodeClassRef: nc.Spec.NodeClassRef,
 		TerminationGracePeriod: nc.Spec.TerminationGracePeriod, ExpireAfter: nc.Spec.ExpireAfter,
 	}}}}
 	return launched.Hash() == np.Hash()
+}
+
+// InstanceDecides reports whether a label's value comes from the instance a node
+// runs on (a well-known label, or a deprecated key for one), not from a template.
+func InstanceDecides(key string) bool {
+	if normalized, ok := NormalizedLabels[key]; ok {
+		key = normalized
+	}
+	return WellKnownLabels.Has(key) || key == LabelHostname
 }
 
 // LegacyHash is the hash Dovetail stamped on claims before it computed Karpenter's

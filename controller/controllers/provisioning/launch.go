@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -58,6 +59,7 @@ func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *schedul
 			annotations[v1alpha1.CapacityOverlayAppliedAnnotationKey] = "true"
 		}
 	}
+	annotations[dovetailv1alpha1.PlannedPriceAnnotationKey] = strconv.FormatFloat(plan.Offering.Price, 'f', 6, 64)
 	if plan.CoveredBy != "" {
 		annotations[dovetailv1alpha1.CoveredByAnnotationKey] = plan.CoveredBy
 	}

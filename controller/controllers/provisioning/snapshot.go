@@ -2,6 +2,8 @@ package provisioning
 
 import (
 	"context"
+	"math"
+	"strconv"
 	"strings"
 	"time"
 
@@ -13,6 +15,7 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	dovetailv1alpha1 "github.com/dovetail-sh/dovetail/controller/apis/dovetail/v1alpha1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
 	"github.com/dovetail-sh/dovetail/controller/commitment"
@@ -327,9 +330,13 @@ func inFlight(nc *v1.NodeClaim, pods []*corev1.Pod) *scheduling.ExistingNode {
 		allocatable = scheduling.FromResourceList(nc.Spec.Resources.Requests)
 		capacity = allocatable
 	}
+	planned, err := strconv.ParseFloat(nc.Annotations[dovetailv1alpha1.PlannedPriceAnnotationKey], 64)
+	if err != nil {
+		planned = math.NaN()
+	}
 	return &scheduling.ExistingNode{
 		Name: nc.Name, Labels: labels, Taints: nc.Spec.Taints, Capacity: capacity, Allocatable: allocatable,
-		Pods: pods, NodePool: nc.Labels[v1.LabelNodePool],
+		Pods: pods, NodePool: nc.Labels[v1.LabelNodePool], PlannedPrice: planned,
 	}
 }
 

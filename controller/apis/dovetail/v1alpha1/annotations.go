@@ -7,6 +7,10 @@ const (
 	// CoveredByAnnotationKey marks a NodeClaim planned at a price a Commitment
 	// pays for (wholly or in part); the value names the commitment and what of it.
 	CoveredByAnnotationKey = "dovetail.sh/covered-by"
+	// PlannedPriceAnnotationKey is the $/h a NodeClaim was planned at
+	// (commitments applied): what a spend limit counts it at until it launches
+	// and its offering is known.
+	PlannedPriceAnnotationKey = "dovetail.sh/planned-price"
 	// TemplateLabelsAnnotationKey and TemplateAnnotationsAnnotationKey list, comma
 	// separated, the label and annotation keys the NodePool template gave the
 	// claim and its node, so that keys the template drops are removed in place.

@@ -72,10 +72,13 @@ type CommitmentSpec struct {
 
 // ReservedInstanceStatus is how much of a reservation the cluster's nodes use.
 type ReservedInstanceStatus struct {
+	// InstanceType is the reserved type.
 	InstanceType string `json:"instanceType"`
+	// Zone is the reservation's zone; none for a regional one.
 	// +optional
-	Zone  string `json:"zone,omitempty"`
-	Count int32  `json:"count"`
+	Zone string `json:"zone,omitempty"`
+	// Count is how many instances the reservation pays for.
+	Count int32 `json:"count"`
 	// Used is how many running on-demand nodes the reservation pays for.
 	Used int32 `json:"used"`
 }
@@ -83,9 +86,12 @@ type ReservedInstanceStatus struct {
 // SavingsPlanStatus is how much of a plan's hourly commitment the cluster's nodes
 // use.
 type SavingsPlanStatus struct {
+	// Type is Compute or EC2Instance.
 	Type SavingsPlanType `json:"type"`
+	// Family is the family an EC2Instance plan covers.
 	// +optional
-	Family            string `json:"family,omitempty"`
+	Family string `json:"family,omitempty"`
+	// CommitmentPerHour is the plan's hourly commitment in dollars.
 	CommitmentPerHour string `json:"commitmentPerHour"`
 	// UsedPerHour is the commitment the covered nodes spend, in dollars per hour.
 	UsedPerHour string `json:"usedPerHour"`
@@ -94,8 +100,10 @@ type SavingsPlanStatus struct {
 // CommitmentStatus says whether the controller plans with the commitment and how
 // much of it the cluster uses.
 type CommitmentStatus struct {
+	// ReservedInstances are the spec's reservations, in order, with what is used.
 	// +optional
 	ReservedInstances []ReservedInstanceStatus `json:"reservedInstances,omitempty"`
+	// SavingsPlans are the spec's plans, in order, with what is used.
 	// +optional
 	SavingsPlans []SavingsPlanStatus `json:"savingsPlans,omitempty"`
 	// CoveredNodes is how many nodes the commitment pays for, wholly or in part.

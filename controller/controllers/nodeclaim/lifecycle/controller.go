@@ -370,6 +370,34 @@ func (c *Controller) awaitRegistration(ctx context.Context, nc *v1.NodeClaim) (r
 	return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
 }
 
+// forgetDropped clears the claim's record of the keys an in-place update took
+// off once the node no longer has them: a key someone sets on the node later
+// (a node feature labeller, an operator) is theirs and stays.
+func (c *Controller) forgetDropped(ctx context.Context, nc *v1.NodeClaim, node *corev1.Node) error {
+	labels := dovetailv1alpha1.SplitKeys(nc.Annotations[dovetailv1alpha1.DroppedLabelsAnnotationKey])
+	annotations := dovetailv1alpha1.SplitKeys(nc.Annotations[dovetailv1alpha1.DroppedAnnotationsAnnotationKey])
+	if len(labels)+len(annotations) == 0 {
+		return nil
+	}
+	for _, k := range labels {
+		if _, on := node.Labels[k]; on {
+			return nil
+		}
+	}
+	for _, k := range annotations {
+		if _, on := node.Annotations[k]; on {
+			return nil
+		}
+	}
+	patch := client.MergeFrom(nc.DeepCopy())
+	delete(nc.Annotations, dovetailv1alpha1.DroppedLabelsAnnotationKey)
+	delete(nc.Annotations, dovetailv1alpha1.DroppedAnnotationsAnnotationKey)
+	if err := c.kube.Patch(ctx, nc, patch); err != nil {
+		return client.IgnoreNotFound(fmt.Errorf("forgetting the keys taken off node %s, %w", node.Name, err))
+	}
+	return nil
+}
+
 // register adopts the Node: the claim's labels and taints, its owner, and the end of
 // the unregistered taint.
 func (c *Controller) register(ctx context.Context, nc *v1.NodeClaim, node *corev1.Node) error {
@@ -443,6 +471,9 @@ func (c *Controller) register(ctx context.Context, nc *v1.NodeClaim, node *corev
 		if err := c.kube.Patch(ctx, desired, client.MergeFrom(node)); err != nil {
 			return fmt.Errorf("syncing the node of nodeclaim, %w", err)
 		}
+	}
+	if err := c.forgetDropped(ctx, nc, desired); err != nil {
+		return err
 	}
 	if meta.IsStatusConditionTrue(nc.Status.Conditions, v1.ConditionTypeRegistered) && nc.Status.NodeName == node.Name {
 		return nil

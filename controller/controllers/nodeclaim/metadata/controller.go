@@ -87,8 +87,8 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 		return reconcile.Result{}, nil
 	}
 	labels, annotations := np.Spec.Template.Labels, np.Spec.Template.Annotations
-	dropLabels := dropped(nc, dovetailv1alpha1.TemplateLabelsAnnotationKey, dovetailv1alpha1.DroppedLabelsAnnotationKey, labels)
-	dropAnnotations := dropped(nc, dovetailv1alpha1.TemplateAnnotationsAnnotationKey, dovetailv1alpha1.DroppedAnnotationsAnnotationKey, annotations)
+	dropLabels := dropped(np, nc, dovetailv1alpha1.TemplateLabelsAnnotationKey, dovetailv1alpha1.DroppedLabelsAnnotationKey, labels, true)
+	dropAnnotations := dropped(np, nc, dovetailv1alpha1.TemplateAnnotationsAnnotationKey, dovetailv1alpha1.DroppedAnnotationsAnnotationKey, annotations, false)
 	patch := client.MergeFrom(nc.DeepCopy())
 	nc.Labels = apply(nc.Labels, labels, dropLabels)
 	nc.Annotations = apply(nc.Annotations, annotations, dropAnnotations)
@@ -107,17 +107,34 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 }
 
 // dropped lists the keys the template gave the claim before (and those an
-// earlier update dropped, which the node's sync may not have taken off yet) that
-// the template no longer has. The pool's own label is never dropped.
-func dropped(nc *v1.NodeClaim, recordedKey, droppedKey string, now map[string]string) []string {
+// earlier update dropped, which the node's sync has not taken off yet) that the
+// template no longer has. A label the instance decides, or one a requirement of
+// the pool sets, is the node's own and is never dropped.
+func dropped(np *v1.NodePool, nc *v1.NodeClaim, recordedKey, droppedKey string, now map[string]string, labels bool) []string {
 	var out []string
 	for _, k := range append(dovetailv1alpha1.SplitKeys(nc.Annotations[recordedKey]), dovetailv1alpha1.SplitKeys(nc.Annotations[droppedKey])...) {
-		if _, ok := now[k]; !ok && k != v1.LabelNodePool && !slices.Contains(out, k) {
-			out = append(out, k)
+		if _, ok := now[k]; ok || slices.Contains(out, k) {
+			continue
 		}
+		if labels && (v1.InstanceDecides(k) || setByRequirement(np, k)) {
+			continue
+		}
+		out = append(out, k)
 	}
 	slices.Sort(out)
 	return out
+}
+
+// setByRequirement reports whether the pool's requirements give every node one
+// value of the key (the claim's own requirements hold the template's labels
+// too, so they cannot tell).
+func setByRequirement(np *v1.NodePool, key string) bool {
+	for _, r := range np.Spec.Template.Spec.Requirements {
+		if r.Key == key && r.Operator == v1.OpIn && len(r.Values) == 1 {
+			return true
+		}
+	}
+	return false
 }
 
 func apply(m, set map[string]string, drop []string) map[string]string {

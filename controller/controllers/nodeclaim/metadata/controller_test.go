@@ -96,3 +96,38 @@ func TestInPlaceMetadataReconcile(t *testing.T) {
 		t.Errorf("a drifted claim was updated: labels %v", gotClaim.Labels)
 	}
 }
+
+// TestInPlaceMetadataLeavesWhatTheInstanceDecides: a template label the instance
+// decides (kubernetes.io/arch) changed to a value the node does not have is no
+// metadata change; removed from the template, it stays on the claim, as does a
+// label a requirement of the pool sets.
+func TestInPlaceMetadataLeavesWhatTheInstanceDecides(t *testing.T) {
+	before := pool(map[string]string{v1.LabelArch: "amd64", "team": "a", "tier": "web"}, nil)
+	nc, node := launchedFrom(before)
+	nc.Labels[v1.LabelArch] = "amd64"
+	// The claim's requirements hold every template label; only the pool's own
+	// requirements say what every node keeps.
+	nc.Spec.Requirements = []v1.NodeSelectorRequirementWithMinValues{
+		{Key: "tier", RequirementBody: v1.RequirementBody{Operator: v1.OpIn, Values: []string{"web"}}},
+		{Key: "team", RequirementBody: v1.RequirementBody{Operator: v1.OpIn, Values: []string{"a"}}},
+	}
+	if arm := pool(map[string]string{v1.LabelArch: "arm64", "team": "a", "tier": "web"}, nil); arm.OnlyMetadataChanged(nc) {
+		t.Errorf("an amd64 node cannot become arm64 in place")
+	}
+	after := pool(map[string]string{"team": "b"}, nil)
+	after.Spec.Template.Spec.Requirements = []v1.NodePoolRequirement{{Key: "tier", RequirementBody: v1.RequirementBody{Operator: v1.OpIn, Values: []string{"web"}}}}
+	if !after.OnlyMetadataChanged(nc) {
+		t.Fatalf("dropping labels and changing team is metadata")
+	}
+	kube := fakeclient.NewClientBuilder().WithScheme(scheme.New()).WithObjects(after, nc, node).Build()
+	if _, err := NewController(kube, record.NewFakeRecorder(10)).Reconcile(context.Background(), nc); err != nil {
+		t.Fatal(err)
+	}
+	got := &v1.NodeClaim{}
+	if err := kube.Get(context.Background(), client.ObjectKey{Name: nc.Name}, got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Labels[v1.LabelArch] != "amd64" || got.Labels["tier"] != "web" || got.Labels["team"] != "b" || got.Annotations[dovetailv1alpha1.DroppedLabelsAnnotationKey] != "" {
+		t.Errorf("labels %v, dropped %q; want arch and the required tier kept, team=b, nothing dropped", got.Labels, got.Annotations[dovetailv1alpha1.DroppedLabelsAnnotationKey])
+	}
+}
