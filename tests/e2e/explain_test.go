@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -41,39 +42,63 @@ func TestExplainNodeSaysWhatTheControllerSays(t *testing.T) {
 	scale(t, c, "web", 1)
 	allRunning(t, c, "web", 1, 60*time.Second)
 
-	// The latest Unconsolidatable reason on each node (a reason is reported once
-	// while it holds).
-	said, at := map[string]string{}, map[string]time.Time{}
-	eventually(t, 60*time.Second, "an Unconsolidatable event naming the budget", func() error {
+	// The latest Unconsolidatable reason on each node: the event written last
+	// (highest resourceVersion; timestamps are whole seconds), and a reason is
+	// reported once while it holds.
+	latest := func() (map[string]string, error) {
 		var events corev1.EventList
 		if err := c.List(ctx, &events); err != nil {
-			return err
+			return nil, err
 		}
-		budget := false
+		said, at := map[string]string{}, map[string]uint64{}
 		for _, e := range events.Items {
-			if when := e.CreationTimestamp.Time; e.Reason == "Unconsolidatable" && e.InvolvedObject.Kind == "Node" && !when.Before(at[e.InvolvedObject.Name]) {
-				said[e.InvolvedObject.Name], at[e.InvolvedObject.Name] = e.Message, when
-				budget = budget || strings.Contains(e.Message, "budget: nodepool default allows 0")
+			rv, _ := strconv.ParseUint(e.ResourceVersion, 10, 64)
+			if e.Reason == "Unconsolidatable" && e.InvolvedObject.Kind == "Node" && rv >= at[e.InvolvedObject.Name] {
+				said[e.InvolvedObject.Name], at[e.InvolvedObject.Name] = e.Message, rv
 			}
 		}
-		if !budget {
-			return fmt.Errorf("events on nodes: %v", said)
+		return said, nil
+	}
+	eventually(t, 60*time.Second, "an Unconsolidatable event naming the budget", func() error {
+		said, err := latest()
+		if err != nil {
+			return err
+		}
+		for _, reason := range said {
+			if strings.Contains(reason, "budget: nodepool default allows 0") {
+				return nil
+			}
+		}
+		return fmt.Errorf("events on nodes: %v", said)
+	})
+
+	cat, err := catalog.Load(opts.KwokCatalog)
+	must(t, err)
+	types := cat.ForEngine(scheduling.DefaultAllocatableSettings())
+	// The scale-down settles (pods terminate, a node empties) while this reads:
+	// explain and the controller must agree on every node once they look at the
+	// same cluster.
+	eventually(t, 60*time.Second, "explain giving every node the controller's reason", func() error {
+		said, err := latest()
+		if err != nil {
+			return err
+		}
+		in := &simulate.Inputs{}
+		if err := simulate.ReadLive(ctx, stack.Config, in); err != nil {
+			return err
+		}
+		for node, reason := range said {
+			e, err := simulate.Explain(in, types, opts.NodeCosts, time.Now(), false, node)
+			if err != nil {
+				return err
+			}
+			if e.Consolidated || !strings.HasSuffix(e.Why, reason) {
+				return fmt.Errorf("%s: explain says consolidated %v, why %q; the controller says %q", node, e.Consolidated, e.Why, reason)
+			}
+			if e.IfRemoved == nil || e.NodePool != "default" || e.PricePerHour == nil {
+				return fmt.Errorf("%s: explain %+v; want the node's pool, price and what removing it would do", node, e)
+			}
 		}
 		return nil
 	})
-
-	in := &simulate.Inputs{}
-	must(t, simulate.ReadLive(ctx, stack.Config, in))
-	cat, err := catalog.Load(opts.KwokCatalog)
-	must(t, err)
-	for node, reason := range said {
-		e, err := simulate.Explain(in, cat.ForEngine(scheduling.DefaultAllocatableSettings()), opts.NodeCosts, time.Now(), false, node)
-		must(t, err)
-		if e.Consolidated || !strings.HasSuffix(e.Why, reason) {
-			t.Errorf("%s: explain says consolidated %v, why %q; the controller says %q", node, e.Consolidated, e.Why, reason)
-		}
-		if e.IfRemoved == nil || e.NodePool != "default" || e.PricePerHour == nil {
-			t.Errorf("%s: explain %+v; want the node's pool, price and what removing it would do", node, e)
-		}
-	}
 }
