@@ -33,6 +33,12 @@ type reservation struct {
 	count, use int
 }
 
+// pays reports whether the reservation has an instance left that it would pay
+// for: of its type, in its zone (any zone for a regional one).
+func (r *reservation) pays(in Instance) bool {
+	return r.typ == in.Type && (r.zone == "" || r.zone == in.Zone) && r.use < r.count
+}
+
 type plan struct {
 	source string
 	family string // "" for a Compute plan
@@ -219,7 +225,7 @@ func (l *Ledger) cover(in Instance, take bool) Use {
 		return u
 	}
 	for _, r := range l.reservations {
-		if r.typ == in.Type && (r.zone == "" || r.zone == in.Zone) && r.use < r.count {
+		if r.pays(in) {
 			if take {
 				r.use++
 			}
@@ -280,7 +286,7 @@ func (l *Ledger) Charge(fleet []Instance) []Use {
 	reserved := make([]bool, len(fleet))
 	for i, in := range fleet {
 		for _, r := range l.reservations {
-			if r.typ == in.Type && (r.zone == "" || r.zone == in.Zone) && r.use < r.count {
+			if r.pays(in) {
 				uses[i] = l.Take(in)
 				reserved[i] = true
 				break
