@@ -50,6 +50,16 @@ func TestManifests(t *testing.T) {
 			t.Errorf("env %s = %q, want %q", k, env[k], want)
 		}
 	}
+	// The Go runtime's soft limit follows the container's memory limit.
+	var memoryLimitRef map[string]any
+	for _, e := range c["env"].([]any) {
+		if m := e.(map[string]any); m["name"] == "MEMORY_LIMIT" {
+			memoryLimitRef, _, _ = unstructured.NestedMap(m, "valueFrom", "resourceFieldRef")
+		}
+	}
+	if memoryLimitRef["resource"] != "limits.memory" || memoryLimitRef["containerName"] != c["name"] {
+		t.Errorf("MEMORY_LIMIT should come from the container's limits.memory, got %v", memoryLimitRef)
+	}
 	// Node costs at the controller's defaults are left to the controller.
 	for _, k := range []string{"ROOT_VOLUME_PRICE_PER_GIB_MONTH", "PUBLIC_IPV4_PRICE_PER_HOUR", "NODE_OVERHEAD_PRICE_PER_HOUR", "FEWER_NODES_TOLERANCE"} {
 		if v, ok := env[k]; ok {

@@ -189,14 +189,19 @@ func (cl *Cluster) addToTotals(view *state.View, snap *scheduling.Snapshot, nc *
 // consolidation waits for (capacity those pods may need is not taken away
 // underneath them). A pod no pool and no node can take (a request larger than any
 // type, a selector nothing matches) stays pending whatever consolidation does, and
-// must not keep the cluster from shrinking.
+// must not keep the cluster from shrinking. A backlog is planned a bounded round
+// at a time, as the provisioner plans it, and counting stops at the first round
+// with a placeable pod: the answer consolidation needs is whether there is any.
 func (cl *Cluster) PlaceablePending() int {
 	if cl.placeablePending >= 0 {
 		return cl.placeablePending
 	}
 	cl.placeablePending = 0
-	if pending := cl.Snapshot.Pending; len(pending) > 0 {
-		cl.placeablePending = len(pending) - len(cl.Snapshot.PlanWithout(nil, pending).Unschedulable)
+	pending := cl.Snapshot.Pending
+	for len(pending) > 0 && cl.placeablePending == 0 {
+		round := pending[:min(len(pending), scheduling.MaxPodsPerSolve)]
+		pending = pending[len(round):]
+		cl.placeablePending = len(round) - len(cl.Snapshot.PlanWithout(nil, round).Unschedulable)
 	}
 	return cl.placeablePending
 }

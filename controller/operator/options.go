@@ -50,6 +50,10 @@ type Options struct {
 	ConsolidationValidationDelay time.Duration
 	KubeClientQPS                float64
 	KubeClientBurst              int
+	// MemoryLimit is Karpenter's MEMORY_LIMIT: the container's memory limit in bytes
+	// (the chart fills it from limits.memory). The Go runtime's soft limit is set to
+	// 90% of it, so the heap is collected hard before the kernel OOM-kills the pod.
+	MemoryLimit int64
 	// AWS provider settings, named as Karpenter names them.
 	AWSRegion          string
 	ClusterEndpoint    string
@@ -236,6 +240,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ConsolidationValidationDelay, "consolidation-validation-delay", envDuration("CONSOLIDATION_VALIDATION_DELAY", 15*time.Second), "how long a consolidation decision must hold before it is carried out [CONSOLIDATION_VALIDATION_DELAY]")
 	fs.Float64Var(&o.KubeClientQPS, "kube-client-qps", envFloat("KUBE_CLIENT_QPS", 200), "requests per second to the API server [KUBE_CLIENT_QPS]")
 	fs.IntVar(&o.KubeClientBurst, "kube-client-burst", envInt("KUBE_CLIENT_BURST", 300), "burst of requests to the API server [KUBE_CLIENT_BURST]")
+	fs.Int64Var(&o.MemoryLimit, "memory-limit", envInt64("MEMORY_LIMIT", -1), "the container's memory limit in bytes; the Go soft memory limit is set to 90% of it (GOMEMLIMIT, when set, wins); -1 leaves it unset [MEMORY_LIMIT]")
 	nodecosts.AddFlags(fs, &o.NodeCosts)
 	// The environment gives the defaults above; each variable set is also parsed by
 	// its flag, so one that does not parse is an error at start, not a silent
@@ -417,6 +422,13 @@ func envDuration(key string, def time.Duration) time.Duration {
 
 func envInt(key string, def int) int {
 	if n, err := strconv.Atoi(os.Getenv(key)); err == nil {
+		return n
+	}
+	return def
+}
+
+func envInt64(key string, def int64) int64 {
+	if n, err := strconv.ParseInt(os.Getenv(key), 10, 64); err == nil {
 		return n
 	}
 	return def

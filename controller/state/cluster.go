@@ -57,23 +57,26 @@ type View struct {
 	claimOfNode    map[string]*v1.NodeClaim
 }
 
-// Copies says whether a View may be written to.
-type Copies bool
+// Copies says which of a View's objects may be written to.
+type Copies int
 
 const (
 	// ReadOnly lists the cache without copying it: for loops that only read and run
 	// often (provisioning reads every few hundred milliseconds in a burst, and copies
 	// of every pod were most of the controller's memory).
-	ReadOnly Copies = false
+	ReadOnly Copies = iota
+	// WritableClaims copies the NodeClaims only: disruption changes claims in place
+	// and reads the rest, and a copy of every pod each pass was most of its memory.
+	WritableClaims
 	// Writable copies every object, for loops that patch what they read.
-	Writable Copies = true
+	Writable
 )
 
 // Read lists the cluster once. Claims this process created count from the moment
 // they were created, even before the cache lists them.
 func (c *Cluster) Read(ctx context.Context, copies Copies) (*View, error) {
 	var opts []client.ListOption
-	if copies == ReadOnly {
+	if copies != Writable {
 		opts = append(opts, client.UnsafeDisableDeepCopy)
 	}
 	var (
@@ -92,7 +95,11 @@ func (c *Cluster) Read(ctx context.Context, copies Copies) (*View, error) {
 		list client.ObjectList
 	}{{"pods", &pods}, {"nodes", &nodes}, {"nodeclaims", &claims}, {"nodepools", &pools}, {"pod disruption budgets", &pdbs}, {"daemonsets", &ds},
 		{"persistentvolumeclaims", &pvcs}, {"persistentvolumes", &pvs}, {"storageclasses", &scs}} {
-		if err := c.kube.List(ctx, l.list, opts...); err != nil {
+		listOpts := opts
+		if copies == WritableClaims && l.list == client.ObjectList(&claims) {
+			listOpts = nil
+		}
+		if err := c.kube.List(ctx, l.list, listOpts...); err != nil {
 			return nil, fmt.Errorf("listing %s, %w", l.what, err)
 		}
 	}

@@ -65,6 +65,16 @@ type ControllerProcess struct {
 	exited     chan struct{}
 	Starts     int
 	kubeconfig string
+	// logStart is where the running process's output begins in the log, which
+	// every start appends to.
+	logStart int64
+	// peakRSSKiB is the highest resident memory of the processes already ended.
+	peakRSSKiB int64
+}
+
+var processLogs struct {
+	mu sync.Mutex
+	n  int
 }
 
 // StartControllerProcess runs the built controller against cfg's cluster with opts,
@@ -84,9 +94,14 @@ func StartControllerProcess(t testing.TB, cfg *rest.Config, kubeconfig, dir stri
 	if err := clientcmd.WriteToFile(*raw, saKubeconfig); err != nil {
 		t.Fatal(err)
 	}
+	// Replicas of one test each log to their own file.
+	processLogs.mu.Lock()
+	processLogs.n++
+	logPath := filepath.Join(dir, fmt.Sprintf("controller-process-%d.log", processLogs.n))
+	processLogs.mu.Unlock()
 	p := &ControllerProcess{t: t, binary: ControllerBinary(t), args: OptionArgs(opts), kubeconfig: saKubeconfig,
 		env:     append(os.Environ(), "AWS_ACCESS_KEY_ID=testing", "AWS_SECRET_ACCESS_KEY=testing", "AWS_EC2_METADATA_DISABLED=true"),
-		logPath: filepath.Join(dir, "controller-process.log")}
+		logPath: logPath}
 	p.Start()
 	t.Cleanup(func() {
 		p.Kill()
@@ -110,6 +125,9 @@ func (p *ControllerProcess) Start() {
 	if err != nil {
 		p.t.Fatal(err)
 	}
+	if info, err := logFile.Stat(); err == nil {
+		p.logStart = info.Size()
+	}
 	cmd := exec.Command(p.binary, append([]string{"--kubeconfig", p.kubeconfig}, p.args...)...)
 	cmd.Env = p.env
 	cmd.Stdout, cmd.Stderr = logFile, logFile
@@ -127,19 +145,81 @@ func (p *ControllerProcess) Start() {
 }
 
 // Kill ends the process with SIGKILL: no deferred cleanup, no graceful shutdown.
-func (p *ControllerProcess) Kill() {
+func (p *ControllerProcess) Kill() { p.signal(syscall.SIGKILL, 10*time.Second) }
+
+// Terminate asks the process to stop, as the kubelet does in a rollout, and waits
+// for it to exit.
+func (p *ControllerProcess) Terminate() { p.signal(syscall.SIGTERM, 45*time.Second) }
+
+func (p *ControllerProcess) signal(sig syscall.Signal, wait time.Duration) {
 	p.mu.Lock()
 	cmd, exited := p.cmd, p.exited
 	p.mu.Unlock()
 	if cmd == nil {
 		return
 	}
-	_ = cmd.Process.Signal(syscall.SIGKILL)
+	p.recordPeakRSS()
+	_ = cmd.Process.Signal(sig)
 	select {
 	case <-exited:
-	case <-time.After(10 * time.Second):
-		p.t.Errorf("the controller process did not exit after SIGKILL")
+	case <-time.After(wait):
+		p.t.Errorf("the controller process did not exit %s after %s", wait, sig)
 	}
+}
+
+// Pid is the running process's id.
+func (p *ControllerProcess) Pid() int {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.cmd.Process.Pid
+}
+
+// PeakRSSMiB is the highest resident memory of any process started so far: the
+// running one's high-water mark, or an ended one's read just before it was
+// signalled.
+func (p *ControllerProcess) PeakRSSMiB() float64 {
+	p.recordPeakRSS()
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return float64(p.peakRSSKiB) / 1024
+}
+
+func (p *ControllerProcess) recordPeakRSS() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.cmd == nil {
+		return
+	}
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if err != nil {
+		return // already ended
+	}
+	for _, line := range strings.Split(string(raw), "\n") {
+		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			var kib int64
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kib); err == nil && kib > p.peakRSSKiB {
+				p.peakRSSKiB = kib
+			}
+		}
+	}
+}
+
+// Log is what the running process has written so far.
+func (p *ControllerProcess) Log() string {
+	p.mu.Lock()
+	start := p.logStart
+	p.mu.Unlock()
+	raw, err := os.ReadFile(p.logPath)
+	if err != nil || int64(len(raw)) < start {
+		return ""
+	}
+	return string(raw[start:])
+}
+
+// IsLeader reports whether the running process has acquired the leader lease
+// (client-go's leader election logs it).
+func (p *ControllerProcess) IsLeader() bool {
+	return strings.Contains(p.Log(), "successfully acquired lease")
 }
 
 // Exited reports whether the running process has ended by itself.
@@ -163,6 +243,9 @@ func OptionArgs(opts operator.Options) []string {
 		"--disruption-period=" + opts.DisruptionPeriod.String(), "--consolidation-validation-delay=" + opts.ConsolidationValidationDelay.String(),
 		fmt.Sprintf("--leader-elect=%t", opts.LeaderElect), "--leader-election-namespace=" + InstallNamespace,
 		"--metrics-port=0", "--health-probe-port=0",
+	}
+	if opts.MemoryLimit > 0 {
+		args = append(args, fmt.Sprintf("--memory-limit=%d", opts.MemoryLimit))
 	}
 	add := func(flag, value string) {
 		if value != "" {

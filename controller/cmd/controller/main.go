@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"os"
+	"runtime/debug"
 
 	uberzap "go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
@@ -31,6 +32,10 @@ func main() {
 	errOut, _ := operator.LogStreams(opts.LogErrorOutputPaths)
 	ctrl.SetLogger(zap.New(zap.UseDevMode(false), zap.Level(level), zap.JSONEncoder(), zap.WriteTo(zapcore.NewMultiWriteSyncer(out...)),
 		zap.RawZapOpts(uberzap.ErrorOutput(zapcore.NewMultiWriteSyncer(errOut...)))))
+	// An explicit GOMEMLIMIT is the runtime's own and wins over the container's limit.
+	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && opts.MemoryLimit > 0 {
+		debug.SetMemoryLimit(opts.MemoryLimit / 10 * 9)
+	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "dovetail-controller: finding the cluster (set --kubeconfig or KUBECONFIG, or run in a pod): %v\n", err)

@@ -276,7 +276,7 @@ func (c *Controller) commandOf(plan *consolidation.Plan, b *consolidation.Batch)
 // recorded in the API and not running here are resumed, and nodes tainted for a
 // disruption nothing carries on are put back in service.
 func (c *Controller) observe(ctx context.Context) (*pass, error) {
-	view, err := c.provisioner.Cluster().Read(ctx, state.Writable)
+	view, err := c.provisioner.Cluster().Read(ctx, state.WritableClaims)
 	if err != nil {
 		return nil, err
 	}

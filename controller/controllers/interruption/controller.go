@@ -9,6 +9,7 @@ package interruption
 import (
 	"context"
 	"fmt"
+	"math"
 	"strconv"
 	"sync"
 	"time"
@@ -19,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -63,6 +65,8 @@ type Controller struct {
 	// timestamp, in the API, does the same job.
 	mu     sync.Mutex
 	acting map[types.UID]time.Time
+	// planning serializes the messages that act (see handle).
+	planning sync.Mutex
 }
 
 // actingTTL is how long a claim acted on is remembered; its deletion reaches the
@@ -104,27 +108,44 @@ func (c *Controller) Name() string { return "interruption" }
 func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
 	return mgr.Add(manager.RunnableFunc(func(ctx context.Context) error {
 		ctx = log.IntoContext(ctx, log.FromContext(ctx).WithName(c.Name()))
+		// Failures back off exponentially with jitter up to a minute, so a queue
+		// that is gone or denied is neither hammered nor logged every second, and
+		// replicas do not retry in step; a success starts over.
+		backoff := receiveBackoff()
 		url, err := c.queueURL(ctx)
 		for err != nil {
 			log.FromContext(ctx).Error(err, "finding the interruption queue; retrying")
-			select {
-			case <-ctx.Done():
+			if !sleep(ctx, backoff.Step()) {
 				return nil
-			case <-time.After(30 * time.Second):
 			}
 			url, err = c.queueURL(ctx)
 		}
+		backoff = receiveBackoff()
 		for ctx.Err() == nil {
 			if err := c.Poll(ctx, url); err != nil && ctx.Err() == nil {
-				log.FromContext(ctx).Error(err, "reading the interruption queue")
-				select {
-				case <-ctx.Done():
-				case <-time.After(time.Second):
-				}
+				delay := backoff.Step()
+				log.FromContext(ctx).Error(err, "reading the interruption queue", "retryIn", delay.String())
+				sleep(ctx, delay)
+				continue
 			}
+			backoff = receiveBackoff()
 		}
 		return nil
 	}))
+}
+
+func receiveBackoff() *wait.Backoff {
+	return &wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.5, Steps: math.MaxInt32, Cap: time.Minute}
+}
+
+// sleep waits d, or less if ctx ends first, which it reports as false.
+func sleep(ctx context.Context, d time.Duration) bool {
+	select {
+	case <-ctx.Done():
+		return false
+	case <-time.After(d):
+		return true
+	}
 }
 
 func (c *Controller) queueURL(ctx context.Context) (string, error) {
@@ -179,6 +200,13 @@ func (c *Controller) handle(ctx context.Context, body string) error {
 	metrics.InterruptionReceivedMessages.WithLabelValues(string(msg.Kind)).Inc()
 	if msg.Kind == Unknown || len(msg.InstanceIDs) == 0 {
 		return nil
+	}
+	// One message acts at a time: each plans its node's pods onto the cluster, and
+	// two planning at once would each count the other's node as room and hold a
+	// whole solve's memory apiece.
+	if msg.Acts() {
+		c.planning.Lock()
+		defer c.planning.Unlock()
 	}
 	view, err := c.cluster.Read(ctx, state.ReadOnly)
 	if err != nil {

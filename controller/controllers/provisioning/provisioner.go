@@ -68,6 +68,9 @@ type Provisioner struct {
 	buffers *buffer.Cache
 	// commitments price every plan (nil: list prices).
 	commitments *commitment.Store
+	// maxPodsPerSolve bounds a solve; the rest of a backlog waits for the next
+	// round (scheduling.MaxPodsPerSolve unless a test sets it).
+	maxPodsPerSolve int
 }
 
 // WithBuffers plans the buffers' virtual pods with every full solve.
@@ -82,8 +85,12 @@ func (p *Provisioner) Buffers() *buffer.Cache { return p.buffers }
 // NewProvisioner wires a provisioner.
 func NewProvisioner(kube client.Client, cluster *state.Cluster, cloud cloudprovider.CloudProvider, clk clock.Clock, recorder record.EventRecorder, batcher *Batcher, costs scheduling.NodeCosts) *Provisioner {
 	return &Provisioner{kube: kube, cluster: cluster, cloud: cloud, clock: clk, recorder: recorder, batcher: batcher, costs: costs,
-		nominations: map[types.UID]nomination{}, unschedulable: map[types.UID]bool{}, seen: map[types.UID]bool{}, oversized: map[types.UID]bool{}}
+		nominations: map[types.UID]nomination{}, unschedulable: map[types.UID]bool{}, seen: map[types.UID]bool{}, oversized: map[types.UID]bool{},
+		maxPodsPerSolve: scheduling.MaxPodsPerSolve}
 }
+
+// WithMaxPodsPerSolve bounds each solve to n pods, the oldest pending first.
+func (p *Provisioner) WithMaxPodsPerSolve(n int) { p.maxPodsPerSolve = n }
 
 // Start runs the loop until ctx ends; the manager calls it on the leader only.
 func (p *Provisioner) Start(ctx context.Context) error {
@@ -202,7 +209,7 @@ func (p *Provisioner) schedule(ctx context.Context, fullOnly bool) (bool, error)
 		p.seen = map[types.UID]bool{}
 		p.mu.Unlock()
 	}
-	pending := state.pending
+	pending, deferred := scheduling.OldestFirst(state.pending, p.maxPodsPerSolve)
 	var virtual int
 	if p.buffers != nil && !fullOnly {
 		// Planned last among equals and never bound: the room they take is spare
@@ -267,7 +274,12 @@ func (p *Provisioner) schedule(ctx context.Context, fullOnly bool) (bool, error)
 		unschedulable := make(map[types.UID]bool, len(results.Unschedulable))
 		for _, u := range results.Unschedulable {
 			unschedulable[u.Pod.UID] = true
-			p.recorder.Eventf(u.Pod, corev1.EventTypeWarning, "FailedScheduling", "Failed to schedule pod, %s", u.Reason)
+			// While part of a backlog waits, a pod may be unplaceable only for want
+			// of a peer (pod affinity) left to the next round: it is told once the
+			// backlog fits one solve.
+			if deferred == 0 {
+				p.recorder.Eventf(u.Pod, corev1.EventTypeWarning, "FailedScheduling", "Failed to schedule pod, %s", u.Reason)
+			}
 		}
 		p.mu.Lock()
 		p.unschedulable = unschedulable
@@ -278,7 +290,7 @@ func (p *Provisioner) schedule(ctx context.Context, fullOnly bool) (bool, error)
 		logger.V(1).Info("capacity buffers in place", "virtualPods", virtual)
 		return state.nominated > 0, nil
 	}
-	logger.Info("solved", "fullNodesOnly", fullOnly, "pods", len(state.pending), "virtualPods", virtual, "nodeclaims", created, "existing", len(results.Existing),
+	logger.Info("solved", "fullNodesOnly", fullOnly, "pods", len(state.pending)-deferred, "deferredPods", deferred, "virtualPods", virtual, "nodeclaims", created, "existing", len(results.Existing),
 		"unschedulable", len(results.Unschedulable), "pricePerHour", fmt.Sprintf("%.4f", results.PricePerHour()), "solveDuration", solveDuration.String(), "totalDuration", p.clock.Since(start).String())
 	return len(state.pending) > 0 || state.nominated > 0, nil
 }
