@@ -72,7 +72,15 @@ func newAWSCloud(ctx context.Context, opts Options, cfg *rest.Config, mgr manage
 		Provider: provider,
 		Controllers: []Controller{classStatus, launchtemplates.NewController(mgr.GetClient(), provider.LaunchTemplates(), clk),
 			expiration.NewController(mgr.GetClient(), clk, mgr.GetEventRecorderFor("dovetail"))},
-		Runnables: []manager.Runnable{manager.RunnableFunc(prices.Run)},
+		// Prices and instance types are only read from AWS, so every replica keeps
+		// them: a follower that takes over launches at once instead of first
+		// loading the region's catalog.
+		Runnables: []manager.Runnable{everyReplica(prices.Run), everyReplica(func(ctx context.Context) error {
+			if err := provider.WarmUp(ctx); err != nil {
+				log.Error(err, "loading instance types ahead of the first launch; the first launch will load them")
+			}
+			return nil
+		})},
 	}
 	if opts.InterruptionQueue != "" {
 		cloud.WithProvisioner = func(p *provisioning.Provisioner, recorder record.EventRecorder) []Controller {
@@ -107,3 +115,10 @@ func caBundle(cfg *rest.Config) (string, error) {
 	}
 	return base64.StdEncoding.EncodeToString(data), nil
 }
+
+// everyReplica runs on every replica, leader or not.
+type everyReplica func(context.Context) error
+
+func (f everyReplica) Start(ctx context.Context) error { return f(ctx) }
+
+func (everyReplica) NeedLeaderElection() bool { return false }

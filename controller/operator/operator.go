@@ -5,7 +5,9 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"strconv"
+	"time"
 
 	"github.com/dovetail-sh/dovetail/controller/apis/scheme"
 	"github.com/dovetail-sh/dovetail/controller/buffer"
@@ -99,7 +101,7 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(manager
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  Scheme(),
-		Metrics:                 metricsserver.Options{BindAddress: portAddress(opts.BindAddress, opts.MetricsPort)},
+		Metrics:                 metricsserver.Options{BindAddress: portAddress(opts.BindAddress, opts.MetricsPort), ExtraHandlers: profilingHandlers(opts.EnableProfiling)},
 		HealthProbeBindAddress:  portAddress(opts.BindAddress, opts.HealthProbePort),
 		LeaderElection:          opts.LeaderElect,
 		LeaderElectionID:        "dovetail-leader-election",
@@ -108,6 +110,9 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(manager
 		// at once, so its successor does not wait out the 15 s lease. Safe because
 		// run returns, and the process exits, only after every runnable has stopped.
 		LeaderElectionReleaseOnCancel: true,
+		LeaseDuration:                 positive(opts.LeaderElectionLeaseDuration),
+		RenewDeadline:                 positive(opts.LeaderElectionRenewDeadline),
+		RetryPeriod:                   positive(opts.LeaderElectionRetryPeriod),
 		// Managed fields are most of a cached object's size and never read here.
 		Cache: cache.Options{DefaultTransform: cache.TransformStripManagedFields(),
 			ByObject: map[client.Object]cache.ByObject{&corev1.Pod{}: {Transform: trimPod}}},
@@ -238,4 +243,26 @@ func portAddress(host string, port int) string {
 		return "0"
 	}
 	return net.JoinHostPort(host, strconv.Itoa(port))
+}
+
+// positive is d, or nil (controller-runtime's default) when it is not set.
+func positive(d time.Duration) *time.Duration {
+	if d <= 0 {
+		return nil
+	}
+	return &d
+}
+
+// profilingHandlers are Go's pprof handlers when profiling is on.
+func profilingHandlers(on bool) map[string]http.Handler {
+	if !on {
+		return nil
+	}
+	return map[string]http.Handler{
+		"/debug/pprof/":        http.HandlerFunc(pprof.Index),
+		"/debug/pprof/cmdline": http.HandlerFunc(pprof.Cmdline),
+		"/debug/pprof/profile": http.HandlerFunc(pprof.Profile),
+		"/debug/pprof/symbol":  http.HandlerFunc(pprof.Symbol),
+		"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
+	}
 }

@@ -3,6 +3,7 @@
 package operator
 
 import (
+	"cmp"
 	"crypto/x509"
 	"encoding/base64"
 	"encoding/pem"
@@ -35,7 +36,12 @@ type Options struct {
 	HealthProbePort         int
 	LeaderElect             bool
 	LeaderElectionNamespace string
-	LogLevel                string
+	// The lease's timing, as kube-controller-manager names it: a follower takes
+	// over at most LeaseDuration (plus a RetryPeriod) after the leader last renewed.
+	LeaderElectionLeaseDuration time.Duration
+	LeaderElectionRenewDeadline time.Duration
+	LeaderElectionRetryPeriod   time.Duration
+	LogLevel                    string
 	// LogOutputPaths and LogErrorOutputPaths are Karpenter's: where logs and the
 	// logger's own errors go, each stdout or stderr (comma-separated).
 	LogOutputPaths          string
@@ -54,6 +60,9 @@ type Options struct {
 	// (the chart fills it from limits.memory). The Go runtime's soft limit is set to
 	// 90% of it, so the heap is collected hard before the kernel OOM-kills the pod.
 	MemoryLimit int64
+	// EnableProfiling serves Go's pprof on the metrics endpoint (Karpenter's
+	// ENABLE_PROFILING).
+	EnableProfiling bool
 	// AWS provider settings, named as Karpenter names them.
 	AWSRegion          string
 	ClusterEndpoint    string
@@ -230,6 +239,9 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.IntVar(&o.HealthProbePort, "health-probe-port", envInt("HEALTH_PROBE_PORT", 8081), "port of /healthz and /readyz; 0 turns them off [HEALTH_PROBE_PORT]")
 	fs.BoolVar(&o.LeaderElect, "leader-elect", envBool("LEADER_ELECT", true), "elect a leader so replicas do not act twice [LEADER_ELECT]")
 	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", env("POD_NAMESPACE", "kube-system"), "namespace of the leader-election lease [POD_NAMESPACE]")
+	fs.DurationVar(&o.LeaderElectionLeaseDuration, "leader-election-lease-duration", envDuration("LEADER_ELECTION_LEASE_DURATION", 15*time.Second), "how long followers wait after the leader last renewed before taking over [LEADER_ELECTION_LEASE_DURATION]")
+	fs.DurationVar(&o.LeaderElectionRenewDeadline, "leader-election-renew-deadline", envDuration("LEADER_ELECTION_RENEW_DEADLINE", 10*time.Second), "how long the leader tries to renew before it stops leading, under the lease duration [LEADER_ELECTION_RENEW_DEADLINE]")
+	fs.DurationVar(&o.LeaderElectionRetryPeriod, "leader-election-retry-period", envDuration("LEADER_ELECTION_RETRY_PERIOD", 2*time.Second), "how often replicas try to acquire or renew the lease [LEADER_ELECTION_RETRY_PERIOD]")
 	fs.StringVar(&o.LogLevel, "log-level", env("LOG_LEVEL", "info"), "debug, info or error [LOG_LEVEL]")
 	fs.StringVar(&o.LogOutputPaths, "log-output-paths", env("LOG_OUTPUT_PATHS", "stderr"), "where logs go: stdout, stderr or both, comma-separated [LOG_OUTPUT_PATHS]")
 	fs.StringVar(&o.LogErrorOutputPaths, "log-error-output-paths", env("LOG_ERROR_OUTPUT_PATHS", "stderr"), "where the logger's own errors go: stdout, stderr or both [LOG_ERROR_OUTPUT_PATHS]")
@@ -240,6 +252,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.ConsolidationValidationDelay, "consolidation-validation-delay", envDuration("CONSOLIDATION_VALIDATION_DELAY", 15*time.Second), "how long a consolidation decision must hold before it is carried out [CONSOLIDATION_VALIDATION_DELAY]")
 	fs.Float64Var(&o.KubeClientQPS, "kube-client-qps", envFloat("KUBE_CLIENT_QPS", 200), "requests per second to the API server [KUBE_CLIENT_QPS]")
 	fs.IntVar(&o.KubeClientBurst, "kube-client-burst", envInt("KUBE_CLIENT_BURST", 300), "burst of requests to the API server [KUBE_CLIENT_BURST]")
+	fs.BoolVar(&o.EnableProfiling, "enable-profiling", envBool("ENABLE_PROFILING", false), "serve Go's pprof under /debug/pprof/ on the metrics port [ENABLE_PROFILING]")
 	fs.Int64Var(&o.MemoryLimit, "memory-limit", envInt64("MEMORY_LIMIT", -1), "the container's memory limit in bytes; the Go soft memory limit is set to 90% of it (GOMEMLIMIT, when set, wins); -1 leaves it unset [MEMORY_LIMIT]")
 	nodecosts.AddFlags(fs, &o.NodeCosts)
 	// The environment gives the defaults above; each variable set is also parsed by
@@ -298,6 +311,12 @@ func (o *Options) Validate() error {
 	errs = append(errs, o.unsupportedKarpenterSettings()...)
 	if o.DisruptionPeriod <= 0 {
 		errs = append(errs, "--disruption-period must be positive")
+	}
+	// Unset (0) is controller-runtime's default: 15s, 10s, 2s.
+	lease, renew, retry := cmp.Or(o.LeaderElectionLeaseDuration, 15*time.Second), cmp.Or(o.LeaderElectionRenewDeadline, 10*time.Second), cmp.Or(o.LeaderElectionRetryPeriod, 2*time.Second)
+	if o.LeaderElect && (retry <= 0 || renew <= retry || lease <= renew) {
+		errs = append(errs, fmt.Sprintf("--leader-election-retry-period (%s) < --leader-election-renew-deadline (%s) < --leader-election-lease-duration (%s) must hold, all positive",
+			retry, renew, lease))
 	}
 	if o.ConsolidationValidationDelay < 0 {
 		errs = append(errs, "--consolidation-validation-delay must not be negative")

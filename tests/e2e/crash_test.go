@@ -25,16 +25,23 @@ import (
 	"github.com/dovetail-sh/dovetail/tests/testenv"
 )
 
-// crashEvents is how many scale and drift events the controller is killed across.
-const crashEvents = 30
+// crashEvents is how many scale and drift events the controller is killed across
+// (CRASH_EVENTS changes it, for diagnosis).
+var crashEvents = envInt("CRASH_EVENTS", 20)
 
 // TestControllerSurvivesKills runs the controller as its own process on the AWS
-// stack and kills it with SIGKILL at a random moment after each of 30 scale-ups,
-// scale-downs and drifts (mid-launch, mid-consolidation, mid-drain), restarting it
-// each time. Nothing the process held in memory may matter: at the end no instance
-// is leaked, no claim was launched twice, no node is left tainted or cordoned,
-// every pod runs, and the disruption budget held throughout. CRASH_SEED repeats a
-// run.
+// stack, with leader election, the IAM check on every AWS call and spot
+// interruptions arriving, and kills it with SIGKILL after each of 20 scale-ups,
+// scale-downs and drifts, restarting it each time. Three kills in four are aimed:
+// proxies in front of EC2 and the API server kill it the moment a CreateFleet has
+// launched and before the controller hears the instance's ID, the moment a node is
+// tainted for disruption and before the disruption is recorded, or the moment a
+// pod of a draining node is evicted; the state left behind proves the kill landed
+// in that window, and each window must be hit at least once. The fourth kill comes
+// at a random moment. Nothing the process held in memory may matter: at the end no
+// instance is leaked, no claim was launched twice, no node is left tainted or
+// cordoned, every pod runs, and the disruption budget held throughout. CRASH_SEED
+// repeats a run's choices.
 func TestControllerSurvivesKills(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts the whole local stack and moto_server")
@@ -49,8 +56,11 @@ func TestControllerSurvivesKills(t *testing.T) {
 	t.Logf("CRASH_SEED=%d", seed)
 	rng := rand.New(rand.NewSource(seed))
 	ctx := context.Background()
-	cluster, proc, ec2Calls := startAWSClusterProcess(t)
-	c, clients := cluster.client, cluster.clients
+	// A short lease: each restart is a new identity that waits out the last one's.
+	pc := startAWSClusterProcesses(t, processClusterOptions{replicas: 1, leaderElect: true, throughKubeProxy: true,
+		lease: 6 * time.Second, renewDeadline: 4 * time.Second, retry: time.Second})
+	c, clients, proc, ec2Calls := pc.client, pc.clients, pc.procs[0], pc.ec2Calls
+	windows := watchCrashWindows(t, pc)
 
 	const budget = 2
 	pool := localstack.NodePool("default",
@@ -65,7 +75,7 @@ func TestControllerSurvivesKills(t *testing.T) {
 	// The budget counts nodes being disrupted: tainted for it, or deleting.
 	budgetWatch := watchDisrupting(t, c)
 
-	kills := 0
+	kills, aimed := 0, 0
 	for i := 0; i < crashEvents; i++ {
 		var event string
 		switch {
@@ -86,14 +96,26 @@ func TestControllerSurvivesKills(t *testing.T) {
 			scale(t, c, "crash", n)
 			event = fmt.Sprintf("scale to %d", n)
 		}
-		wait := time.Duration(rng.Int63n(int64(6 * time.Second)))
-		time.Sleep(wait)
-		if proc.Exited() {
-			t.Fatalf("the controller exited by itself before event %d", i)
+		if i%5 == 4 {
+			if id := randomInstance(t, c, rng); id != "" {
+				interrupt(t, pc.events, id)
+				event += ", spot interruption of " + id
+			}
 		}
-		proc.Kill()
+		if i%4 == 3 {
+			wait := time.Duration(rng.Int63n(int64(6 * time.Second)))
+			time.Sleep(wait)
+			if proc.Exited() {
+				t.Fatalf("the controller exited by itself before event %d", i)
+			}
+			proc.Kill()
+			t.Logf("event %d (%s): killed the controller after %s", i, event, wait.Round(10*time.Millisecond))
+		} else {
+			window := crashWindowKinds[aimed%len(crashWindowKinds)]
+			aimed++
+			t.Logf("event %d (%s): %s", i, event, windows.killIn(window, 90*time.Second))
+		}
 		kills++
-		t.Logf("event %d (%s): killed the controller after %s", i, event, wait.Round(10*time.Millisecond))
 		proc.Start()
 	}
 
@@ -117,6 +139,35 @@ func TestControllerSurvivesKills(t *testing.T) {
 	})
 	budgetWatch.stop()
 
+	audit := auditInstances(t, c, clients)
+	fleets := ec2Calls.Calls("CreateFleet")
+	t.Logf("%d kills across %d events, %s; %d CreateFleet calls, %s; most nodes disrupting at once %d (budget %d)",
+		kills, crashEvents, windows, len(fleets), audit, budgetWatch.max(), budget)
+	for _, kind := range crashWindowKinds {
+		if windows.landed[kind] == 0 {
+			t.Errorf("no kill landed %s", kind)
+		}
+	}
+	if budgetWatch.max() > budget {
+		t.Errorf("%d nodes were disrupting at once; the budget allows %d (%s)", budgetWatch.max(), budget, budgetWatch.worst())
+	}
+}
+
+// instanceAudit counts what EC2 holds for the cluster against its NodeClaims.
+type instanceAudit struct {
+	instances, claims, running, leaked, doubles int
+}
+
+func (a instanceAudit) String() string {
+	return fmt.Sprintf("%d instances launched for %d claims, %d running; leaked %d, launched twice %d", a.instances, a.claims, a.running, a.leaked, a.doubles)
+}
+
+// auditInstances fails the test on any running instance of the cluster that no
+// NodeClaim owns (leaked), any claim whose instance is not running, and any claim
+// launched more than once.
+func auditInstances(t *testing.T, c client.Client, clients *dtaws.Clients) instanceAudit {
+	t.Helper()
+	ctx := context.Background()
 	// Every running instance of the cluster is a claim's, and every claim's instance runs.
 	out, err := clients.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
 		{Name: aws.String("tag:" + dtaws.ClusterTag("e2e")), Values: []string{"owned"}}}})
@@ -163,12 +214,7 @@ func TestControllerSurvivesKills(t *testing.T) {
 			t.Errorf("claim %q was launched %d times", claim, n)
 		}
 	}
-	fleets := ec2Calls.Calls("CreateFleet")
-	t.Logf("%d kills across %d events; %d CreateFleet calls, %d instances launched for %d claims, %d running; leaked %d, launched twice %d; most nodes disrupting at once %d (budget %d)",
-		kills, crashEvents, len(fleets), instances, len(launchedPerClaim), len(running), leaked, doubles, budgetWatch.max(), budget)
-	if budgetWatch.max() > budget {
-		t.Errorf("%d nodes were disrupting at once; the budget allows %d (%s)", budgetWatch.max(), budget, budgetWatch.worst())
-	}
+	return instanceAudit{instances: instances, claims: len(launchedPerClaim), running: len(running), leaked: leaked, doubles: doubles}
 }
 
 // settled is nil when no claim is deleting, drifted or not yet initialized, and no
@@ -278,12 +324,55 @@ func (w *disruptingWatch) worst() string {
 // process's own SDK cannot be hooked: a proxy in front of the emulator sees them).
 func startAWSClusterProcess(t *testing.T) (*awsCluster, *testenv.ControllerProcess, *testenv.AWSRecorder) {
 	t.Helper()
-	var proc *testenv.ControllerProcess
-	var ec2Calls *testenv.AWSRecorder
-	cluster := prepareAWSCluster(t, func(env awsEnv) {
-		ec2Calls = testenv.StartAWSRecorder(t, env.moto.Endpoint)
-		checkIAMOnTheWire(t, &env.opts, env.clients, env.nodeRole, env.queueARN, ec2Calls.URL)
-		proc = testenv.StartControllerProcess(t, env.stack.Config, env.stack.Kubeconfig, env.stack.Dir, env.opts)
+	pc := startAWSClusterProcesses(t, processClusterOptions{replicas: 1})
+	return pc.awsCluster, pc.procs[0], pc.ec2Calls
+}
+
+type processClusterOptions struct {
+	replicas int
+	// leaderElect runs the replicas with leader election, on the lease timing given
+	// (zero: the controller's defaults).
+	leaderElect                 bool
+	lease, renewDeadline, retry time.Duration
+	// throughKubeProxy puts a proxy between the controllers and the API server, for
+	// a test to act between a write being applied and the controller hearing of it.
+	throughKubeProxy bool
+}
+
+// processCluster is the AWS cluster with its controllers running as processes.
+type processCluster struct {
+	*awsCluster
+	procs    []*testenv.ControllerProcess
+	ec2Calls *testenv.AWSRecorder
+	kube     *testenv.KubeProxy
+}
+
+func startAWSClusterProcesses(t *testing.T, o processClusterOptions) *processCluster {
+	t.Helper()
+	pc := &processCluster{}
+	pc.awsCluster = prepareAWSCluster(t, func(env awsEnv) {
+		pc.ec2Calls = testenv.StartAWSRecorder(t, env.moto.Endpoint)
+		checkIAMOnTheWire(t, &env.opts, env.clients, env.nodeRole, env.queueARN, pc.ec2Calls.URL)
+		env.opts.LeaderElect, env.opts.LeaderElectionNamespace = o.leaderElect, testenv.InstallNamespace
+		env.opts.LeaderElectionLeaseDuration, env.opts.LeaderElectionRenewDeadline, env.opts.LeaderElectionRetryPeriod = o.lease, o.renewDeadline, o.retry
+		if o.throughKubeProxy {
+			pc.kube = testenv.StartKubeProxy(t, env.stack.Config)
+		}
+		for i := 0; i < o.replicas; i++ {
+			if pc.kube != nil {
+				pc.procs = append(pc.procs, testenv.StartControllerProcessVia(t, env.stack.Config, pc.kube, env.stack.Dir, env.opts))
+			} else {
+				pc.procs = append(pc.procs, testenv.StartControllerProcess(t, env.stack.Config, env.stack.Kubeconfig, env.stack.Dir, env.opts))
+			}
+		}
 	})
-	return cluster, proc, ec2Calls
+	return pc
+}
+
+// envInt is the environment variable's integer value, or def.
+func envInt(name string, def int) int {
+	if n, err := strconv.Atoi(os.Getenv(name)); err == nil {
+		return n
+	}
+	return def
 }

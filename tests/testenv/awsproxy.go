@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"context"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -28,6 +29,20 @@ type AWSRecorder struct {
 	URL   string
 	mu    sync.Mutex
 	calls []EC2Call
+	// afterResponse, when set, runs once EC2 has answered a call and before the
+	// caller hears the answer: a test kills the controller there to crash it
+	// between a call taking effect and its result being recorded.
+	afterResponse func(EC2Call)
+}
+
+type recordedCall struct{}
+
+// AfterResponse sets (nil clears) what runs between EC2's answer to each call and
+// the caller receiving it.
+func (r *AWSRecorder) AfterResponse(f func(EC2Call)) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.afterResponse = f
 }
 
 // StartAWSRecorder proxies to target until the test ends.
@@ -39,6 +54,17 @@ func StartAWSRecorder(t testing.TB, target string) *AWSRecorder {
 	}
 	r := &AWSRecorder{}
 	proxy := httputil.NewSingleHostReverseProxy(u)
+	proxy.ErrorHandler = quietOnCancel
+	proxy.ModifyResponse = func(resp *http.Response) error {
+		call, ok := resp.Request.Context().Value(recordedCall{}).(EC2Call)
+		r.mu.Lock()
+		after := r.afterResponse
+		r.mu.Unlock()
+		if ok && after != nil && resp.StatusCode == http.StatusOK {
+			after(call)
+		}
+		return nil
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, err := io.ReadAll(req.Body)
 		if err != nil {
@@ -48,7 +74,7 @@ func StartAWSRecorder(t testing.TB, target string) *AWSRecorder {
 		req.Body = io.NopCloser(bytes.NewReader(body))
 		if strings.HasPrefix(req.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
 			if form, err := url.ParseQuery(string(body)); err == nil && form.Get("Action") != "" {
-				r.record(form)
+				req = req.WithContext(context.WithValue(req.Context(), recordedCall{}, r.record(form)))
 			}
 		}
 		proxy.ServeHTTP(w, req)
@@ -58,7 +84,7 @@ func StartAWSRecorder(t testing.TB, target string) *AWSRecorder {
 	return r
 }
 
-func (r *AWSRecorder) record(form url.Values) {
+func (r *AWSRecorder) record(form url.Values) EC2Call {
 	call := EC2Call{Action: form.Get("Action"), ClientToken: form.Get("ClientToken"), Tags: map[string]map[string]string{}}
 	for i := 1; ; i++ {
 		prefix := "TagSpecification." + strconv.Itoa(i) + "."
@@ -79,6 +105,7 @@ func (r *AWSRecorder) record(form url.Values) {
 	r.mu.Lock()
 	r.calls = append(r.calls, call)
 	r.mu.Unlock()
+	return call
 }
 
 // Calls are the EC2 requests so far with that action.

@@ -14,6 +14,7 @@ import (
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/dovetail-sh/dovetail/controller/operator"
 )
@@ -90,21 +91,45 @@ func StartControllerProcess(t testing.TB, cfg *rest.Config, kubeconfig, dir stri
 		user.Impersonate = sa.Impersonate.UserName
 		user.ImpersonateGroups = sa.Impersonate.Groups
 	}
-	saKubeconfig := filepath.Join(dir, "controller.kubeconfig")
-	if err := clientcmd.WriteToFile(*raw, saKubeconfig); err != nil {
-		t.Fatal(err)
-	}
+	return startControllerProcess(t, raw, dir, opts)
+}
+
+// StartControllerProcessVia is StartControllerProcess with the controller talking
+// to the API server through proxy, as the installed ServiceAccount.
+func StartControllerProcessVia(t testing.TB, cfg *rest.Config, proxy *KubeProxy, dir string, opts operator.Options) *ControllerProcess {
+	t.Helper()
+	sa := AsInstalledServiceAccount(t, cfg, opts.CloudProvider == "kwok")
+	raw := clientcmdapi.NewConfig()
+	raw.Clusters["proxy"] = &clientcmdapi.Cluster{Server: proxy.URL}
+	raw.AuthInfos["controller"] = &clientcmdapi.AuthInfo{Impersonate: sa.Impersonate.UserName, ImpersonateGroups: sa.Impersonate.Groups}
+	raw.Contexts["proxy"] = &clientcmdapi.Context{Cluster: "proxy", AuthInfo: "controller"}
+	raw.CurrentContext = "proxy"
+	return startControllerProcess(t, raw, dir, opts)
+}
+
+func startControllerProcess(t testing.TB, raw *clientcmdapi.Config, dir string, opts operator.Options) *ControllerProcess {
+	t.Helper()
 	// Replicas of one test each log to their own file.
 	processLogs.mu.Lock()
 	processLogs.n++
 	logPath := filepath.Join(dir, fmt.Sprintf("controller-process-%d.log", processLogs.n))
+	saKubeconfig := filepath.Join(dir, fmt.Sprintf("controller-%d.kubeconfig", processLogs.n))
 	processLogs.mu.Unlock()
+	if err := clientcmd.WriteToFile(*raw, saKubeconfig); err != nil {
+		t.Fatal(err)
+	}
 	p := &ControllerProcess{t: t, binary: ControllerBinary(t), args: OptionArgs(opts), kubeconfig: saKubeconfig,
 		env:     append(os.Environ(), "AWS_ACCESS_KEY_ID=testing", "AWS_SECRET_ACCESS_KEY=testing", "AWS_EC2_METADATA_DISABLED=true"),
 		logPath: logPath}
 	p.Start()
 	t.Cleanup(func() {
 		p.Kill()
+		// DEBUG_CONTROLLER_LOG_DIR keeps every process's whole log, for diagnosis.
+		if dir := os.Getenv("DEBUG_CONTROLLER_LOG_DIR"); dir != "" {
+			if raw, err := os.ReadFile(p.logPath); err == nil {
+				_ = os.WriteFile(filepath.Join(dir, filepath.Base(p.logPath)), raw, 0o644)
+			}
+		}
 		if t.Failed() {
 			raw, _ := os.ReadFile(p.logPath)
 			if len(raw) > 8000 {
@@ -243,6 +268,12 @@ func OptionArgs(opts operator.Options) []string {
 		"--disruption-period=" + opts.DisruptionPeriod.String(), "--consolidation-validation-delay=" + opts.ConsolidationValidationDelay.String(),
 		fmt.Sprintf("--leader-elect=%t", opts.LeaderElect), "--leader-election-namespace=" + InstallNamespace,
 		"--metrics-port=0", "--health-probe-port=0",
+	}
+	for flag, d := range map[string]time.Duration{"--leader-election-lease-duration": opts.LeaderElectionLeaseDuration,
+		"--leader-election-renew-deadline": opts.LeaderElectionRenewDeadline, "--leader-election-retry-period": opts.LeaderElectionRetryPeriod} {
+		if d > 0 {
+			args = append(args, flag+"="+d.String())
+		}
 	}
 	if opts.MemoryLimit > 0 {
 		args = append(args, fmt.Sprintf("--memory-limit=%d", opts.MemoryLimit))

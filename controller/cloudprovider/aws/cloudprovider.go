@@ -37,6 +37,7 @@ const ProviderIDPrefix = "aws:///"
 type CloudProvider struct {
 	kube        client.Client
 	ec2         EC2FleetAPI
+	describer   *instanceDescriber
 	settings    Settings
 	types       *InstanceTypeProvider
 	prices      *pricing.Provider
@@ -66,7 +67,7 @@ type classTypes struct {
 // New builds the provider.
 func New(kube client.Client, api EC2FleetAPI, settings Settings, prices *pricing.Provider, clk clock.Clock) *CloudProvider {
 	return &CloudProvider{
-		kube: kube, ec2: api, settings: settings, prices: prices, clock: clk,
+		kube: kube, ec2: api, settings: settings, prices: prices, clock: clk, describer: &instanceDescriber{api: api},
 		types:             NewInstanceTypeProvider(api, settings.Region, settings, clk),
 		unavailable:       NewUnavailableOfferings(clk),
 		templates:         NewLaunchTemplates(api, settings.ClusterName, clk),
@@ -77,6 +78,13 @@ func New(kube client.Client, api EC2FleetAPI, settings Settings, prices *pricing
 }
 
 func (c *CloudProvider) Name() string { return "aws" }
+
+// WarmUp loads the region's instance types, which the first launch would
+// otherwise wait for: a follower that has them takes over ready to launch.
+func (c *CloudProvider) WarmUp(ctx context.Context) error {
+	_, err := c.types.List(ctx)
+	return err
+}
 
 // Unavailable is the provider's cache of offerings EC2 refused.
 func (c *CloudProvider) Unavailable() *UnavailableOfferings { return c.unavailable }

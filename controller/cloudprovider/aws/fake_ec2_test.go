@@ -349,6 +349,8 @@ func matches(inst *ec2types.Instance, filters []ec2types.Filter) bool {
 		ok := false
 		for _, v := range flt.Values {
 			switch {
+			case name == "instance-id":
+				ok = ok || aws.ToString(inst.InstanceId) == v
 			case name == "instance-state-name":
 				ok = ok || string(inst.State.Name) == v
 			case name == "tag-key":

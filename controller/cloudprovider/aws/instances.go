@@ -29,24 +29,19 @@ func instanceID(providerID string) (string, error) {
 }
 
 // describe returns the instance, or a NodeClaimNotFoundError once it is terminated.
+// Concurrent describes share one DescribeInstances call.
 func (c *CloudProvider) describe(ctx context.Context, id string) (*ec2types.Instance, error) {
-	out, err := c.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
-	if isCode(err, "InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed") {
-		return nil, cloudprovider.NewNodeClaimNotFoundError(err)
-	}
+	inst, err := c.describer.describe(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("describing instance %s, %w", id, err)
 	}
-	for _, r := range out.Reservations {
-		for i := range r.Instances {
-			inst := &r.Instances[i]
-			if inst.State != nil && inst.State.Name == ec2types.InstanceStateNameTerminated {
-				return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s is terminated", id))
-			}
-			return inst, nil
-		}
+	if inst == nil {
+		return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s not found", id))
 	}
-	return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s not found", id))
+	if inst.State != nil && inst.State.Name == ec2types.InstanceStateNameTerminated {
+		return nil, cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s is terminated", id))
+	}
+	return inst, nil
 }
 
 // Delete terminates the claim's instance. It reports NodeClaimNotFound once the

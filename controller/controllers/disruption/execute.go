@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
@@ -283,27 +284,34 @@ func claimNamed(view *state.View, name string) *v1.NodeClaim {
 	return nil
 }
 
+// setDisruptedTaint adds or removes the disrupted taint. The patch is
+// conditional on the node's version, so that no one else's taint change is lost;
+// nodes change often (kubelet status, other controllers), so a conflict is
+// retried on a fresh read rather than failing the whole disruption.
 func (c *Controller) setDisruptedTaint(ctx context.Context, node *corev1.Node, on bool) error {
-	current := &corev1.Node{}
-	if err := c.kube.Get(ctx, client.ObjectKeyFromObject(node), current); err != nil {
-		return client.IgnoreNotFound(err)
-	}
-	if state.HasTaint(current, v1.DisruptedNoScheduleTaint) == on {
-		return nil
-	}
-	patch := client.MergeFromWithOptions(current.DeepCopy(), client.MergeFromWithOptimisticLock{})
-	if on {
-		current.Spec.Taints = append(current.Spec.Taints, v1.DisruptedNoScheduleTaint)
-	} else {
-		var taints []corev1.Taint
-		for _, t := range current.Spec.Taints {
-			if !t.MatchTaint(&v1.DisruptedNoScheduleTaint) {
-				taints = append(taints, t)
-			}
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		current := &corev1.Node{}
+		if err := c.kube.Get(ctx, client.ObjectKeyFromObject(node), current); err != nil {
+			return client.IgnoreNotFound(err)
 		}
-		current.Spec.Taints = taints
-	}
-	if err := c.kube.Patch(ctx, current, patch); err != nil {
+		if state.HasTaint(current, v1.DisruptedNoScheduleTaint) == on {
+			return nil
+		}
+		patch := client.MergeFromWithOptions(current.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		if on {
+			current.Spec.Taints = append(current.Spec.Taints, v1.DisruptedNoScheduleTaint)
+		} else {
+			var taints []corev1.Taint
+			for _, t := range current.Spec.Taints {
+				if !t.MatchTaint(&v1.DisruptedNoScheduleTaint) {
+					taints = append(taints, t)
+				}
+			}
+			current.Spec.Taints = taints
+		}
+		return c.kube.Patch(ctx, current, patch)
+	})
+	if err != nil {
 		return fmt.Errorf("tainting node %s, %w", node.Name, err)
 	}
 	return nil
