@@ -251,7 +251,8 @@ func settled(ctx context.Context, c client.Client) error {
 	return nil
 }
 
-// disruptingWatch samples how many of the pool's nodes are being disrupted at once.
+// disruptingWatch samples how many of the pool's nodes are being disrupted at once
+// voluntarily (interrupted ones are not budgeted).
 type disruptingWatch struct {
 	mu       sync.Mutex
 	highest  int
@@ -283,6 +284,11 @@ func watchDisrupting(t *testing.T, c client.Client) *disruptingWatch {
 			}
 			var disrupting []string
 			for _, nc := range claims.Items {
+				// Budgets pace voluntary disruption; an interrupted node goes
+				// whatever they allow, as in Karpenter.
+				if c := meta.FindStatusCondition(nc.Status.Conditions, v1.ConditionTypeDisruptionReason); c != nil && c.Reason == "Interrupted" {
+					continue
+				}
 				if nc.DeletionTimestamp != nil || (nc.Status.ProviderID != "" && tainted[nc.Status.ProviderID]) {
 					disrupting = append(disrupting, nc.Name)
 				}

@@ -149,6 +149,14 @@ func (w *crashWindows) verify(hit windowHit) string {
 			return fmt.Sprintf("nodeclaim %s already records its disruption", nc.Name)
 		}
 	case drainWindow:
+		// The evicted pod may be gone already (no grace period); then any claim
+		// still being deleted is a drain the kill interrupted.
+		if hit.object == "" {
+			if w.deletingClaim() == "" {
+				return "no nodeclaim is being deleted"
+			}
+			return ""
+		}
 		nc := w.claimOn(hit.object)
 		if nc == nil || nc.DeletionTimestamp == nil {
 			return fmt.Sprintf("the evicted pod's node %q has no nodeclaim being deleted", hit.object)
@@ -168,6 +176,20 @@ func (w *crashWindows) claimOn(node string) *v1.NodeClaim {
 		}
 	}
 	return nil
+}
+
+// deletingClaim names a nodeclaim being deleted, or is "".
+func (w *crashWindows) deletingClaim() string {
+	var claims v1.NodeClaimList
+	if w.c.List(context.Background(), &claims) != nil {
+		return ""
+	}
+	for _, nc := range claims.Items {
+		if nc.DeletionTimestamp != nil {
+			return nc.Name
+		}
+	}
+	return ""
 }
 
 func (w *crashWindows) String() string {

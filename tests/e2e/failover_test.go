@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"sort"
 	"strconv"
 	"strings"
 	"testing"
@@ -55,6 +56,7 @@ func TestLeaderFailover(t *testing.T) {
 	must(t, c.Create(ctx, localstack.Deployment("failover", 0, "1", "1Gi")))
 	budgetWatch := watchDisrupting(t, c)
 	leader(t, pc.procs)
+	start := time.Now()
 
 	// A burst: killed once the first instances are launched and more are due.
 	launchedBefore := len(pc.ec2Calls.Calls("CreateFleet"))
@@ -116,14 +118,14 @@ func TestLeaderFailover(t *testing.T) {
 	l := leader(t, pc.procs)
 	follower := pc.procs[1-l]
 	pc.procs[l].Terminate()
-	start := time.Now()
+	exited := time.Now()
 	eventually(t, takeoverBound, "the follower takes the released lease", func() error {
 		if !follower.IsLeader() {
 			return fmt.Errorf("not leading yet")
 		}
 		return nil
 	})
-	handover := time.Since(start)
+	handover := time.Since(exited)
 	t.Logf("after a clean stop the follower led %s after the leader exited", handover.Round(10*time.Millisecond))
 	// Released, the lease is free at the follower's next attempt: within one
 	// jittered retry period of the leader's exit.
@@ -140,6 +142,14 @@ func TestLeaderFailover(t *testing.T) {
 	}
 	t.Logf("%d CreateFleet calls, %s; most nodes disrupting at once %d (budget %d)",
 		len(pc.ec2Calls.Calls("CreateFleet")), auditInstances(t, c, pc.clients), budgetWatch.max(), budget)
+	// What the two replicas asked of EC2 over the whole test, per minute.
+	minutes := time.Since(start).Minutes()
+	var rates []string
+	for action, n := range pc.ec2Calls.CountsSince(0) {
+		rates = append(rates, fmt.Sprintf("%s %.1f", action, float64(n)/minutes))
+	}
+	sort.Strings(rates)
+	t.Logf("EC2 calls per minute over %.1f minutes: %s", minutes, strings.Join(rates, ", "))
 }
 
 // leader waits for one of the replicas to lead and returns its index.

@@ -120,3 +120,21 @@ func (r *AWSRecorder) Calls(action string) []EC2Call {
 	}
 	return out
 }
+
+// CountsSince are the EC2 requests per action from the n-th call on (0: all).
+func (r *AWSRecorder) CountsSince(n int) map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]int{}
+	for _, c := range r.calls[min(n, len(r.calls)):] {
+		out[c.Action]++
+	}
+	return out
+}
+
+// Len is how many EC2 requests were made so far.
+func (r *AWSRecorder) Len() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.calls)
+}

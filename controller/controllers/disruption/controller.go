@@ -80,13 +80,13 @@ type Controller struct {
 	unconsolidatable map[string]string
 }
 
-// proposal is what the last decision would have started: candidates are acted on
-// only once the same decision has held for the validation delay.
+// proposal is what the last decision would have started: a candidate is acted on
+// only once every decision for the validation delay has held it.
 type proposal struct {
-	candidates sets.Set[string]
+	// since is when each candidate was first proposed, in decisions unbroken since.
+	since map[string]time.Time
 	// types are the candidates' consolidation types, for failed validations.
-	types     map[string]string
-	decidedAt time.Time
+	types map[string]string
 }
 
 // NewController wires the controller.
@@ -175,37 +175,28 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		c.proposed = nil
 		return nil
 	}
-	if c.proposed == nil {
-		c.propose(ctx, plan, now)
-		return nil
+	// Each candidate is validated by its own time in the decision: one that has
+	// been in every decision for the validation delay has held, whatever else
+	// came and went. A fleet-wide decision on hundreds of nodes changes somewhere
+	// at nearly every pass, and one clock for the whole decision would never run
+	// out.
+	prev := c.proposed
+	c.proposed = c.propose(ctx, plan, prev, now)
+	if prev != nil {
+		prev.failed(c.proposed.candidates())
 	}
-	if c.clock.Since(c.proposed.decidedAt) < c.opts.ValidationDelay {
-		return nil
-	}
-	// Act on the batches the decision of a validation delay ago already held;
-	// anything new in the plan is proposed afresh.
-	held := c.proposed
-	c.proposed = nil
+	validated := c.proposed.validated(now.Add(-c.opts.ValidationDelay))
 	var errs []error
-	acted := false
-	stillHeld := sets.New[string]()
 	for _, b := range plan.Batches {
-		if b = heldPart(b, held.candidates); b == nil {
+		if b = heldPart(b, validated); b == nil {
 			continue
 		}
-		acted = true
 		for _, cand := range b.Candidates {
-			stillHeld.Insert(cand.Claim.Name)
+			delete(c.proposed.since, cand.Claim.Name)
 		}
 		if err := c.execute(ctx, s, c.commandOf(plan, b)); err != nil {
 			errs = append(errs, err)
 		}
-	}
-	held.failed(stillHeld)
-	if !acted {
-		metrics.VoluntaryDisruptionDecisions.WithLabelValues("abandoned", strings.ToLower(string(plan.Batches[0].Reason)), plan.Batches[0].Type).Inc()
-		log.FromContext(ctx).Info("abandoned a disruption that no longer holds; proposing the current plan")
-		c.propose(ctx, plan, now)
 	}
 	return errors.Join(errs...)
 }
@@ -213,22 +204,60 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 // failed counts the proposed candidates the current decision no longer holds as
 // failed validations, as Karpenter counts them.
 func (p *proposal) failed(stillHeld sets.Set[string]) {
-	for name := range p.candidates.Difference(stillHeld) {
-		metrics.VoluntaryDisruptionFailedValidations.WithLabelValues(p.types[name]).Inc()
+	dropped := 0
+	for name := range p.since {
+		if !stillHeld.Has(name) {
+			metrics.VoluntaryDisruptionFailedValidations.WithLabelValues(p.types[name]).Inc()
+			dropped++
+		}
+	}
+	if dropped > 0 {
+		metrics.VoluntaryDisruptionDecisions.WithLabelValues("abandoned", "underutilized", "multi").Inc()
 	}
 }
 
-func (c *Controller) propose(ctx context.Context, plan *consolidation.Plan, now time.Time) {
-	p := &proposal{candidates: sets.New[string](), types: map[string]string{}, decidedAt: now}
-	for _, b := range plan.Batches {
-		for _, cand := range b.Candidates {
-			p.candidates.Insert(cand.Claim.Name)
-			p.types[cand.Claim.Name] = b.Type
-		}
-		log.FromContext(ctx).Info("proposing disruption; validating before acting", "batch", b.String(), "after", c.opts.ValidationDelay.String(),
-			"planRemoves", len(plan.Remove), "planLaunches", len(plan.Replacements), "planSavesPerHour", fmt.Sprintf("%.4f", plan.Savings()))
+func (p *proposal) candidates() sets.Set[string] {
+	out := sets.New[string]()
+	for name := range p.since {
+		out.Insert(name)
 	}
-	c.proposed = p
+	return out
+}
+
+// validated are the candidates proposed at or before the time.
+func (p *proposal) validated(before time.Time) sets.Set[string] {
+	out := sets.New[string]()
+	for name, since := range p.since {
+		if !since.After(before) {
+			out.Insert(name)
+		}
+	}
+	return out
+}
+
+// propose records the decision's candidates, each since it was first proposed in
+// an unbroken run of decisions, and logs the batches with candidates new to it.
+func (c *Controller) propose(ctx context.Context, plan *consolidation.Plan, prev *proposal, now time.Time) *proposal {
+	p := &proposal{since: map[string]time.Time{}, types: map[string]string{}}
+	for _, b := range plan.Batches {
+		fresh := false
+		for _, cand := range b.Candidates {
+			name := cand.Claim.Name
+			p.since[name], p.types[name] = now, b.Type
+			if prev != nil {
+				if since, ok := prev.since[name]; ok {
+					p.since[name] = since
+					continue
+				}
+			}
+			fresh = true
+		}
+		if fresh {
+			log.FromContext(ctx).Info("proposing disruption; validating before acting", "batch", b.String(), "after", c.opts.ValidationDelay.String(),
+				"planRemoves", len(plan.Remove), "planLaunches", len(plan.Replacements), "planSavesPerHour", fmt.Sprintf("%.4f", plan.Savings()))
+		}
+	}
+	return p
 }
 
 // heldPart is the part of a batch the decision of a validation delay ago already

@@ -357,3 +357,48 @@ func TestProposalThatNoLongerHoldsFailsValidation(t *testing.T) {
 		t.Errorf("failed validations rose by %v, want 1", got)
 	}
 }
+
+// Each candidate is validated by its own time in the decision: a node that joins
+// a standing decision neither resets the others' validation nor waits for a fresh
+// decision of its own once theirs is acted on.
+func TestEachCandidateIsValidatedOnItsOwnClock(t *testing.T) {
+	second, secondNode := initializedClaim("second", time.Date(2026, 11, 23, 11, 0, 0, 0, time.UTC))
+	f := newRestartFixture(t, nil, false, nil, interceptor.Funcs{})
+	ctx := context.Background()
+	f.removeEmptyNodesAtOnce(t)
+	delay := DefaultOptions().ValidationDelay
+	if err := f.reconcile(t); err != nil { // proposes old
+		t.Fatal(err)
+	}
+	f.clock.Step(delay / 2)
+	for _, obj := range []client.Object{second, secondNode} {
+		if err := f.kube.Create(ctx, obj); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.reconcile(t); err != nil { // old still held; second proposed
+		t.Fatal(err)
+	}
+	f.clock.Step(delay/2 + time.Second)
+	if err := f.reconcile(t); err != nil {
+		t.Fatal(err)
+	}
+	if nc := f.oldClaim(t); nc != nil && nc.DeletionTimestamp == nil {
+		t.Fatal("old, held by every decision for the validation delay, was not removed when another node joined")
+	}
+	gone := func() bool {
+		nc := &v1.NodeClaim{}
+		err := f.kube.Get(ctx, client.ObjectKeyFromObject(second), nc)
+		return err != nil || nc.DeletionTimestamp != nil
+	}
+	if gone() {
+		t.Fatal("second was removed before it was held for the validation delay")
+	}
+	f.clock.Step(delay / 2)
+	if err := f.reconcile(t); err != nil {
+		t.Fatal(err)
+	}
+	if !gone() {
+		t.Error("second, held for the validation delay, waited for a fresh decision")
+	}
+}
