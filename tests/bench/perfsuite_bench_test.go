@@ -238,6 +238,10 @@ func startPerfStack(b *testing.B) *perfStack {
 	// AWS catalog, under the chart's memory limit.
 	opts.KwokCatalog, opts.MemoryLimit, opts.LogLevel = "", chartMemoryLimit, logLevel()
 	opts.DisruptionPeriod, opts.ConsolidationValidationDelay = 10*time.Second, 15*time.Second
+	// BENCH_PPROF_PORT serves the controller's pprof there, for diagnosis.
+	if port, err := strconv.Atoi(os.Getenv("BENCH_PPROF_PORT")); err == nil {
+		opts.MetricsPort, opts.EnableProfiling = port, true
+	}
 	controller := testenv.StartControllerProcess(b, stack.Config, stack.Kubeconfig, stack.Dir, opts)
 	pool := suiteNodePool()
 	for _, obj := range []client.Object{localstack.NodeClass("default"), pool} {
@@ -425,16 +429,16 @@ func (e *perfStack) reportFleet(b *testing.B, prefix string) {
 }
 
 // reportConsolidation waits for n Running pods, then for consolidation to finish:
-// no claim created or deleted, and no node tainted for disruption, for 2 minutes
-// (longer than consolidateAfter, the validation delay and a disruption pass
-// together). It reports the seconds to the last change, the nodes removed and the
+// no claim created or deleted, and no node tainted for disruption, for 3 minutes,
+// as Karpenter's suite waits (longer than consolidateAfter, the validation delay
+// and a few disruption passes together). It reports the seconds to the last change, the nodes removed and the
 // utilization after.
 func (e *perfStack) reportConsolidation(b *testing.B, prefix string, n int, timeout time.Duration) {
 	b.Helper()
 	start := time.Now()
 	before := len(e.claims(b))
 	e.waitRunning(b, n, timeout)
-	lastChange := e.quietAfter(b, 2*time.Minute, timeout)
+	lastChange := e.quietAfter(b, 3*time.Minute, timeout)
 	b.ReportMetric(lastChange.Sub(start).Seconds(), prefix+"seconds")
 	b.ReportMetric(float64(before-len(e.claims(b))), prefix+"nodes_removed")
 	e.reportFleet(b, prefix)

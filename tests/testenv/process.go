@@ -267,7 +267,13 @@ func OptionArgs(opts operator.Options) []string {
 		"--log-level=" + opts.LogLevel, "--registration-ttl=" + opts.RegistrationTTL.String(),
 		"--disruption-period=" + opts.DisruptionPeriod.String(), "--consolidation-validation-delay=" + opts.ConsolidationValidationDelay.String(),
 		fmt.Sprintf("--leader-elect=%t", opts.LeaderElect), "--leader-election-namespace=" + InstallNamespace,
-		"--metrics-port=0", "--health-probe-port=0",
+		fmt.Sprintf("--metrics-port=%d", opts.MetricsPort), "--health-probe-port=0",
+	}
+	if opts.EnableProfiling {
+		args = append(args, "--enable-profiling")
+	}
+	if opts.MetricsPort > 0 {
+		args = append(args, "--bind-address=127.0.0.1")
 	}
 	for flag, d := range map[string]time.Duration{"--leader-election-lease-duration": opts.LeaderElectionLeaseDuration,
 		"--leader-election-renew-deadline": opts.LeaderElectionRenewDeadline, "--leader-election-retry-period": opts.LeaderElectionRetryPeriod} {

@@ -38,6 +38,9 @@ import (
 // ProviderIDIndex indexes Nodes by spec.providerID.
 const ProviderIDIndex = "spec.providerID"
 
+// ClaimProviderIDIndex indexes NodeClaims by status.providerID.
+const ClaimProviderIDIndex = "status.providerID"
+
 // Retry bounds for a launch the cloud provider refused for a reason other than
 // capacity (node class not ready, no image, permissions): the claim is tried again
 // with backoff until the registration TTL, counted from its creation, runs out.
@@ -85,6 +88,11 @@ func (c *Controller) Register(ctx context.Context, mgr manager.Manager) error {
 	}); err != nil {
 		return fmt.Errorf("indexing nodes by providerID, %w", err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &v1.NodeClaim{}, ClaimProviderIDIndex, func(o client.Object) []string {
+		return []string{o.(*v1.NodeClaim).Status.ProviderID}
+	}); err != nil {
+		return fmt.Errorf("indexing nodeclaims by providerID, %w", err)
+	}
 	return builder.ControllerManagedBy(mgr).Named(c.Name()).
 		For(&v1.NodeClaim{}).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(c.claimForNode)).
@@ -92,14 +100,16 @@ func (c *Controller) Register(ctx context.Context, mgr manager.Manager) error {
 		Complete(reconcile.AsReconciler(mgr.GetClient(), c))
 }
 
-// claimForNode maps a Node event to its NodeClaim by providerID.
+// claimForNode maps a Node event to its NodeClaim by providerID. It runs for
+// every Node update (kubelet heartbeats among them), so it looks the claim up by
+// index: listing every claim here was most of what a large cluster allocated.
 func (c *Controller) claimForNode(ctx context.Context, o client.Object) []reconcile.Request {
 	node := o.(*corev1.Node)
 	if node.Spec.ProviderID == "" {
 		return nil
 	}
 	var claims v1.NodeClaimList
-	if err := c.kube.List(ctx, &claims); err != nil {
+	if err := c.kube.List(ctx, &claims, client.MatchingFields{ClaimProviderIDIndex: node.Spec.ProviderID}, client.UnsafeDisableDeepCopy); err != nil {
 		return nil
 	}
 	for _, nc := range claims.Items {

@@ -120,8 +120,10 @@ func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
 }
 
 func (c *Controller) Reconcile(ctx context.Context, np *v1.NodePool) (reconcile.Result, error) {
+	// Read only, and run on every change of any of the pool's claims: the cache's
+	// objects are read in place rather than copied each time.
 	var claims v1.NodeClaimList
-	if err := c.kube.List(ctx, &claims, client.MatchingLabels{v1.LabelNodePool: np.Name}); err != nil {
+	if err := c.kube.List(ctx, &claims, client.MatchingLabels{v1.LabelNodePool: np.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing nodeclaims of nodepool, %w", err)
 	}
 	resources := Usage(claims.Items)[np.Name]
