@@ -11,6 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -35,6 +39,7 @@ var crashWindowKinds = []string{launchWindow, taintWindow, drainWindow}
 type crashWindows struct {
 	t    *testing.T
 	c    client.Client
+	ec2  *ec2.Client
 	proc *testenv.ControllerProcess
 
 	mu     sync.Mutex
@@ -49,7 +54,7 @@ type windowHit struct {
 }
 
 func watchCrashWindows(t *testing.T, pc *processCluster) *crashWindows {
-	w := &crashWindows{t: t, c: pc.client, proc: pc.procs[0], hits: make(chan windowHit, 1), landed: map[string]int{}}
+	w := &crashWindows{t: t, c: pc.client, ec2: pc.clients.EC2, proc: pc.procs[0], hits: make(chan windowHit, 1), landed: map[string]int{}}
 	pc.ec2Calls.AfterResponse(func(call testenv.EC2Call) {
 		if call.Action == "CreateFleet" && w.take(launchWindow) {
 			w.kill(windowHit{launchWindow, call.Tags["instance"][dtaws.TagNodeClaim]})
@@ -103,21 +108,25 @@ func (w *crashWindows) killIn(window string, timeout time.Duration) string {
 	w.mu.Lock()
 	w.armed = window
 	w.mu.Unlock()
+	var hit windowHit
 	select {
-	case hit := <-w.hits:
-		if why := w.verify(hit); why != "" {
-			return fmt.Sprintf("killed on entering the window %s, but it had closed: %s", window, why)
-		}
-		w.landed[window]++
-		return fmt.Sprintf("killed %s (%s)", window, hit.object)
+	case hit = <-w.hits:
 	case <-time.After(timeout):
+		if w.take(window) {
+			w.proc.Kill()
+			return fmt.Sprintf("killed after %s: the window %s did not come", timeout, window)
+		}
+		// A proxy took the window as the time ran out: its kill is on its way.
+		hit = <-w.hits
 	}
-	if !w.take(window) {
-		// A proxy took the window as the time ran out.
-		return w.killIn(window, timeout)
+	if hit.window != window {
+		w.t.Fatalf("a kill in the window %s came while %s was armed", hit.window, window)
 	}
-	w.proc.Kill()
-	return fmt.Sprintf("killed after %s: the window %s did not come", timeout, window)
+	if why := w.verify(hit); why != "" {
+		return fmt.Sprintf("killed on entering the window %s, but it had closed: %s", window, why)
+	}
+	w.landed[window]++
+	return fmt.Sprintf("killed %s (%s)", window, hit.object)
 }
 
 // verify says why the state the kill left is not inside the window ("" if it is).
@@ -131,6 +140,14 @@ func (w *crashWindows) verify(hit windowHit) string {
 		}
 		if nc.Status.ProviderID != "" {
 			return fmt.Sprintf("nodeclaim %s already records its instance %s", nc.Name, nc.Status.ProviderID)
+		}
+		out, err := w.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+			{Name: aws.String("tag:" + dtaws.TagNodeClaim), Values: []string{nc.Name}}}})
+		if err != nil {
+			return fmt.Sprintf("describing nodeclaim %s's instances: %v", nc.Name, err)
+		}
+		if len(out.Reservations) == 0 {
+			return fmt.Sprintf("the CreateFleet launched no instance for nodeclaim %s", nc.Name)
 		}
 	case taintWindow:
 		node := &corev1.Node{}

@@ -16,14 +16,15 @@ const (
 	// a time, dozens at once in a burst.
 	describeWindow = 20 * time.Millisecond
 	// describeBatchMax bounds the instances one call asks for.
-	describeBatchMax = 500
+	describeBatchMax = 200
 	// describeTimeout bounds a shared call, which outlives any one caller.
 	describeTimeout = 30 * time.Second
 )
 
 // instanceDescriber batches single-instance describes into one DescribeInstances
-// call by instance-id filter, as Karpenter's batcher does: a filter, unlike
-// InstanceIds, does not fail the whole call for one instance that is gone.
+// call, as Karpenter's batcher does. A call that fails (one instance gone, a
+// throttle, a zone EC2 cannot answer for) is retried one instance at a time, so
+// that one instance's answer never becomes every caller's.
 type instanceDescriber struct {
 	api interface {
 		DescribeInstances(context.Context, *ec2.DescribeInstancesInput, ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
@@ -70,24 +71,43 @@ func (d *instanceDescriber) flush() {
 	defer cancel()
 	for start := 0; start < len(ids); start += describeBatchMax {
 		chunk := ids[start:min(start+describeBatchMax, len(ids))]
-		found := map[string]*ec2types.Instance{}
-		paginator := ec2.NewDescribeInstancesPaginator(d.api, &ec2.DescribeInstancesInput{
-			Filters: []ec2types.Filter{{Name: aws.String("instance-id"), Values: chunk}}})
-		var err error
-		for err == nil && paginator.HasMorePages() {
-			var page *ec2.DescribeInstancesOutput
-			if page, err = paginator.NextPage(ctx); err == nil {
-				for _, r := range page.Reservations {
-					for i := range r.Instances {
-						found[aws.ToString(r.Instances[i].InstanceId)] = &r.Instances[i]
-					}
+		found, err := d.call(ctx, chunk)
+		for _, id := range chunk {
+			r := describeResult{inst: found[id]}
+			if err != nil {
+				if len(chunk) > 1 {
+					var one map[string]*ec2types.Instance
+					one, r.err = d.call(ctx, []string{id})
+					r.inst = one[id]
+				} else {
+					r.err = err
 				}
 			}
-		}
-		for _, id := range chunk {
 			for _, ch := range waiting[id] {
-				ch <- describeResult{inst: found[id], err: err}
+				ch <- r
 			}
 		}
 	}
+}
+
+// call describes the instances by ID; an ID EC2 reports unknown is absent from
+// the answer when it is the only one asked for.
+func (d *instanceDescriber) call(ctx context.Context, ids []string) (map[string]*ec2types.Instance, error) {
+	found := map[string]*ec2types.Instance{}
+	paginator := ec2.NewDescribeInstancesPaginator(d.api, &ec2.DescribeInstancesInput{InstanceIds: ids})
+	for paginator.HasMorePages() {
+		page, err := paginator.NextPage(ctx)
+		if len(ids) == 1 && isCode(err, "InvalidInstanceID.NotFound", "InvalidInstanceID.Malformed") {
+			return found, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range page.Reservations {
+			for i := range r.Instances {
+				found[aws.ToString(r.Instances[i].InstanceId)] = &r.Instances[i]
+			}
+		}
+	}
+	return found, nil
 }

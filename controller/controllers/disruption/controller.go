@@ -185,7 +185,7 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	if prev != nil {
 		prev.failed(c.proposed.candidates())
 	}
-	validated := c.proposed.validated(now.Add(-c.opts.ValidationDelay))
+	validated := c.proposed.validated(now.Add(-c.opts.ValidationDelay), now)
 	var errs []error
 	for _, b := range plan.Batches {
 		if b = heldPart(b, validated); b == nil {
@@ -204,15 +204,10 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 // failed counts the proposed candidates the current decision no longer holds as
 // failed validations, as Karpenter counts them.
 func (p *proposal) failed(stillHeld sets.Set[string]) {
-	dropped := 0
 	for name := range p.since {
 		if !stillHeld.Has(name) {
 			metrics.VoluntaryDisruptionFailedValidations.WithLabelValues(p.types[name]).Inc()
-			dropped++
 		}
-	}
-	if dropped > 0 {
-		metrics.VoluntaryDisruptionDecisions.WithLabelValues("abandoned", "underutilized", "multi").Inc()
 	}
 }
 
@@ -224,11 +219,13 @@ func (p *proposal) candidates() sets.Set[string] {
 	return out
 }
 
-// validated are the candidates proposed at or before the time.
-func (p *proposal) validated(before time.Time) sets.Set[string] {
+// validated are the candidates proposed at or before the time, and in an earlier
+// decision than now's: even without a validation delay, a candidate is acted on
+// only once a second decision holds it.
+func (p *proposal) validated(before, now time.Time) sets.Set[string] {
 	out := sets.New[string]()
 	for name, since := range p.since {
-		if !since.After(before) {
+		if !since.After(before) && since.Before(now) {
 			out.Insert(name)
 		}
 	}

@@ -76,3 +76,31 @@ func TestBacklogIsPlannedOldestFirstInBoundedRounds(t *testing.T) {
 		}
 	}
 }
+
+// Old pods nothing can place (here, larger than any instance type) do not hold
+// back a newer pod that fits: rounds turn to the pods not tried yet.
+func TestBacklogThatCannotBePlacedDoesNotStarveNewerPods(t *testing.T) {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC))
+	pool := &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default", UID: "pool-uid"}}
+	pod := func(name string, age int, cpu string) *corev1.Pod {
+		return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default", UID: types.UID(name + "-uid"),
+			CreationTimestamp: metav1.NewTime(clk.Now().Add(time.Duration(age) * time.Second))},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("1Gi")}}}}}}
+	}
+	kube := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(pool,
+		pod("huge-0", 0, "64"), pod("huge-1", 1, "64"), pod("huge-2", 2, "64"), pod("fits", 3, "1")).Build()
+	cloud := fakecloud.New(clk, fakecloud.InstanceType("m.xlarge", "4", "16Gi", "zone-a"))
+	recorder := record.NewFakeRecorder(100)
+	p := NewProvisioner(kube, state.NewCluster(kube, clk), cloud, clk, recorder, NewBatcher(clk, time.Second, 10*time.Second), scheduling.DefaultNodeCosts())
+	p.WithMaxPodsPerSolve(2)
+	for round := 0; round < 3; round++ {
+		if _, err := p.Schedule(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		if _, ok := p.nominations["fits-uid"]; ok {
+			return
+		}
+	}
+	t.Errorf("the pod that fits was not planned in 3 rounds behind 3 older pods nothing can place")
+}

@@ -209,7 +209,10 @@ func (p *Provisioner) schedule(ctx context.Context, fullOnly bool) (bool, error)
 		p.seen = map[types.UID]bool{}
 		p.mu.Unlock()
 	}
-	pending, deferred := scheduling.OldestFirst(state.pending, p.maxPodsPerSolve)
+	p.mu.Lock()
+	tried := p.unschedulable
+	p.mu.Unlock()
+	pending, deferred := scheduling.OldestFirst(state.pending, p.maxPodsPerSolve, func(pod *corev1.Pod) bool { return tried[pod.UID] })
 	var virtual int
 	if p.buffers != nil && !fullOnly {
 		// Planned last among equals and never bound: the room they take is spare
@@ -279,6 +282,19 @@ func (p *Provisioner) schedule(ctx context.Context, fullOnly bool) (bool, error)
 			// backlog fits one solve.
 			if deferred == 0 {
 				p.recorder.Eventf(u.Pod, corev1.EventTypeWarning, "FailedScheduling", "Failed to schedule pod, %s", u.Reason)
+			}
+		}
+		// Pods left out of this round keep their mark from an earlier one, so
+		// that rounds keep turning to the pods not tried yet.
+		if deferred > 0 {
+			inRound := make(map[types.UID]bool, len(pending))
+			for _, pod := range pending {
+				inRound[pod.UID] = true
+			}
+			for uid := range tried {
+				if !inRound[uid] {
+					unschedulable[uid] = true
+				}
 			}
 		}
 		p.mu.Lock()
