@@ -314,8 +314,9 @@ func (o *Options) Validate() error {
 	}
 	// Unset (0) is controller-runtime's default: 15s, 10s, 2s.
 	lease, renew, retry := cmp.Or(o.LeaderElectionLeaseDuration, 15*time.Second), cmp.Or(o.LeaderElectionRenewDeadline, 10*time.Second), cmp.Or(o.LeaderElectionRetryPeriod, 2*time.Second)
-	if o.LeaderElect && (retry <= 0 || renew <= retry || lease <= renew) {
-		errs = append(errs, fmt.Sprintf("--leader-election-retry-period (%s) < --leader-election-renew-deadline (%s) < --leader-election-lease-duration (%s) must hold, all positive",
+	// client-go's own rule: the renew deadline must outlast a jittered retry (×1.2).
+	if o.LeaderElect && (retry <= 0 || renew <= retry*12/10 || lease <= renew) {
+		errs = append(errs, fmt.Sprintf("--leader-election-retry-period (%s) × 1.2 < --leader-election-renew-deadline (%s) < --leader-election-lease-duration (%s) must hold, all positive",
 			retry, renew, lease))
 	}
 	if o.ConsolidationValidationDelay < 0 {

@@ -50,6 +50,26 @@ func TestValidateAWS(t *testing.T) {
 	}
 }
 
+// Lease timings client-go would refuse at start are refused at validation, naming
+// the flags; unset ones are controller-runtime's defaults.
+func TestLeaderElectionTiming(t *testing.T) {
+	o := Options{CloudProvider: "kwok", BatchIdleDuration: time.Second, BatchMaxDuration: 10 * time.Second, LogLevel: "info",
+		VMMemoryOverheadPercent: 0.075, DisruptionPeriod: 10 * time.Second, LeaderElect: true}
+	if err := o.Validate(); err != nil {
+		t.Errorf("the default lease timing refused: %v", err)
+	}
+	o.LeaderElectionLeaseDuration, o.LeaderElectionRenewDeadline, o.LeaderElectionRetryPeriod = 6*time.Second, 4*time.Second, time.Second
+	if err := o.Validate(); err != nil {
+		t.Errorf("6s/4s/1s refused: %v", err)
+	}
+	for _, bad := range [][3]time.Duration{{4 * time.Second, 6 * time.Second, time.Second}, {6 * time.Second, 4 * time.Second, 4 * time.Second}} {
+		o.LeaderElectionLeaseDuration, o.LeaderElectionRenewDeadline, o.LeaderElectionRetryPeriod = bad[0], bad[1], bad[2]
+		if err := o.Validate(); err == nil || !strings.Contains(err.Error(), "--leader-election-renew-deadline") {
+			t.Errorf("lease %s, renew %s, retry %s: %v", bad[0], bad[1], bad[2], err)
+		}
+	}
+}
+
 // Every gate of Karpenter's starts, and one it does not know is refused naming it.
 func TestFeatureGates(t *testing.T) {
 	o := Options{CloudProvider: "kwok", BatchIdleDuration: time.Second, BatchMaxDuration: 10 * time.Second, LogLevel: "info", VMMemoryOverheadPercent: 0.075, DisruptionPeriod: 10 * time.Second}
