@@ -249,25 +249,12 @@ func startPerfStack(b *testing.B) *perfStack {
 			b.Fatal(err)
 		}
 	}
-	informers, err := cache.New(stack.Config, cache.Options{Scheme: localstack.Scheme(), DefaultTransform: cache.TransformStripManagedFields()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	cacheCtx, stop := context.WithCancel(ctx)
-	b.Cleanup(stop)
-	for _, obj := range []client.Object{&corev1.Pod{}, &v1.NodeClaim{}, &corev1.Node{}} {
-		if _, err := informers.GetInformer(cacheCtx, obj); err != nil {
-			b.Fatal(err)
-		}
-	}
-	go func() { _ = informers.Start(cacheCtx) }()
-	informers.WaitForCacheSync(cacheCtx)
 	b.Cleanup(func() {
 		if b.Failed() || os.Getenv("BENCH_DEBUG") != "" {
 			b.Logf("controller log tail:\n%s", tail(controller.Log(), 6000))
 		}
 	})
-	return &perfStack{client: stack.Client, informers: informers, controller: controller, pool: pool}
+	return &perfStack{client: stack.Client, informers: watchCache(b, stack), controller: controller, pool: pool}
 }
 
 func tail(s string, n int) string {

@@ -8,8 +8,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -145,40 +143,36 @@ func startBenchStack(b *testing.B, pool *v1.NodePool, objs ...client.Object) *be
 			b.Fatal(err)
 		}
 	}
-	// Watch through an informer cache so polling costs the apiserver nothing.
-	informers, err := cache.New(stack.Config, cache.Options{Scheme: localstack.Scheme()})
+	return &benchStack{client: c, informers: watchCache(b, stack), controller: controller}
+}
+
+// watchCache is a synced informer cache of the stack's pods, NodeClaims and Nodes,
+// so that polling them costs the API server nothing.
+func watchCache(b *testing.B, stack *testenv.Stack) cache.Cache {
+	b.Helper()
+	informers, err := cache.New(stack.Config, cache.Options{Scheme: localstack.Scheme(), DefaultTransform: cache.TransformStripManagedFields()})
 	if err != nil {
 		b.Fatal(err)
 	}
-	cacheCtx, stop := context.WithCancel(ctx)
+	ctx, stop := context.WithCancel(context.Background())
 	b.Cleanup(stop)
 	for _, obj := range []client.Object{&corev1.Pod{}, &v1.NodeClaim{}, &corev1.Node{}} {
-		if _, err := informers.GetInformer(cacheCtx, obj); err != nil {
+		if _, err := informers.GetInformer(ctx, obj); err != nil {
 			b.Fatal(err)
 		}
 	}
-	go func() { _ = informers.Start(cacheCtx) }()
-	informers.WaitForCacheSync(cacheCtx)
-	return &benchStack{client: c, informers: informers, controller: controller}
+	go func() { _ = informers.Start(ctx) }()
+	informers.WaitForCacheSync(ctx)
+	return informers
 }
 
 // peakRSSMiB reads the high-water mark of a process's resident memory.
 func peakRSSMiB(b *testing.B, pid int) float64 {
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	kib, err := testenv.PeakRSSKiB(pid)
 	if err != nil {
 		b.Fatalf("reading the controller's memory: %v", err)
 	}
-	for _, line := range strings.Split(string(raw), "\n") {
-		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
-			kb, err := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
-			if err != nil {
-				b.Fatal(err)
-			}
-			return kb / 1024
-		}
-	}
-	b.Fatal("no VmHWM in /proc status")
-	return 0
+	return float64(kib) / 1024
 }
 
 func logLevel() string {

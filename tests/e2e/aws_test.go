@@ -109,15 +109,7 @@ func TestAWSEndToEnd(t *testing.T) {
 		interrupted := metrics.NodeClaimsDisrupted.WithLabelValues("interrupted", victim.Labels[v1.LabelNodePool], victim.Labels[v1.LabelCapacityType])
 		disrupted, drained := testutil.ToFloat64(interrupted), testutil.ToFloat64(metrics.PodsDrained.WithLabelValues("interrupted"))
 		queued := queueDurations(t)
-		out, err := events.PutEvents(ctx, &eventbridge.PutEventsInput{Entries: []ebtypes.PutEventsRequestEntry{{
-			Source: aws.String("aws.ec2"), DetailType: aws.String("EC2 Spot Instance Interruption Warning"),
-			Resources: []string{"arn:aws:ec2:us-west-2:123456789012:instance/" + id},
-			Detail:    aws.String(`{"instance-id":"` + id + `","instance-action":"terminate"}`),
-		}}})
-		must(t, err)
-		if out.FailedEntryCount > 0 {
-			t.Fatalf("PutEvents failed: %+v", out.Entries)
-		}
+		interrupt(t, events, id)
 		eventually(t, 60*time.Second, "the interrupted nodeclaim drained and its instance terminated", func() error {
 			if err := c.Get(ctx, client.ObjectKeyFromObject(victim), victim); err == nil {
 				return fmt.Errorf("nodeclaim %s still exists", victim.Name)

@@ -121,22 +121,7 @@ func TestControllerSurvivesKills(t *testing.T) {
 
 	const final = 12
 	scale(t, c, "crash", final)
-	eventually(t, 8*time.Minute, "the cluster settles: every pod Running, nothing tainted, cordoned, deleting or drifted", func() error {
-		pods, err := podsOf(c, "crash")
-		if err != nil {
-			return err
-		}
-		running := 0
-		for _, p := range pods {
-			if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning {
-				running++
-			}
-		}
-		if running != final || len(pods) != final {
-			return fmt.Errorf("%d of %d pods Running (%d pods)", running, final, len(pods))
-		}
-		return settled(ctx, c)
-	})
+	settle(t, c, "crash", final, 8*time.Minute)
 	budgetWatch.stop()
 
 	audit := auditInstances(t, c, clients)

@@ -68,7 +68,7 @@ func TestLeaderFailover(t *testing.T) {
 		return nil
 	})
 	failover(t, pc.procs, "a burst")
-	settle(t, c, "failover", 20)
+	settle(t, c, "failover", 20, 4*time.Minute)
 
 	// A consolidation: killed once a node is tainted for it.
 	scale(t, c, "failover", 4)
@@ -80,7 +80,7 @@ func TestLeaderFailover(t *testing.T) {
 		return err
 	})
 	failover(t, pc.procs, "a consolidation")
-	settle(t, c, "failover", 4)
+	settle(t, c, "failover", 4, 4*time.Minute)
 
 	// An interruption drain: killed once the interrupted claim is being deleted.
 	pods, err := podsOf(c, "failover")
@@ -111,7 +111,7 @@ func TestLeaderFailover(t *testing.T) {
 		}
 		return nil
 	})
-	settle(t, c, "failover", 4)
+	settle(t, c, "failover", 4, 4*time.Minute)
 
 	// A rollout stops the leader cleanly: it releases the lease, and the follower
 	// takes over within a retry period or so, not the lease time.
@@ -134,7 +134,7 @@ func TestLeaderFailover(t *testing.T) {
 	}
 	pc.procs[l].Start()
 	scale(t, c, "failover", 6)
-	settle(t, c, "failover", 6)
+	settle(t, c, "failover", 6, 4*time.Minute)
 
 	budgetWatch.stop()
 	if budgetWatch.max() > budget {
@@ -198,10 +198,11 @@ func failover(t *testing.T, procs []*testenv.ControllerProcess, during string) {
 	procs[l].Start()
 }
 
-// settle waits for n Running pods of app and a settled cluster.
-func settle(t *testing.T, c client.Client, app string, n int) {
+// settle waits for exactly n Running pods of app and a settled cluster: nothing
+// tainted, cordoned, deleting or drifted.
+func settle(t *testing.T, c client.Client, app string, n int, timeout time.Duration) {
 	t.Helper()
-	eventually(t, 4*time.Minute, fmt.Sprintf("%d pods of %s Running and the cluster settled", n, app), func() error {
+	eventually(t, timeout, fmt.Sprintf("%d pods of %s Running and the cluster settled", n, app), func() error {
 		pods, err := podsOf(c, app)
 		if err != nil {
 			return err

@@ -215,18 +215,27 @@ func (p *ControllerProcess) recordPeakRSS() {
 	if p.cmd == nil {
 		return
 	}
-	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", p.cmd.Process.Pid))
+	if kib, err := PeakRSSKiB(p.cmd.Process.Pid); err == nil && kib > p.peakRSSKiB {
+		p.peakRSSKiB = kib
+	}
+}
+
+// PeakRSSKiB is a running process's high-water mark of resident memory (VmHWM).
+func PeakRSSKiB(pid int) (int64, error) {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
-		return // already ended
+		return 0, err
 	}
 	for _, line := range strings.Split(string(raw), "\n") {
 		if rest, ok := strings.CutPrefix(line, "VmHWM:"); ok {
 			var kib int64
-			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kib); err == nil && kib > p.peakRSSKiB {
-				p.peakRSSKiB = kib
+			if _, err := fmt.Sscanf(strings.TrimSpace(rest), "%d kB", &kib); err != nil {
+				return 0, fmt.Errorf("reading VmHWM %q: %w", rest, err)
 			}
+			return kib, nil
 		}
 	}
+	return 0, fmt.Errorf("no VmHWM in /proc/%d/status", pid)
 }
 
 // Log is what the running process has written so far.

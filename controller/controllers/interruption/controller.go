@@ -115,7 +115,7 @@ func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
 		url, err := c.queueURL(ctx)
 		for err != nil {
 			log.FromContext(ctx).Error(err, "finding the interruption queue; retrying")
-			if !sleep(ctx, backoff.Step()) {
+			if !c.sleep(ctx, backoff.Step()) {
 				return nil
 			}
 			url, err = c.queueURL(ctx)
@@ -125,7 +125,7 @@ func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
 			if err := c.Poll(ctx, url); err != nil && ctx.Err() == nil {
 				delay := backoff.Step()
 				log.FromContext(ctx).Error(err, "reading the interruption queue", "retryIn", delay.String())
-				sleep(ctx, delay)
+				c.sleep(ctx, delay)
 				continue
 			}
 			backoff = receiveBackoff()
@@ -138,12 +138,13 @@ func receiveBackoff() *wait.Backoff {
 	return &wait.Backoff{Duration: time.Second, Factor: 2, Jitter: 0.5, Steps: math.MaxInt32, Cap: time.Minute}
 }
 
-// sleep waits d, or less if ctx ends first, which it reports as false.
-func sleep(ctx context.Context, d time.Duration) bool {
+// sleep waits d on the controller's clock, or less if ctx ends first, which it
+// reports as false.
+func (c *Controller) sleep(ctx context.Context, d time.Duration) bool {
 	select {
 	case <-ctx.Done():
 		return false
-	case <-time.After(d):
+	case <-c.clock.After(d):
 		return true
 	}
 }
