@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	dovetailv1alpha1 "github.com/dovetail-sh/dovetail/controller/apis/dovetail/v1alpha1"
@@ -54,7 +55,7 @@ func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
 		For(&v1.NodeClaim{}).
 		Watches(&v1.NodePool{}, handler.EnqueueRequestsFromMapFunc(func(ctx context.Context, o client.Object) []reconcile.Request {
 			var claims v1.NodeClaimList
-			if err := c.kube.List(ctx, &claims, client.MatchingLabels{v1.LabelNodePool: o.GetName()}); err != nil {
+			if err := c.kube.List(ctx, &claims, client.MatchingLabels{v1.LabelNodePool: o.GetName()}, client.UnsafeDisableDeepCopy); err != nil {
 				return nil
 			}
 			out := make([]reconcile.Request, len(claims.Items))
@@ -62,7 +63,9 @@ func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
 				out[i] = reconcile.Request{NamespacedName: client.ObjectKey{Name: claims.Items[i].Name}}
 			}
 			return out
-		})).
+			// Only a template change concerns the claims; the pool's status,
+			// written on every claim change, would list them all each time.
+		}), builder.WithPredicates(predicate.GenerationChangedPredicate{})).
 		Complete(reconcile.AsReconciler(mgr.GetClient(), c))
 }
 

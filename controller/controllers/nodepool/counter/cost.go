@@ -23,11 +23,11 @@ func (c *Controller) recordCost(ctx context.Context, np *v1.NodePool, claims []v
 		metrics.NodePoolCostTrackerErrors.WithLabelValues(np.Name).Inc()
 		return
 	}
-	prices := map[[3]string]float64{}
+	// Indexed by name only: a map over every offering was rebuilt on each claim
+	// change and, at thousands of claims, was a large share of the live heap.
+	byName := make(map[string]*scheduling.InstanceType, len(types))
 	for _, it := range types {
-		for _, o := range it.Offerings {
-			prices[[3]string{it.Name, o.CapacityType, o.Zone}] = o.Price
-		}
+		byName[it.Name] = it
 	}
 	total := 0.0
 	for i := range claims {
@@ -35,7 +35,7 @@ func (c *Controller) recordCost(ctx context.Context, np *v1.NodePool, claims []v
 		if nc.Status.ProviderID == "" {
 			continue
 		}
-		price, ok := prices[[3]string{nc.Labels[v1.LabelInstanceType], nc.Labels[v1.LabelCapacityType], nc.Labels[v1.LabelTopologyZone]}]
+		price, ok := offeringPrice(byName[nc.Labels[v1.LabelInstanceType]], nc.Labels[v1.LabelCapacityType], nc.Labels[v1.LabelTopologyZone])
 		if !ok {
 			metrics.NodePoolCostTrackerErrors.WithLabelValues(np.Name).Inc()
 			continue
@@ -46,6 +46,21 @@ func (c *Controller) recordCost(ctx context.Context, np *v1.NodePool, claims []v
 	if _, limited := scheduling.SpendLimit(np); limited {
 		metrics.NodePoolUsage.WithLabelValues(np.Name, string(scheduling.ResourceSpendPerHour)).Set(c.spend(ctx, np, total))
 	}
+}
+
+// offeringPrice is the price of the type's offering in the zone and capacity
+// type; of several listed for both, the last.
+func offeringPrice(it *scheduling.InstanceType, capacityType, zone string) (float64, bool) {
+	if it == nil {
+		return 0, false
+	}
+	price, ok := 0.0, false
+	for _, o := range it.Offerings {
+		if o.CapacityType == capacityType && o.Zone == zone {
+			price, ok = o.Price, true
+		}
+	}
+	return price, ok
 }
 
 // spend is what the pool's launched nodes cost per hour at the prices its
