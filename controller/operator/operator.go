@@ -150,7 +150,7 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(manager
 	}
 	clk := clock.RealClock{}
 	recorder := mgr.GetEventRecorderFor("dovetail")
-	provisioner := provisioning.NewProvisioner(mgr.GetClient(), state.NewCluster(mgr.GetClient(), clk), cloud, clk, recorder,
+	provisioner := provisioning.NewProvisioner(mgr.GetClient(), state.NewCluster(mgr.GetClient(), clk).WithInformers(mgr.GetCache()), cloud, clk, recorder,
 		provisioning.NewBatcher(clk, opts.BatchIdleDuration, opts.BatchMaxDuration), opts.NodeCosts)
 	if err := mgr.Add(provisioner); err != nil {
 		return fmt.Errorf("adding provisioner, %w", err)

@@ -18,7 +18,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
+	toolscache "k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/cache"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
@@ -26,9 +28,10 @@ import (
 
 // Cluster reads the cluster for every loop.
 type Cluster struct {
-	kube    client.Client
-	clock   clock.Clock
-	created createdClaims
+	kube      client.Client
+	informers cache.Informers
+	clock     clock.Clock
+	created   createdClaims
 }
 
 // NewCluster reads through kube, which should be the manager's cached client.
@@ -36,9 +39,20 @@ func NewCluster(kube client.Client, clk clock.Clock) *Cluster {
 	return &Cluster{kube: kube, clock: clk}
 }
 
+// WithInformers lets read-only views take pods straight from the informer's
+// store: even an uncopied List copies every Pod struct into a new slice, about a
+// kilobyte each, and with tens of thousands of pods and several loops reading at
+// once those copies were the largest part of the controller's live memory.
+func (c *Cluster) WithInformers(informers cache.Informers) *Cluster {
+	c.informers = informers
+	return c
+}
+
 // View is the cluster at one moment, with the indexes every loop needs.
 type View struct {
-	Pods       []corev1.Pod
+	// Pods point into the informer's store when read ReadOnly or
+	// WritableClaims: never write to one.
+	Pods       []*corev1.Pod
 	Nodes      []corev1.Node
 	Claims     []v1.NodeClaim
 	Pools      []v1.NodePool
@@ -90,11 +104,18 @@ func (c *Cluster) Read(ctx context.Context, copies Copies) (*View, error) {
 		pvs    corev1.PersistentVolumeList
 		scs    storagev1.StorageClassList
 	)
+	podList := client.ObjectList(&pods)
+	if copies != Writable && c.informers != nil {
+		podList = nil
+	}
 	for _, l := range []struct {
 		what string
 		list client.ObjectList
-	}{{"pods", &pods}, {"nodes", &nodes}, {"nodeclaims", &claims}, {"nodepools", &pools}, {"pod disruption budgets", &pdbs}, {"daemonsets", &ds},
+	}{{"pods", podList}, {"nodes", &nodes}, {"nodeclaims", &claims}, {"nodepools", &pools}, {"pod disruption budgets", &pdbs}, {"daemonsets", &ds},
 		{"persistentvolumeclaims", &pvcs}, {"persistentvolumes", &pvs}, {"storageclasses", &scs}} {
+		if l.list == nil {
+			continue
+		}
 		listOpts := opts
 		if copies == WritableClaims && l.list == client.ObjectList(&claims) {
 			listOpts = nil
@@ -103,15 +124,51 @@ func (c *Cluster) Read(ctx context.Context, copies Copies) (*View, error) {
 			return nil, fmt.Errorf("listing %s, %w", l.what, err)
 		}
 	}
-	v := NewView(pods.Items, nodes.Items, c.created.merge(claims.Items, c.clock.Now()), pools.Items, pdbs.Items, ds.Items)
+	podPtrs := pointers(pods.Items)
+	if podList == nil {
+		var err error
+		if podPtrs, err = c.storedPods(ctx); err != nil {
+			return nil, fmt.Errorf("listing pods, %w", err)
+		}
+	}
+	v := &View{Pods: podPtrs, Nodes: nodes.Items, Claims: c.created.merge(claims.Items, c.clock.Now()), Pools: pools.Items, PDBs: pdbs.Items, DaemonSets: ds.Items}
+	v.index()
 	v.PVCs, v.PVs, v.StorageClasses = pvcs.Items, pvs.Items, scs.Items
 	return v, nil
+}
+
+// storedPods are the pods in the informer's store, uncopied.
+func (c *Cluster) storedPods(ctx context.Context) ([]*corev1.Pod, error) {
+	informer, err := c.informers.GetInformer(ctx, &corev1.Pod{})
+	if err != nil {
+		return nil, err
+	}
+	store, ok := informer.(toolscache.SharedIndexInformer)
+	if !ok {
+		return nil, fmt.Errorf("the pod informer is a %T, not a shared index informer", informer)
+	}
+	items := store.GetIndexer().List()
+	out := make([]*corev1.Pod, 0, len(items))
+	for _, item := range items {
+		if pod, ok := item.(*corev1.Pod); ok {
+			out = append(out, pod)
+		}
+	}
+	return out, nil
+}
+
+func pointers(pods []corev1.Pod) []*corev1.Pod {
+	out := make([]*corev1.Pod, len(pods))
+	for i := range pods {
+		out[i] = &pods[i]
+	}
+	return out
 }
 
 // NewView indexes objects read some other way than from the cache: a snapshot
 // from files, or a generated cluster.
 func NewView(pods []corev1.Pod, nodes []corev1.Node, claims []v1.NodeClaim, pools []v1.NodePool, pdbs []policyv1.PodDisruptionBudget, ds []appsv1.DaemonSet) *View {
-	v := &View{Pods: pods, Nodes: nodes, Claims: claims, Pools: pools, PDBs: pdbs, DaemonSets: ds}
+	v := &View{Pods: pointers(pods), Nodes: nodes, Claims: claims, Pools: pools, PDBs: pdbs, DaemonSets: ds}
 	v.index()
 	return v
 }
@@ -122,8 +179,7 @@ func (c *Cluster) ClaimCreated(nc *v1.NodeClaim) { c.created.add(nc.DeepCopy(), 
 
 func (v *View) index() {
 	v.podsOnNode = map[string][]*corev1.Pod{}
-	for i := range v.Pods {
-		p := &v.Pods[i]
+	for _, p := range v.Pods {
 		if p.Spec.NodeName != "" {
 			v.podsOnNode[p.Spec.NodeName] = append(v.podsOnNode[p.Spec.NodeName], p)
 		}

@@ -90,7 +90,7 @@ func (p *Provisioner) snapshotOf(ctx context.Context, view *state.View, typesOf 
 		volumesOf = func(*corev1.Pod) (scheduling.VolumeTopology, error) { return nil, nil }
 	}
 	for i := range pods {
-		pod := &pods[i]
+		pod := pods[i]
 		switch {
 		case pod.Spec.NodeName != "" && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed:
 			bound[pod.Spec.NodeName] = append(bound[pod.Spec.NodeName], pod)
