@@ -50,8 +50,8 @@ func (c *Cluster) WithInformers(informers cache.Informers) *Cluster {
 
 // View is the cluster at one moment, with the indexes every loop needs.
 type View struct {
-	// Pods point into the informer's store when read ReadOnly or
-	// WritableClaims: never write to one.
+	// Pods point into the informer's store when read ReadOnly: never write to
+	// one.
 	Pods       []*corev1.Pod
 	Nodes      []corev1.Node
 	Claims     []v1.NodeClaim
@@ -75,13 +75,12 @@ type View struct {
 type Copies int
 
 const (
-	// ReadOnly lists the cache without copying it: for loops that only read and run
-	// often (provisioning reads every few hundred milliseconds in a burst, and copies
-	// of every pod were most of the controller's memory).
+	// ReadOnly lists the cache without deep copies, for loops that run often
+	// (provisioning reads every few hundred milliseconds in a burst, disruption
+	// every pass, and copies of every pod and claim were most of the controller's
+	// memory): pods point into the store, and the other objects share their maps
+	// and slices with it. A loop that writes one changes a DeepCopy.
 	ReadOnly Copies = iota
-	// WritableClaims copies the NodeClaims only: disruption changes claims in place
-	// and reads the rest, and a copy of every pod each pass was most of its memory.
-	WritableClaims
 	// Writable copies every object, for loops that patch what they read.
 	Writable
 )
@@ -116,11 +115,7 @@ func (c *Cluster) Read(ctx context.Context, copies Copies) (*View, error) {
 		if l.list == nil {
 			continue
 		}
-		listOpts := opts
-		if copies == WritableClaims && l.list == client.ObjectList(&claims) {
-			listOpts = nil
-		}
-		if err := c.kube.List(ctx, l.list, listOpts...); err != nil {
+		if err := c.kube.List(ctx, l.list, opts...); err != nil {
 			return nil, fmt.Errorf("listing %s, %w", l.what, err)
 		}
 	}

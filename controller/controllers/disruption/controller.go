@@ -302,7 +302,9 @@ func (c *Controller) commandOf(plan *consolidation.Plan, b *consolidation.Batch)
 // recorded in the API and not running here are resumed, and nodes tainted for a
 // disruption nothing carries on are put back in service.
 func (c *Controller) observe(ctx context.Context) (*pass, error) {
-	view, err := c.provisioner.Cluster().Read(ctx, state.WritableClaims)
+	// Claims are shallow copies sharing the cache's maps and slices: each write
+	// below changes a deep copy and puts it in the view's place.
+	view, err := c.provisioner.Cluster().Read(ctx, state.ReadOnly)
 	if err != nil {
 		return nil, err
 	}
@@ -397,8 +399,7 @@ func (c *Controller) writeAllowed(ctx context.Context, np *v1.NodePool, allowed 
 // writeConditions shows on the claim what disruption sees: Drifted with the reason,
 // and Consolidatable once consolidateAfter has passed.
 func (c *Controller) writeConditions(ctx context.Context, cand *candidate, now time.Time) {
-	nc := cand.Claim
-	before := nc.DeepCopy()
+	nc := cand.Claim.DeepCopy()
 	set := func(t string, on bool, reason, message string) {
 		if !on {
 			meta.RemoveStatusCondition(&nc.Status.Conditions, t)
@@ -412,12 +413,13 @@ func (c *Controller) writeConditions(ctx context.Context, cand *candidate, now t
 	}
 	set(v1.ConditionTypeDrifted, cand.Drift != "", cand.Drift, "the node no longer matches its NodePool or node class")
 	set(v1.ConditionTypeConsolidatable, cand.Consolidatable(now), "Consolidatable", "consolidateAfter has passed since the last pod change")
-	if equality.Semantic.DeepEqual(before.Status.Conditions, nc.Status.Conditions) {
+	if equality.Semantic.DeepEqual(cand.Claim.Status.Conditions, nc.Status.Conditions) {
 		return
 	}
-	if err := c.kube.Status().Patch(ctx, nc, client.MergeFrom(before)); err != nil {
+	if err := c.kube.Status().Patch(ctx, nc, client.MergeFrom(cand.Claim)); err != nil {
 		log.FromContext(ctx).V(1).Info("writing disruption conditions", "nodeclaim", nc.Name, "error", err.Error())
 	}
+	*cand.Claim = *nc
 }
 
 // recordPodEvents keeps status.lastPodEventTime: consolidateAfter counts from the
@@ -436,11 +438,12 @@ func (c *Controller) recordPodEvents(ctx context.Context, nc *v1.NodeClaim, pods
 	if !seen || previous == fingerprint {
 		return
 	}
-	patch := client.MergeFrom(nc.DeepCopy())
-	nc.Status.LastPodEventTime = metav1.NewTime(now)
-	if err := c.kube.Status().Patch(ctx, nc, patch); err != nil {
+	updated := nc.DeepCopy()
+	updated.Status.LastPodEventTime = metav1.NewTime(now)
+	if err := c.kube.Status().Patch(ctx, updated, client.MergeFrom(nc)); err != nil {
 		log.FromContext(ctx).V(1).Info("recording a pod event on a nodeclaim", "nodeclaim", nc.Name, "error", err.Error())
 	}
+	*nc = *updated
 }
 
 // driftReason says why a node no longer matches its pool or class, or "".

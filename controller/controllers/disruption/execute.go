@@ -165,11 +165,12 @@ func (c *Controller) deleteCandidates(ctx context.Context, cmd *command) error {
 			continue
 		}
 		// Termination reads why the node goes from the claim (pods_drained_total).
-		patch := client.MergeFrom(cand.Claim.DeepCopy())
-		if cand.Claim.SetDisruptionReason(string(cmd.reason), c.clock.Now()) {
-			if err := c.kube.Status().Patch(ctx, cand.Claim, patch); client.IgnoreNotFound(err) != nil {
+		// The claim shares the cache's slices: the reason is set on a copy.
+		if updated := cand.Claim.DeepCopy(); updated.SetDisruptionReason(string(cmd.reason), c.clock.Now()) {
+			if err := c.kube.Status().Patch(ctx, updated, client.MergeFrom(cand.Claim)); client.IgnoreNotFound(err) != nil {
 				log.FromContext(ctx).V(1).Info("recording the disruption reason", "nodeclaim", cand.Claim.Name, "error", err.Error())
 			}
+			*cand.Claim = *updated
 		}
 		if err := c.kube.Delete(ctx, cand.Claim); client.IgnoreNotFound(err) != nil {
 			errs = append(errs, fmt.Errorf("deleting nodeclaim %s, %w", cand.Claim.Name, err))
