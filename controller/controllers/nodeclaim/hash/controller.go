@@ -56,7 +56,8 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 	if len(want) == 0 {
 		return reconcile.Result{}, nil
 	}
-	patch := client.MergeFrom(nc.DeepCopy())
+	before := nc.DeepCopy()
+	patch := client.MergeFrom(before)
 	if nc.Annotations == nil {
 		nc.Annotations = map[string]string{}
 	}
@@ -66,8 +67,26 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 	if err := c.kube.Patch(ctx, nc, patch); err != nil {
 		return reconcile.Result{}, client.IgnoreNotFound(fmt.Errorf("re-stamping nodeclaim hashes, %w", err))
 	}
-	log.FromContext(ctx).Info("re-stamped nodeclaim hashes of another version", "nodeclaim", nc.Name, "annotations", want)
+	logger := log.FromContext(ctx).WithValues("nodeclaim", nc.Name, "annotations", want)
+	if restamped(before, want) {
+		logger.Info("re-stamped nodeclaim hashes of another version")
+	} else {
+		// A provider that stamps no class hash at launch (kwok) gets it here on
+		// every claim: nothing was of another version.
+		logger.V(1).Info("stamped nodeclaim hashes missing since launch")
+	}
 	return reconcile.Result{}, nil
+}
+
+// restamped reports whether any of the hashes replaced one the claim had, rather
+// than filling in one it lacked.
+func restamped(before *v1.NodeClaim, want map[string]string) bool {
+	for k := range want {
+		if _, had := before.Annotations[k]; had {
+			return true
+		}
+	}
+	return false
 }
 
 // restampPool reports whether the claim's pool hash is of another version, or is
