@@ -35,6 +35,7 @@ require (
 	github.com/zclconf/go-cty v1.18.1
 	go.uber.org/zap v1.27.0
 	golang.org/x/mod v0.35.0
+	golang.org/x/sync v0.20.0
 	helm.sh/helm/v3 v3.18.6
 	k8s.io/api v0.33.13
 	k8s.io/apiextensions-apiserver v0.33.13
@@ -184,7 +185,6 @@ require (
 	golang.org/x/exp v0.0.0-20240719175910-8a7402abbf56 // indirect
 	golang.org/x/net v0.52.0 // indirect
 	golang.org/x/oauth2 v0.36.0 // indirect
-	golang.org/x/sync v0.20.0 // indirect
 	golang.org/x/sys v0.43.0 // indirect
 	golang.org/x/term v0.42.0 // indirect
 	golang.org/x/text v0.36.0 // indirect

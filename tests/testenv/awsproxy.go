@@ -12,18 +12,22 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
-// EC2Call is one EC2 Query API request as it went over the wire.
+// EC2Call is one EC2 Query API request as it went over the wire. Calls of the
+// JSON protocols (SQS, SSM) are recorded by action only.
 type EC2Call struct {
 	Action string
 	// Tags are the request's tags by resource type ("instance", "fleet", ...).
 	Tags        map[string]map[string]string
 	ClientToken string
+	// At is when the request reached the recorder.
+	At time.Time
 }
 
 // AWSRecorder is a reverse proxy in front of the AWS emulator that records every
-// EC2 request: for a controller running as its own process, whose SDK the test
+// AWS request: for a controller running as its own process, whose SDK the test
 // cannot hook, what it asked EC2 to do.
 type AWSRecorder struct {
 	URL   string
@@ -76,6 +80,10 @@ func StartAWSRecorder(t testing.TB, target string) *AWSRecorder {
 			if form, err := url.ParseQuery(string(body)); err == nil && form.Get("Action") != "" {
 				req = req.WithContext(context.WithValue(req.Context(), recordedCall{}, r.record(form)))
 			}
+		} else if target := req.Header.Get("X-Amz-Target"); target != "" {
+			// The JSON protocols (SQS, SSM) name the call in a header, as
+			// "AmazonSQS.ReceiveMessage": counted, not otherwise read.
+			r.record(url.Values{"Action": {target[strings.LastIndex(target, ".")+1:]}})
 		}
 		proxy.ServeHTTP(w, req)
 	}))
@@ -85,7 +93,7 @@ func StartAWSRecorder(t testing.TB, target string) *AWSRecorder {
 }
 
 func (r *AWSRecorder) record(form url.Values) EC2Call {
-	call := EC2Call{Action: form.Get("Action"), ClientToken: form.Get("ClientToken"), Tags: map[string]map[string]string{}}
+	call := EC2Call{Action: form.Get("Action"), ClientToken: form.Get("ClientToken"), Tags: map[string]map[string]string{}, At: time.Now()}
 	for i := 1; ; i++ {
 		prefix := "TagSpecification." + strconv.Itoa(i) + "."
 		kind := form.Get(prefix + "ResourceType")
@@ -128,6 +136,19 @@ func (r *AWSRecorder) CountsSince(n int) map[string]int {
 	out := map[string]int{}
 	for _, c := range r.calls[min(n, len(r.calls)):] {
 		out[c.Action]++
+	}
+	return out
+}
+
+// CountsBetween are the requests per action made from..until.
+func (r *AWSRecorder) CountsBetween(from, until time.Time) map[string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[string]int{}
+	for _, c := range r.calls {
+		if !c.At.Before(from) && c.At.Before(until) {
+			out[c.Action]++
+		}
 	}
 	return out
 }

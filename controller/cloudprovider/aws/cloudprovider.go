@@ -6,6 +6,7 @@ import (
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
@@ -37,7 +38,8 @@ const ProviderIDPrefix = "aws:///"
 type CloudProvider struct {
 	kube        client.Client
 	ec2         EC2FleetAPI
-	describer   *instanceDescriber
+	describer   *batcher[*ec2types.Instance]
+	launchedFor *batcher[*ec2types.Instance]
 	settings    Settings
 	types       *InstanceTypeProvider
 	prices      *pricing.Provider
@@ -67,7 +69,8 @@ type classTypes struct {
 // New builds the provider.
 func New(kube client.Client, api EC2FleetAPI, settings Settings, prices *pricing.Provider, clk clock.Clock) *CloudProvider {
 	return &CloudProvider{
-		kube: kube, ec2: api, settings: settings, prices: prices, clock: clk, describer: &instanceDescriber{api: api},
+		kube: kube, ec2: api, settings: settings, prices: prices, clock: clk, describer: newInstanceDescriber(api),
+		launchedFor:       newLaunchedLookup(api, settings.ClusterName),
 		types:             NewInstanceTypeProvider(api, settings.Region, settings, clk),
 		unavailable:       NewUnavailableOfferings(clk),
 		templates:         NewLaunchTemplates(api, settings.ClusterName, clk),

@@ -44,8 +44,8 @@ func (c *CloudProvider) IsDrifted(ctx context.Context, nc *v1.NodeClaim) (cloudp
 	if err != nil {
 		return "", nil
 	}
-	inst, err := c.listed.instance(ctx, c, id)
-	if err != nil {
+	inst, err := c.listed.instance(ctx, c, id, nc.CreationTimestamp.Time)
+	if err != nil || inst == nil {
 		return "", err
 	}
 	return drift(class, inst), nil
@@ -65,33 +65,35 @@ type instanceListing struct {
 	byID map[string]*ec2types.Instance
 }
 
+// listingLag is how long before a listing an instance may have been launched and
+// still be missing from it: EC2's describes are eventually consistent.
+const listingLag = 30 * time.Second
+
 // instance returns the instance from the listing, listing again once it is older
-// than DriftListingTTL. An instance the listing lacks (launched since, or gone) is
-// described on its own, and kept with the listing.
-func (l *instanceListing) instance(ctx context.Context, c *CloudProvider, id string) (*ec2types.Instance, error) {
+// than DriftListingTTL. An instance the listing lacks is described on its own and
+// kept with the listing, unless its claim was created too late to be in it: then
+// nil, no verdict until the next listing, at most DriftListingTTL later. A
+// burst's new nodes would otherwise cost one describe each, one after another
+// under the lock.
+func (l *instanceListing) instance(ctx context.Context, c *CloudProvider, id string, claimCreated time.Time) (*ec2types.Instance, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	if l.byID == nil || c.clock.Since(l.at) >= DriftListingTTL {
 		byID := map[string]*ec2types.Instance{}
-		pages := ec2.NewDescribeInstancesPaginator(c.ec2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+		err := eachInstance(ctx, c.ec2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
 			{Name: aws.String("tag:" + ClusterTag(c.settings.ClusterName)), Values: []string{"owned"}},
 			{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped", "shutting-down"}},
-		}})
-		for pages.HasMorePages() {
-			page, err := pages.NextPage(ctx)
-			if err != nil {
-				return nil, fmt.Errorf("listing instances for drift, %w", err)
-			}
-			for _, r := range page.Reservations {
-				for i := range r.Instances {
-					byID[aws.ToString(r.Instances[i].InstanceId)] = &r.Instances[i]
-				}
-			}
+		}}, func(inst *ec2types.Instance) { byID[aws.ToString(inst.InstanceId)] = inst })
+		if err != nil {
+			return nil, fmt.Errorf("listing instances for drift, %w", err)
 		}
 		l.byID, l.at = byID, c.clock.Now()
 	}
 	if inst, ok := l.byID[id]; ok {
 		return inst, nil
+	}
+	if claimCreated.After(l.at.Add(-listingLag)) {
+		return nil, nil
 	}
 	inst, err := c.describe(ctx, id)
 	if err == nil {

@@ -19,11 +19,11 @@ func launchedClaim(id string) *v1.NodeClaim {
 	}
 }
 
-// A drift pass over a few hundred nodes costs a handful of DescribeInstances calls,
-// not one per node.
+// A drift pass over a fleet costs one listing, 1,000 instances a page, not one
+// call per node.
 func TestDriftPassListsInstancesInPages(t *testing.T) {
 	f := newUnitFixture(t)
-	const nodes = 300
+	const nodes = 1200
 	ids := f.ec2.addInstances(nodes-1, "ami-amd64", "subnet-a")
 	ids = append(ids, f.ec2.addInstances(1, "ami-old", "subnet-a")...)
 	pass := func() map[string]string {
@@ -39,9 +39,9 @@ func TestDriftPassListsInstancesInPages(t *testing.T) {
 		return out
 	}
 	got := pass()
-	pages := (nodes + 99) / 100
+	pages := (nodes + 999) / 1000
 	if n := f.ec2.count("DescribeInstances"); n != pages {
-		t.Errorf("a drift pass over %d nodes made %d DescribeInstances calls, want %d (one listing, %d per page)", nodes, n, pages, 100)
+		t.Errorf("a drift pass over %d nodes made %d DescribeInstances calls, want %d (one listing, %d per page)", nodes, n, pages, 1000)
 	}
 	if got[ids[nodes-1]] != string(dtaws.DriftAMI) || got[ids[0]] != "" {
 		t.Errorf("drift of the old-image node %q, of a current one %q; want %s and none", got[ids[nodes-1]], got[ids[0]], dtaws.DriftAMI)
@@ -58,7 +58,25 @@ func TestDriftPassListsInstancesInPages(t *testing.T) {
 		t.Errorf("a pass after %v made %d calls, want %d", dtaws.DriftListingTTL, n-pages, pages)
 	}
 
-	// A node launched after the listing is described on its own, once.
+	// A node whose claim was made after the listing cannot be in it: no verdict
+	// and no call until the next listing, which judges it.
+	fresh := f.ec2.addInstances(1, "ami-old", "subnet-a")[0]
+	freshClaim := launchedClaim(fresh)
+	freshClaim.CreationTimestamp = metav1.NewTime(f.clock.Now())
+	if reason, err := f.cp.IsDrifted(f.ctx, freshClaim); err != nil || reason != "" {
+		t.Errorf("drift of a node newer than the listing = %q, %v; want no verdict yet", reason, err)
+	}
+	if n := f.ec2.count("DescribeInstances"); n != 2*pages {
+		t.Errorf("%d calls for a node newer than the listing, want none", n-2*pages)
+	}
+	f.clock.Step(dtaws.DriftListingTTL)
+	if reason, err := f.cp.IsDrifted(f.ctx, freshClaim); err != nil || reason != dtaws.DriftAMI {
+		t.Errorf("drift of that node at the next listing = %q, %v; want %s", reason, err, dtaws.DriftAMI)
+	}
+	listed := f.ec2.count("DescribeInstances")
+
+	// A node launched before the listing and missing from it is described on its
+	// own, once.
 	late := f.ec2.addInstances(1, "ami-old", "subnet-a")[0]
 	for i := 0; i < 3; i++ {
 		reason, err := f.cp.IsDrifted(f.ctx, launchedClaim(late))
@@ -66,7 +84,7 @@ func TestDriftPassListsInstancesInPages(t *testing.T) {
 			t.Errorf("drift of a node launched after the listing = %q, %v; want %s", reason, err, dtaws.DriftAMI)
 		}
 	}
-	if n := f.ec2.count("DescribeInstances"); n != 2*pages+1 {
-		t.Errorf("%d calls for a node launched after the listing, want 1", n-2*pages)
+	if n := f.ec2.count("DescribeInstances"); n != listed+1 {
+		t.Errorf("%d calls for a node missing from the listing, want 1", n-listed)
 	}
 }

@@ -31,7 +31,7 @@ func instanceID(providerID string) (string, error) {
 // describe returns the instance, or a NodeClaimNotFoundError once it is terminated.
 // Concurrent describes share one DescribeInstances call.
 func (c *CloudProvider) describe(ctx context.Context, id string) (*ec2types.Instance, error) {
-	inst, err := c.describer.describe(ctx, id)
+	inst, err := c.describer.get(ctx, id)
 	if err != nil {
 		return nil, fmt.Errorf("describing instance %s, %w", id, err)
 	}
@@ -80,21 +80,13 @@ func (c *CloudProvider) Get(ctx context.Context, providerID string) (*v1.NodeCla
 // List returns the cluster's instances that are not terminated.
 func (c *CloudProvider) List(ctx context.Context) ([]*v1.NodeClaim, error) {
 	var out []*v1.NodeClaim
-	pages := ec2.NewDescribeInstancesPaginator(c.ec2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+	err := eachInstance(ctx, c.ec2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
 		{Name: aws.String("tag:" + ClusterTag(c.settings.ClusterName)), Values: []string{"owned"}},
 		{Name: aws.String("tag-key"), Values: []string{TagNodePool}},
 		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped", "shutting-down"}},
-	}})
-	for pages.HasMorePages() {
-		page, err := pages.NextPage(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("listing instances, %w", err)
-		}
-		for _, r := range page.Reservations {
-			for i := range r.Instances {
-				out = append(out, c.toNodeClaim(ctx, &r.Instances[i]))
-			}
-		}
+	}}, func(inst *ec2types.Instance) { out = append(out, c.toNodeClaim(ctx, inst)) })
+	if err != nil {
+		return nil, fmt.Errorf("listing instances, %w", err)
 	}
 	return out, nil
 }

@@ -16,8 +16,11 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/pricing"
 )
 
-// InstanceTypeTTL is how long discovered instance types are trusted.
-const InstanceTypeTTL = 5 * time.Minute
+// InstanceTypeTTL is how long discovered instance types are trusted. A region's
+// types and the zones offering them change a few times a year: an hour picks up
+// a new one soon enough, at 15 paged calls an hour instead of every 5 minutes
+// (Karpenter refreshes every 12 hours).
+const InstanceTypeTTL = time.Hour
 
 // InstanceTypeRetry is how long the last good list is served after a refresh failed
 // before EC2 is asked again: often enough to recover quickly, seldom enough not to

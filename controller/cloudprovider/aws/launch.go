@@ -408,21 +408,9 @@ func launchedClaim(nc *v1.NodeClaim, class *awsv1.EC2NodeClass, id, instanceType
 // between CreateFleet and the status write, or a claim read from a stale cache)
 // must not start a second instance.
 func (c *CloudProvider) existing(ctx context.Context, nc *v1.NodeClaim, class *awsv1.EC2NodeClass) (*v1.NodeClaim, error) {
-	out, err := c.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-		{Name: aws.String("tag:" + ClusterTag(c.settings.ClusterName)), Values: []string{"owned"}},
-		{Name: aws.String("tag:" + TagNodeClaim), Values: []string{nc.Name}},
-		{Name: aws.String("instance-state-name"), Values: []string{string(ec2types.InstanceStateNamePending), string(ec2types.InstanceStateNameRunning)}},
-	}})
+	inst, err := c.launchedFor.get(ctx, nc.Name)
 	if err != nil {
 		return nil, fmt.Errorf("looking for an instance already launched for the claim, %w", err)
-	}
-	var inst *ec2types.Instance
-	for _, r := range out.Reservations {
-		for i := range r.Instances {
-			if inst == nil || aws.ToTime(r.Instances[i].LaunchTime).Before(aws.ToTime(inst.LaunchTime)) {
-				inst = &r.Instances[i]
-			}
-		}
 	}
 	if inst == nil {
 		return nil, nil

@@ -15,6 +15,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
+	"golang.org/x/sync/singleflight"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/clock"
 
@@ -101,6 +102,9 @@ type LaunchTemplates struct {
 	mu      sync.Mutex
 	known   map[string]bool
 	used    map[string]time.Time
+	// ensuring makes the launches of a burst that need the same new template
+	// share one describe and create, instead of each racing to make it.
+	ensuring singleflight.Group
 }
 
 // NewLaunchTemplates builds the provider.
@@ -118,19 +122,25 @@ func (l *LaunchTemplates) Ensure(ctx context.Context, t *LaunchTemplate) (string
 	if known {
 		return name, nil
 	}
-	out, err := l.ec2.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{name}})
-	switch {
-	case err == nil && len(out.LaunchTemplates) > 0:
-	case err == nil || isCode(err, "InvalidLaunchTemplateName.NotFoundException"):
-		if err := l.create(ctx, name, t); err != nil && !isCode(err, "InvalidLaunchTemplateName.AlreadyExistsException") {
-			return "", fmt.Errorf("creating launch template %s, %w", name, err)
+	_, err, _ := l.ensuring.Do(name, func() (any, error) {
+		out, err := l.ec2.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{name}})
+		switch {
+		case err == nil && len(out.LaunchTemplates) > 0:
+		case err == nil || isCode(err, "InvalidLaunchTemplateName.NotFoundException"):
+			if err := l.create(ctx, name, t); err != nil && !isCode(err, "InvalidLaunchTemplateName.AlreadyExistsException") {
+				return nil, fmt.Errorf("creating launch template %s, %w", name, err)
+			}
+		default:
+			return nil, fmt.Errorf("describing launch template %s, %w", name, err)
 		}
-	default:
-		return "", fmt.Errorf("describing launch template %s, %w", name, err)
+		l.mu.Lock()
+		l.known[name] = true
+		l.mu.Unlock()
+		return nil, nil
+	})
+	if err != nil {
+		return "", err
 	}
-	l.mu.Lock()
-	l.known[name] = true
-	l.mu.Unlock()
 	return name, nil
 }
 

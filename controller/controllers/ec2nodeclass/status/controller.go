@@ -315,7 +315,7 @@ func (c *Controller) retireUnused(ctx context.Context, nc *awsv1.EC2NodeClass, k
 // not terminated.
 func (c *Controller) profilesInUse(ctx context.Context) ([]string, error) {
 	var arns []string
-	pages := ec2.NewDescribeInstancesPaginator(c.ec2, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+	pages := ec2.NewDescribeInstancesPaginator(c.ec2, &ec2.DescribeInstancesInput{MaxResults: aws.Int32(1000), Filters: []ec2types.Filter{
 		{Name: aws.String("tag:kubernetes.io/cluster/" + c.clusterName), Values: []string{"owned"}},
 		{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped", "shutting-down"}},
 	}})

@@ -1,0 +1,143 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/tests/localstack"
+)
+
+// karpenterSteadyEC2PerMinute is what Karpenter's own loops ask EC2 per minute over
+// a quiet fleet of n nodes with one EC2NodeClass, read from karpenter-provider-aws
+// v1.14 (pkg/controllers and pkg/providers): DescribeInstances listing the
+// fleet twice a minute (instance garbage collection every 2 minutes, core's claim
+// garbage collection every 2 minutes, capacity-type sync every minute), 1,000
+// instances a page; DescribeInstanceStatus three times a minute (one call per
+// filter set); subnets, security groups and images each once a minute (their
+// caches last the 1-minute refresh interval); and the 12-hourly types, offerings
+// and prices, next to nothing.
+func karpenterSteadyEC2PerMinute(nodes int) (describeInstances, total float64) {
+	pages := math.Max(1, math.Ceil(float64(nodes)/1000))
+	describeInstances = 2 * pages
+	return describeInstances, describeInstances + 3 + 1 + 1 + 1
+}
+
+// TestAWSAPIPressure counts what the controller asks AWS, per API, over a quiet
+// fleet and during a burst. At steady state it may ask EC2 no more than
+// Karpenter's loops would over the same fleet, in all and in DescribeInstances,
+// the call whose answer grows with the fleet. In a burst of 1,000 pods the
+// launches share their calls: a launch template is created once, however many
+// launches need it at once, and the check each launch makes for an instance
+// already launched for its claim is batched. AWS_PRESSURE_NODES sets the fleet
+// (40 by default).
+func TestAWSAPIPressure(t *testing.T) {
+	nodes := envInt("AWS_PRESSURE_NODES", 40)
+	pc := startAWSClusterProcesses(t, processClusterOptions{replicas: 1, leaderElect: true})
+	ctx := context.Background()
+	c := pc.client
+
+	// Nothing is consolidated or expires while the calls are counted.
+	pool := localstack.NodePool("default",
+		localstack.Requirement(v1.LabelCapacityType, v1.OpIn, v1.CapacityTypeOnDemand),
+		localstack.Requirement(v1.LabelInstanceCategory, v1.OpIn, "c", "m", "r"),
+		localstack.Requirement(v1.LabelInstanceSize, v1.OpIn, "large", "xlarge"))
+	pool.Spec.Disruption.Budgets = []v1.Budget{{Nodes: "0"}}
+	must(t, c.Create(ctx, pool))
+	// One pod per node, so the fleet is as many nodes as pods.
+	fleet := localstack.Deployment("fleet", int32(nodes), "100m", "128Mi", func(spec *corev1.PodSpec) {
+		spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+				TopologyKey: corev1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "fleet"}}}}}}
+	})
+	must(t, c.Create(ctx, fleet))
+	settle(t, c, "fleet", nodes, time.Duration(5+nodes/20)*time.Minute)
+	quietSince := time.Now()
+
+	// Steady state: a quiet fleet, counted over one whole period of the slowest
+	// loop, the node class's refresh (DescribeSubnets every 5 minutes), from one
+	// refresh to the next; garbage collection (every 2 minutes) and the interruption
+	// queue's polls fall inside it.
+	var refreshes []time.Time
+	eventually(t, 12*time.Minute, "two node-class refreshes over the quiet fleet", func() error {
+		refreshes = refreshes[:0]
+		for _, call := range pc.ec2Calls.Calls("DescribeSubnets") {
+			if len(refreshes) == 0 || call.At.Sub(refreshes[len(refreshes)-1]) > time.Minute {
+				refreshes = append(refreshes, call.At)
+			}
+		}
+		refreshes = slices.DeleteFunc(refreshes, func(at time.Time) bool { return at.Before(quietSince) })
+		if len(refreshes) < 2 {
+			return fmt.Errorf("%d refreshes since the fleet settled", len(refreshes))
+		}
+		return nil
+	})
+	steady := pc.ec2Calls.CountsBetween(refreshes[0], refreshes[1])
+	minutes := refreshes[1].Sub(refreshes[0]).Minutes()
+	t.Logf("steady state over %d nodes, %.1f minutes, calls per minute: %s", nodes, minutes, perMinute(steady, minutes))
+	describeBound, totalBound := karpenterSteadyEC2PerMinute(nodes)
+	if got := float64(steady["DescribeInstances"]) / minutes; got > describeBound {
+		t.Errorf("%.1f DescribeInstances a minute over a quiet fleet of %d nodes; Karpenter's loops make %.1f", got, nodes, describeBound)
+	}
+	if got := float64(ec2Total(steady)) / minutes; got > totalBound {
+		t.Errorf("%.1f EC2 calls a minute over a quiet fleet of %d nodes; Karpenter's loops make %.1f", got, nodes, totalBound)
+	}
+
+	// A burst of 1,000 pods.
+	from, start := pc.ec2Calls.Len(), time.Now()
+	must(t, c.Create(ctx, localstack.Deployment("burst", 1000, "250m", "256Mi")))
+	settle(t, c, "burst", 1000, 15*time.Minute)
+	burst := pc.ec2Calls.CountsSince(from)
+	t.Logf("burst of 1,000 pods over %.1f minutes, calls: %s", time.Since(start).Minutes(), perMinute(burst, 1))
+	templates := pc.ec2Calls.Calls("CreateLaunchTemplate")
+	names := map[string]int{}
+	for _, call := range templates {
+		names[call.Tags["launch-template"]["Name"]]++
+	}
+	for name, n := range names {
+		if n > 1 {
+			t.Errorf("launch template %q was created %d times; launches that need the same template must share its creation", name, n)
+		}
+	}
+	if launches := burst["CreateFleet"]; launches < 10 || burst["DescribeInstances"] >= launches {
+		t.Errorf("%d DescribeInstances for %d CreateFleet in the burst; the check each launch makes first must be shared", burst["DescribeInstances"], launches)
+	}
+}
+
+// ec2Total is the calls of the EC2 API among counts (SQS and SSM are counted too).
+func ec2Total(counts map[string]int) int {
+	n := 0
+	for action, calls := range counts {
+		if !nonEC2Actions[action] {
+			n += calls
+		}
+	}
+	return n
+}
+
+// nonEC2Actions are the other services' calls the recorder sees.
+var nonEC2Actions = map[string]bool{"ReceiveMessage": true, "DeleteMessage": true, "GetQueueUrl": true, "GetParameter": true,
+	"GetInstanceProfile": true, "CreateInstanceProfile": true, "AddRoleToInstanceProfile": true, "GetRole": true, "DescribeCluster": true}
+
+// perMinute formats counts over minutes as "Action rate" pairs, most first.
+func perMinute(counts map[string]int, minutes float64) string {
+	actions := make([]string, 0, len(counts))
+	for a := range counts {
+		actions = append(actions, a)
+	}
+	sort.Slice(actions, func(i, j int) bool { return counts[actions[i]] > counts[actions[j]] })
+	parts := make([]string, 0, len(actions))
+	for _, a := range actions {
+		parts = append(parts, fmt.Sprintf("%s %.1f", a, float64(counts[a])/minutes))
+	}
+	return strings.Join(parts, ", ")
+}
