@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"slices"
 	"sort"
 	"strings"
 	"testing"
@@ -14,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/controllers/ec2nodeclass/status"
 	"github.com/dovetail-sh/dovetail/tests/localstack"
 )
 
@@ -64,25 +64,27 @@ func TestAWSAPIPressure(t *testing.T) {
 	quietSince := time.Now()
 
 	// Steady state: a quiet fleet, counted over one whole period of the slowest
-	// loop, the node class's refresh (DescribeSubnets every 5 minutes), from one
-	// refresh to the next; garbage collection (every 2 minutes) and the interruption
-	// queue's polls fall inside it.
-	var refreshes []time.Time
-	eventually(t, 12*time.Minute, "two node-class refreshes over the quiet fleet", func() error {
-		refreshes = refreshes[:0]
+	// loop, the node class's refresh (DescribeSubnets every 5 minutes): from a
+	// refresh to the first one at least that much later. Garbage collection
+	// (every 2 minutes), drift listings and the interruption queue's polls fall
+	// inside it.
+	var window [2]time.Time
+	eventually(t, 15*time.Minute, "a whole node-class refresh period over the quiet fleet", func() error {
+		window = [2]time.Time{}
 		for _, call := range pc.ec2Calls.Calls("DescribeSubnets") {
-			if len(refreshes) == 0 || call.At.Sub(refreshes[len(refreshes)-1]) > time.Minute {
-				refreshes = append(refreshes, call.At)
+			switch {
+			case call.At.Before(quietSince):
+			case window[0].IsZero():
+				window[0] = call.At
+			case call.At.Sub(window[0]) >= status.DefaultRefresh:
+				window[1] = call.At
+				return nil
 			}
 		}
-		refreshes = slices.DeleteFunc(refreshes, func(at time.Time) bool { return at.Before(quietSince) })
-		if len(refreshes) < 2 {
-			return fmt.Errorf("%d refreshes since the fleet settled", len(refreshes))
-		}
-		return nil
+		return fmt.Errorf("no refresh %s after the one at %s", status.DefaultRefresh, window[0].Format(time.TimeOnly))
 	})
-	steady := pc.ec2Calls.CountsBetween(refreshes[0], refreshes[1])
-	minutes := refreshes[1].Sub(refreshes[0]).Minutes()
+	steady := pc.ec2Calls.CountsBetween(window[0], window[1])
+	minutes := window[1].Sub(window[0]).Minutes()
 	t.Logf("steady state over %d nodes, %.1f minutes, calls per minute: %s", nodes, minutes, perMinute(steady, minutes))
 	describeBound, totalBound := karpenterSteadyEC2PerMinute(nodes)
 	if got := float64(steady["DescribeInstances"]) / minutes; got > describeBound {
