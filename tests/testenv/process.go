@@ -1,11 +1,13 @@
 package testenv
 
 import (
+	"bytes"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -71,6 +73,8 @@ type ControllerProcess struct {
 	logStart int64
 	// peakRSSKiB is the highest resident memory of the processes already ended.
 	peakRSSKiB int64
+	// endedCPU is the CPU time of the processes that have exited.
+	endedCPU time.Duration
 }
 
 var processLogs struct {
@@ -164,6 +168,9 @@ func (p *ControllerProcess) Start() {
 	go func() {
 		_ = cmd.Wait()
 		_ = logFile.Close()
+		p.mu.Lock()
+		p.endedCPU += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+		p.mu.Unlock()
 		close(exited)
 	}()
 	p.cmd, p.exited = cmd, exited
@@ -219,6 +226,47 @@ func (p *ControllerProcess) recordPeakRSS() {
 		p.peakRSSKiB = kib
 	}
 }
+
+// CPUSeconds is the CPU time, user and system, of every process started so far.
+func (p *ControllerProcess) CPUSeconds() float64 {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	total := p.endedCPU
+	if p.cmd != nil {
+		select {
+		case <-p.exited:
+		default:
+			total += runningCPU(p.cmd.Process.Pid)
+		}
+	}
+	return total.Seconds()
+}
+
+// runningCPU is a running process's user and system time from /proc, 0 if unread.
+func runningCPU(pid int) time.Duration {
+	raw, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command name, which is in parentheses and may hold
+	// spaces: utime and stime are the 12th and 13th of them, in clock ticks.
+	fields := strings.Fields(string(raw[bytes.LastIndexByte(raw, ')')+1:]))
+	if len(fields) < 13 {
+		return 0
+	}
+	var ticks int64
+	for _, f := range fields[11:13] {
+		n, err := strconv.ParseInt(f, 10, 64)
+		if err != nil {
+			return 0
+		}
+		ticks += n
+	}
+	return time.Duration(ticks) * time.Second / clockTicksPerSecond
+}
+
+// clockTicksPerSecond is Linux's USER_HZ, which /proc reports times in.
+const clockTicksPerSecond = 100
 
 // PeakRSSKiB is a running process's high-water mark of resident memory (VmHWM).
 func PeakRSSKiB(pid int) (int64, error) {

@@ -17,6 +17,10 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/version"
 )
 
+// managedGCPercent is the GC target under a memory limit (the runtime's default
+// is 100).
+const managedGCPercent = 50
+
 func main() {
 	var opts operator.Options
 	opts.AddFlags(flag.CommandLine)
@@ -32,9 +36,18 @@ func main() {
 	errOut, _ := operator.LogStreams(opts.LogErrorOutputPaths)
 	ctrl.SetLogger(zap.New(zap.UseDevMode(false), zap.Level(level), zap.JSONEncoder(), zap.WriteTo(zapcore.NewMultiWriteSyncer(out...)),
 		zap.RawZapOpts(uberzap.ErrorOutput(zapcore.NewMultiWriteSyncer(errOut...)))))
-	// An explicit GOMEMLIMIT is the runtime's own and wins over the container's limit.
-	if _, set := os.LookupEnv("GOMEMLIMIT"); !set && opts.MemoryLimit > 0 {
-		debug.SetMemoryLimit(opts.MemoryLimit / 10 * 9)
+	// An explicit GOMEMLIMIT or GOGC is the runtime's own and wins over these.
+	if opts.MemoryLimit > 0 {
+		if _, set := os.LookupEnv("GOMEMLIMIT"); !set {
+			debug.SetMemoryLimit(opts.MemoryLimit / 10 * 9)
+		}
+		// Most of the heap is the informer cache, long-lived, and the loops
+		// allocate little per second: collecting at half the live heap's growth
+		// instead of all of it costs about as little, and keeps a 15,000-pod
+		// cluster's controller around 1.5 times its live heap, not 2.
+		if _, set := os.LookupEnv("GOGC"); !set {
+			debug.SetGCPercent(managedGCPercent)
+		}
 	}
 	cfg, err := ctrl.GetConfig()
 	if err != nil {
