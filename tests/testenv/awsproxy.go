@@ -24,6 +24,10 @@ type EC2Call struct {
 	ClientToken string
 	// At is when the request reached the recorder.
 	At time.Time
+	// LaunchTemplateName is the template a CreateLaunchTemplate makes.
+	LaunchTemplateName string
+	// Filters are the request's filter values by name.
+	Filters map[string][]string
 }
 
 // AWSRecorder is a reverse proxy in front of the AWS emulator that records every
@@ -93,7 +97,14 @@ func StartAWSRecorder(t testing.TB, target string) *AWSRecorder {
 }
 
 func (r *AWSRecorder) record(form url.Values) EC2Call {
-	call := EC2Call{Action: form.Get("Action"), ClientToken: form.Get("ClientToken"), Tags: map[string]map[string]string{}, At: time.Now()}
+	call := EC2Call{Action: form.Get("Action"), ClientToken: form.Get("ClientToken"), Tags: map[string]map[string]string{}, At: time.Now(),
+		LaunchTemplateName: form.Get("LaunchTemplateName"), Filters: map[string][]string{}}
+	for i := 1; form.Get("Filter."+strconv.Itoa(i)+".Name") != ""; i++ {
+		prefix := "Filter." + strconv.Itoa(i) + "."
+		for j := 1; form.Get(prefix+"Value."+strconv.Itoa(j)) != ""; j++ {
+			call.Filters[form.Get(prefix+"Name")] = append(call.Filters[form.Get(prefix+"Name")], form.Get(prefix+"Value."+strconv.Itoa(j)))
+		}
+	}
 	for i := 1; ; i++ {
 		prefix := "TagSpecification." + strconv.Itoa(i) + "."
 		kind := form.Get(prefix + "ResourceType")
@@ -136,6 +147,19 @@ func (r *AWSRecorder) CountsSince(n int) map[string]int {
 	out := map[string]int{}
 	for _, c := range r.calls[min(n, len(r.calls)):] {
 		out[c.Action]++
+	}
+	return out
+}
+
+// CallsSince are the requests with that action from the n-th call on.
+func (r *AWSRecorder) CallsSince(n int, action string) []EC2Call {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var out []EC2Call
+	for _, c := range r.calls[min(n, len(r.calls)):] {
+		if c.Action == action {
+			out = append(out, c)
+		}
 	}
 	return out
 }

@@ -11,10 +11,15 @@ import (
 )
 
 const (
-	// batchWindow is how long a lookup waits for others to share its call: the
-	// lifecycle, termination and GC controllers each ask about one instance at a
-	// time, dozens at once in a burst.
-	batchWindow = 20 * time.Millisecond
+	// describeWindow is how long a describe waits for others to share its call:
+	// the lifecycle, termination and GC controllers each ask about one instance at
+	// a time, dozens at once in a burst.
+	describeWindow = 20 * time.Millisecond
+	// launchCheckWindow is longer: a burst's launches start over a few hundred
+	// milliseconds as their claims are created, and the check is the first step
+	// of a launch that takes seconds (Karpenter's CreateFleet batcher waits up to
+	// a second).
+	launchCheckWindow = 100 * time.Millisecond
 	// batchMax bounds the keys one call asks for.
 	batchMax = 200
 	// batchTimeout bounds a shared call, which outlives any one caller.
@@ -31,6 +36,7 @@ type describeAPI interface {
 // batcher gathers the single-key lookups made within a window into shared calls,
 // as Karpenter's batchers do.
 type batcher[V any] struct {
+	window time.Duration
 	// call answers for the keys; a key missing from the answer has none.
 	call func(ctx context.Context, keys []string) (map[string]V, error)
 	// split asks again one key at a time when a shared call fails, so that one
@@ -55,7 +61,7 @@ func (b *batcher[V]) get(ctx context.Context, key string) (V, error) {
 		b.waiting = map[string][]chan batchResult[V]{}
 	}
 	if len(b.waiting) == 0 {
-		time.AfterFunc(batchWindow, b.flush)
+		time.AfterFunc(b.window, b.flush)
 	}
 	b.waiting[key] = append(b.waiting[key], ch)
 	b.mu.Unlock()
@@ -100,7 +106,7 @@ func (b *batcher[V]) flush() {
 // instance gone, a throttle, a zone EC2 cannot answer for) is asked again one
 // instance at a time.
 func newInstanceDescriber(api describeAPI) *batcher[*ec2types.Instance] {
-	return &batcher[*ec2types.Instance]{split: true, call: func(ctx context.Context, ids []string) (map[string]*ec2types.Instance, error) {
+	return &batcher[*ec2types.Instance]{window: describeWindow, split: true, call: func(ctx context.Context, ids []string) (map[string]*ec2types.Instance, error) {
 		found := map[string]*ec2types.Instance{}
 		err := eachInstance(ctx, api, &ec2.DescribeInstancesInput{InstanceIds: ids}, func(inst *ec2types.Instance) {
 			found[aws.ToString(inst.InstanceId)] = inst
@@ -118,7 +124,7 @@ func newInstanceDescriber(api describeAPI) *batcher[*ec2types.Instance] {
 // earliest pending or running instance of the cluster tagged with each claim.
 // Every launch of a burst asks it, so asking together is one call for dozens.
 func newLaunchedLookup(api describeAPI, cluster string) *batcher[*ec2types.Instance] {
-	return &batcher[*ec2types.Instance]{call: func(ctx context.Context, names []string) (map[string]*ec2types.Instance, error) {
+	return &batcher[*ec2types.Instance]{window: launchCheckWindow, call: func(ctx context.Context, names []string) (map[string]*ec2types.Instance, error) {
 		found := map[string]*ec2types.Instance{}
 		err := eachInstance(ctx, api, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
 			{Name: aws.String("tag:" + ClusterTag(cluster)), Values: []string{"owned"}},
