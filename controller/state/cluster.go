@@ -142,6 +142,10 @@ func (c *Cluster) storedPods(ctx context.Context) ([]*corev1.Pod, error) {
 	if !ok {
 		return nil, fmt.Errorf("the pod informer is a %T, not a shared index informer", informer)
 	}
+	if !store.HasSynced() {
+		// An empty store would read as a cluster without pods.
+		return nil, fmt.Errorf("the pod cache has not synced yet")
+	}
 	items := store.GetIndexer().List()
 	out := make([]*corev1.Pod, 0, len(items))
 	for _, item := range items {

@@ -142,14 +142,14 @@ func TestLeaderFailover(t *testing.T) {
 	}
 	t.Logf("%d CreateFleet calls, %s; most nodes disrupting at once %d (budget %d)",
 		len(pc.ec2Calls.Calls("CreateFleet")), auditInstances(t, c, pc.clients), budgetWatch.max(), budget)
-	// What the two replicas asked of EC2 over the whole test, per minute.
+	// What the two replicas asked of AWS over the whole test, per minute.
 	minutes := time.Since(start).Minutes()
 	var rates []string
 	for action, n := range pc.ec2Calls.CountsSince(0) {
 		rates = append(rates, fmt.Sprintf("%s %.1f", action, float64(n)/minutes))
 	}
 	sort.Strings(rates)
-	t.Logf("EC2 calls per minute over %.1f minutes: %s", minutes, strings.Join(rates, ", "))
+	t.Logf("AWS calls per minute over %.1f minutes: %s", minutes, strings.Join(rates, ", "))
 }
 
 // leader waits for one of the replicas to lead and returns its index.

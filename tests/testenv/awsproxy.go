@@ -28,6 +28,10 @@ type EC2Call struct {
 	LaunchTemplateName string
 	// Filters are the request's filter values by name.
 	Filters map[string][]string
+	// Service is the signing name of the API called ("ec2", "sqs", "iam", ...).
+	Service string
+	// Failed says the service answered with an error.
+	Failed bool
 }
 
 // AWSRecorder is a reverse proxy in front of the AWS emulator that records every
@@ -44,6 +48,12 @@ type AWSRecorder struct {
 }
 
 type recordedCall struct{}
+
+// inFlight is a recorded call on its way, with where it is kept.
+type inFlight struct {
+	call  EC2Call
+	index int
+}
 
 // AfterResponse sets (nil clears) what runs between EC2's answer to each call and
 // the caller receiving it.
@@ -64,12 +74,15 @@ func StartAWSRecorder(t testing.TB, target string) *AWSRecorder {
 	proxy := httputil.NewSingleHostReverseProxy(u)
 	proxy.ErrorHandler = quietOnCancel
 	proxy.ModifyResponse = func(resp *http.Response) error {
-		call, ok := resp.Request.Context().Value(recordedCall{}).(EC2Call)
+		sent, ok := resp.Request.Context().Value(recordedCall{}).(inFlight)
 		r.mu.Lock()
 		after := r.afterResponse
+		if ok && resp.StatusCode != http.StatusOK {
+			r.calls[sent.index].Failed = true
+		}
 		r.mu.Unlock()
 		if ok && after != nil && resp.StatusCode == http.StatusOK {
-			after(call)
+			after(sent.call)
 		}
 		return nil
 	}
@@ -80,14 +93,16 @@ func StartAWSRecorder(t testing.TB, target string) *AWSRecorder {
 			return
 		}
 		req.Body = io.NopCloser(bytes.NewReader(body))
+		service := signingName(req.Header.Get("Authorization"))
 		if strings.HasPrefix(req.Header.Get("Content-Type"), "application/x-www-form-urlencoded") {
 			if form, err := url.ParseQuery(string(body)); err == nil && form.Get("Action") != "" {
-				req = req.WithContext(context.WithValue(req.Context(), recordedCall{}, r.record(form)))
+				req = req.WithContext(context.WithValue(req.Context(), recordedCall{}, r.record(form, service)))
 			}
 		} else if target := req.Header.Get("X-Amz-Target"); target != "" {
 			// The JSON protocols (SQS, SSM) name the call in a header, as
 			// "AmazonSQS.ReceiveMessage": counted, not otherwise read.
-			r.record(url.Values{"Action": {target[strings.LastIndex(target, ".")+1:]}})
+			req = req.WithContext(context.WithValue(req.Context(), recordedCall{},
+				r.record(url.Values{"Action": {target[strings.LastIndex(target, ".")+1:]}}, service)))
 		}
 		proxy.ServeHTTP(w, req)
 	}))
@@ -96,9 +111,23 @@ func StartAWSRecorder(t testing.TB, target string) *AWSRecorder {
 	return r
 }
 
-func (r *AWSRecorder) record(form url.Values) EC2Call {
+// signingName is the service a SigV4 Authorization header is scoped to: the
+// fourth part of "Credential=KEY/DATE/REGION/SERVICE/aws4_request".
+func signingName(authorization string) string {
+	_, scope, ok := strings.Cut(authorization, "Credential=")
+	if !ok {
+		return ""
+	}
+	parts := strings.Split(strings.SplitN(scope, ",", 2)[0], "/")
+	if len(parts) < 5 {
+		return ""
+	}
+	return parts[3]
+}
+
+func (r *AWSRecorder) record(form url.Values, service string) inFlight {
 	call := EC2Call{Action: form.Get("Action"), ClientToken: form.Get("ClientToken"), Tags: map[string]map[string]string{}, At: time.Now(),
-		LaunchTemplateName: form.Get("LaunchTemplateName"), Filters: map[string][]string{}}
+		LaunchTemplateName: form.Get("LaunchTemplateName"), Filters: map[string][]string{}, Service: service}
 	for i := 1; form.Get("Filter."+strconv.Itoa(i)+".Name") != ""; i++ {
 		prefix := "Filter." + strconv.Itoa(i) + "."
 		for j := 1; form.Get(prefix+"Value."+strconv.Itoa(j)) != ""; j++ {
@@ -122,9 +151,9 @@ func (r *AWSRecorder) record(form url.Values) EC2Call {
 		call.Tags[kind] = tags
 	}
 	r.mu.Lock()
+	defer r.mu.Unlock()
 	r.calls = append(r.calls, call)
-	r.mu.Unlock()
-	return call
+	return inFlight{call: call, index: len(r.calls) - 1}
 }
 
 // Calls are the EC2 requests so far with that action.
@@ -164,13 +193,14 @@ func (r *AWSRecorder) CallsSince(n int, action string) []EC2Call {
 	return out
 }
 
-// CountsBetween are the requests per action made from..until.
-func (r *AWSRecorder) CountsBetween(from, until time.Time) map[string]int {
+// CountsBetween are the requests per action made from..until, of the service
+// ("" for all).
+func (r *AWSRecorder) CountsBetween(service string, from, until time.Time) map[string]int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	out := map[string]int{}
 	for _, c := range r.calls {
-		if !c.At.Before(from) && c.At.Before(until) {
+		if !c.At.Before(from) && c.At.Before(until) && (service == "" || c.Service == service) {
 			out[c.Action]++
 		}
 	}

@@ -169,8 +169,9 @@ func (p *ControllerProcess) Start() {
 		_ = cmd.Wait()
 		_ = logFile.Close()
 		p.mu.Lock()
+		defer p.mu.Unlock()
+		// Closed with the CPU counted, under the lock CPUSeconds reads both under.
 		p.endedCPU += cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
-		p.mu.Unlock()
 		close(exited)
 	}()
 	p.cmd, p.exited = cmd, exited

@@ -20,8 +20,11 @@ const (
 	// of a launch that takes seconds (Karpenter's CreateFleet batcher waits up to
 	// a second).
 	launchCheckWindow = 100 * time.Millisecond
-	// batchMax bounds the keys one call asks for.
-	batchMax = 200
+	// describeBatchMax bounds the instance IDs one describe asks for.
+	describeBatchMax = 200
+	// launchCheckBatchMax bounds the claims one launch check asks about: EC2
+	// allows 200 filter values a call, and the check's other filters take 3.
+	launchCheckBatchMax = 150
 	// batchTimeout bounds a shared call, which outlives any one caller.
 	batchTimeout = 30 * time.Second
 	// pageSize is what each page of a DescribeInstances asks for, as Karpenter
@@ -37,6 +40,7 @@ type describeAPI interface {
 // as Karpenter's batchers do.
 type batcher[V any] struct {
 	window time.Duration
+	max    int
 	// call answers for the keys; a key missing from the answer has none.
 	call func(ctx context.Context, keys []string) (map[string]V, error)
 	// split asks again one key at a time when a shared call fails, so that one
@@ -85,8 +89,8 @@ func (b *batcher[V]) flush() {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), batchTimeout)
 	defer cancel()
-	for start := 0; start < len(keys); start += batchMax {
-		chunk := keys[start:min(start+batchMax, len(keys))]
+	for start := 0; start < len(keys); start += b.max {
+		chunk := keys[start:min(start+b.max, len(keys))]
 		found, err := b.call(ctx, chunk)
 		for _, k := range chunk {
 			r := batchResult[V]{value: found[k], err: err}
@@ -106,7 +110,7 @@ func (b *batcher[V]) flush() {
 // instance gone, a throttle, a zone EC2 cannot answer for) is asked again one
 // instance at a time.
 func newInstanceDescriber(api describeAPI) *batcher[*ec2types.Instance] {
-	return &batcher[*ec2types.Instance]{window: describeWindow, split: true, call: func(ctx context.Context, ids []string) (map[string]*ec2types.Instance, error) {
+	return &batcher[*ec2types.Instance]{window: describeWindow, max: describeBatchMax, split: true, call: func(ctx context.Context, ids []string) (map[string]*ec2types.Instance, error) {
 		found := map[string]*ec2types.Instance{}
 		err := eachInstance(ctx, api, &ec2.DescribeInstancesInput{InstanceIds: ids}, func(inst *ec2types.Instance) {
 			found[aws.ToString(inst.InstanceId)] = inst
@@ -124,7 +128,7 @@ func newInstanceDescriber(api describeAPI) *batcher[*ec2types.Instance] {
 // earliest pending or running instance of the cluster tagged with each claim.
 // Every launch of a burst asks it, so asking together is one call for dozens.
 func newLaunchedLookup(api describeAPI, cluster string) *batcher[*ec2types.Instance] {
-	return &batcher[*ec2types.Instance]{window: launchCheckWindow, call: func(ctx context.Context, names []string) (map[string]*ec2types.Instance, error) {
+	return &batcher[*ec2types.Instance]{window: launchCheckWindow, max: launchCheckBatchMax, call: func(ctx context.Context, names []string) (map[string]*ec2types.Instance, error) {
 		found := map[string]*ec2types.Instance{}
 		err := eachInstance(ctx, api, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
 			{Name: aws.String("tag:" + ClusterTag(cluster)), Values: []string{"owned"}},

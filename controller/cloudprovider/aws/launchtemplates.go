@@ -123,6 +123,17 @@ func (l *LaunchTemplates) Ensure(ctx context.Context, t *LaunchTemplate) (string
 		return name, nil
 	}
 	_, err, _ := l.ensuring.Do(name, func() (any, error) {
+		l.mu.Lock()
+		known := l.known[name]
+		l.mu.Unlock()
+		if known {
+			// Made by a flight that ended since this caller looked.
+			return nil, nil
+		}
+		// The flight answers every caller that joined it: one caller giving up
+		// must not fail the others.
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), batchTimeout)
+		defer cancel()
 		out, err := l.ec2.DescribeLaunchTemplates(ctx, &ec2.DescribeLaunchTemplatesInput{LaunchTemplateNames: []string{name}})
 		switch {
 		case err == nil && len(out.LaunchTemplates) > 0:
