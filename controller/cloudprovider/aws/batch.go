@@ -2,6 +2,7 @@ package aws
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 
@@ -20,8 +21,14 @@ const (
 	// of a launch that takes seconds (Karpenter's CreateFleet batcher waits up to
 	// a second).
 	launchCheckWindow = 100 * time.Millisecond
+	// terminateWindow gathers the terminations of a disruption batch or an
+	// emptied pool, as Karpenter's terminate batcher does (100 ms idle).
+	terminateWindow = 100 * time.Millisecond
 	// describeBatchMax bounds the instance IDs one describe asks for.
 	describeBatchMax = 200
+	// terminateBatchMax is Karpenter's bound on the IDs one TerminateInstances
+	// takes.
+	terminateBatchMax = 500
 	// launchCheckBatchMax bounds the claims one launch check asks about: EC2
 	// allows 200 filter values a call, and the check's other filters take 3.
 	launchCheckBatchMax = 150
@@ -36,6 +43,10 @@ type describeAPI interface {
 	DescribeInstances(context.Context, *ec2.DescribeInstancesInput, ...func(*ec2.Options)) (*ec2.DescribeInstancesOutput, error)
 }
 
+type terminateAPI interface {
+	TerminateInstances(context.Context, *ec2.TerminateInstancesInput, ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error)
+}
+
 // batcher gathers the single-key lookups made within a window into shared calls,
 // as Karpenter's batchers do.
 type batcher[V any] struct {
@@ -45,7 +56,8 @@ type batcher[V any] struct {
 	call func(ctx context.Context, keys []string) (map[string]V, error)
 	// split asks again one key at a time when a shared call fails, so that one
 	// key's refusal (an instance ID EC2 does not know) never becomes every
-	// caller's. Without it, every caller gets the error.
+	// caller's; a key the failed call answered for keeps that answer. Without
+	// it, every caller gets the error.
 	split bool
 
 	mu      sync.Mutex
@@ -93,8 +105,14 @@ func (b *batcher[V]) flush() {
 		chunk := keys[start:min(start+b.max, len(keys))]
 		found, err := b.call(ctx, chunk)
 		for _, k := range chunk {
-			r := batchResult[V]{value: found[k], err: err}
-			if err != nil && b.split && len(chunk) > 1 {
+			value, answered := found[k]
+			r := batchResult[V]{value: value, err: err}
+			switch {
+			case err == nil || !b.split:
+			case answered:
+				// The failed call still answered for this key.
+				r.err = nil
+			case len(chunk) > 1:
 				var one map[string]V
 				one, r.err = b.call(ctx, []string{k})
 				r.value = one[k]
@@ -141,6 +159,32 @@ func newLaunchedLookup(api describeAPI, cluster string) *batcher[*ec2types.Insta
 			}
 		})
 		return found, err
+	}}
+}
+
+// newTerminator batches terminations by instance ID and answers each with the
+// state EC2 moved it to. EC2 refuses a whole call for one instance it will not
+// terminate (unknown, protected, denied by the policy), and may leave an instance
+// out of its answer; either way each is asked again alone, so one instance's
+// refusal is only its own.
+func newTerminator(api terminateAPI) *batcher[ec2types.InstanceStateName] {
+	return &batcher[ec2types.InstanceStateName]{window: terminateWindow, max: terminateBatchMax, split: true, call: func(ctx context.Context, ids []string) (map[string]ec2types.InstanceStateName, error) {
+		out, err := api.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: ids})
+		if err != nil {
+			return nil, err
+		}
+		states := map[string]ec2types.InstanceStateName{}
+		for _, change := range out.TerminatingInstances {
+			if change.CurrentState != nil {
+				states[aws.ToString(change.InstanceId)] = change.CurrentState.Name
+			}
+		}
+		for _, id := range ids {
+			if _, ok := states[id]; !ok {
+				return states, fmt.Errorf("EC2 did not report instance %s terminating", id)
+			}
+		}
+		return states, nil
 	}}
 }
 

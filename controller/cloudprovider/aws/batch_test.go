@@ -182,3 +182,97 @@ func TestConcurrentLaunchChecksShareOneCall(t *testing.T) {
 		t.Errorf("%d calls for 20 checks refused together; want no call per claim", api.calls)
 	}
 }
+
+// terminateCounter answers TerminateInstances as EC2 does: one instance it will
+// not terminate fails the whole call, and one it dropped (silent) is missing
+// from the answer. It counts calls and the IDs each asked for.
+type terminateCounter struct {
+	mu        sync.Mutex
+	calls     []int
+	protected map[string]bool
+	silent    map[string]bool
+}
+
+func (f *terminateCounter) TerminateInstances(_ context.Context, in *ec2.TerminateInstancesInput, _ ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error) {
+	f.mu.Lock()
+	f.calls = append(f.calls, len(in.InstanceIds))
+	f.mu.Unlock()
+	if len(in.InstanceIds) > 1000 {
+		return nil, &smithy.GenericAPIError{Code: "InvalidParameterValue", Message: "too many instance IDs"}
+	}
+	out := &ec2.TerminateInstancesOutput{}
+	for _, id := range in.InstanceIds {
+		if f.protected[id] {
+			return nil, &smithy.GenericAPIError{Code: "OperationNotPermitted", Message: "The instance '" + id + "' may not be terminated"}
+		}
+		if f.silent[id] {
+			continue
+		}
+		out.TerminatingInstances = append(out.TerminatingInstances, ec2types.InstanceStateChange{InstanceId: aws.String(id),
+			CurrentState: &ec2types.InstanceState{Name: ec2types.InstanceStateNameShuttingDown}})
+	}
+	return out, nil
+}
+
+func terminateAll(t *batcher[ec2types.InstanceStateName], ids []string) map[string]error {
+	var mu sync.Mutex
+	errs := map[string]error{}
+	var wg sync.WaitGroup
+	for _, id := range ids {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			state, err := t.get(context.Background(), id)
+			if err == nil && state != ec2types.InstanceStateNameShuttingDown {
+				err = fmt.Errorf("state %q", state)
+			}
+			mu.Lock()
+			errs[id] = err
+			mu.Unlock()
+		}()
+	}
+	wg.Wait()
+	return errs
+}
+
+// Terminations made together share calls of at most 500 instances, as
+// Karpenter's do; one instance EC2 refuses, or leaves out of its answer, fails
+// only its own termination.
+func TestConcurrentTerminationsShareOneCall(t *testing.T) {
+	var ids []string
+	for i := range 600 {
+		ids = append(ids, fmt.Sprintf("i-%d", i))
+	}
+	api := &terminateCounter{}
+	for id, err := range terminateAll(newTerminator(api), ids) {
+		if err != nil {
+			t.Errorf("%s: %v", id, err)
+		}
+	}
+	if len(api.calls) != 2 || max(api.calls[0], api.calls[1]) != terminateBatchMax {
+		t.Errorf("600 concurrent terminations took calls of %v instances; want one of 500 and one of 100", api.calls)
+	}
+
+	api = &terminateCounter{protected: map[string]bool{"i-3": true}, silent: map[string]bool{"i-7": true}}
+	errs := terminateAll(newTerminator(api), ids[:20])
+	for id, err := range errs {
+		switch id {
+		case "i-3":
+			if !isCode(err, "OperationNotPermitted") {
+				t.Errorf("the protected instance's termination: got %v, want EC2's refusal", err)
+			}
+		case "i-7":
+			if err == nil {
+				t.Error("an instance missing from EC2's answer was reported terminating")
+			}
+		default:
+			if err != nil {
+				t.Errorf("%s failed with another instance's refusal: %v", id, err)
+			}
+		}
+	}
+	// The shared call, refused for i-3, then each of the 20 alone.
+	if len(api.calls) != 21 {
+		t.Errorf("%d TerminateInstances calls for 20 terminations with one refused; want 21", len(api.calls))
+	}
+}

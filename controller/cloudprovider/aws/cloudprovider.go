@@ -40,6 +40,7 @@ type CloudProvider struct {
 	ec2         EC2FleetAPI
 	describer   *batcher[*ec2types.Instance]
 	launchedFor *batcher[*ec2types.Instance]
+	terminator  *batcher[ec2types.InstanceStateName]
 	settings    Settings
 	types       *InstanceTypeProvider
 	prices      *pricing.Provider
@@ -71,6 +72,7 @@ func New(kube client.Client, api EC2FleetAPI, settings Settings, prices *pricing
 	return &CloudProvider{
 		kube: kube, ec2: api, settings: settings, prices: prices, clock: clk, describer: newInstanceDescriber(api),
 		launchedFor:       newLaunchedLookup(api, settings.ClusterName),
+		terminator:        newTerminator(api),
 		types:             NewInstanceTypeProvider(api, settings.Region, settings, clk),
 		unavailable:       NewUnavailableOfferings(clk),
 		templates:         NewLaunchTemplates(api, settings.ClusterName, clk),

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -160,12 +161,12 @@ func (f *fixture) provider(opts ...func(*ec2.Options)) *dtaws.CloudProvider {
 	return dtaws.New(f.kube, api, dtaws.Settings{ClusterName: cluster, Region: region, ClusterEndpoint: "https://moto.example", ClusterCABundle: "Q0E=", VMMemoryOverheadPercent: 0.075}, f.prices, f.clock)
 }
 
-// countDescribeInstances counts the client's DescribeInstances calls.
-func countDescribeInstances(n *atomic.Int32) func(*ec2.Options) {
+// countCalls counts the client's calls whose input is an In.
+func countCalls[In any](n *atomic.Int32) func(*ec2.Options) {
 	return func(o *ec2.Options) {
 		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
-			return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("CountDescribeInstances", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-				if _, ok := in.Parameters.(*ec2.DescribeInstancesInput); ok {
+			return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("CountCalls", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+				if _, ok := in.Parameters.(In); ok {
 					n.Add(1)
 				}
 				return next.HandleInitialize(ctx, in)
@@ -456,7 +457,7 @@ func TestLaunchTagTerminate(t *testing.T) {
 
 	// One listing of the cluster's instances answers the drift checks of them all.
 	var describes atomic.Int32
-	counted := f.provider(countDescribeInstances(&describes))
+	counted := f.provider(countCalls[*ec2.DescribeInstancesInput](&describes))
 	// (The emulator gives spot instances its default security group, so spot is left out.)
 	for _, nc := range []*v1.NodeClaim{first, second, third} {
 		if reason, err := counted.IsDrifted(f.ctx, nc); err != nil || reason != "" {
@@ -495,6 +496,55 @@ func TestLaunchTagTerminate(t *testing.T) {
 	}
 	if _, err := cp.Get(f.ctx, first.Status.ProviderID); !cloudprovider.IsNodeClaimNotFound(err) {
 		t.Errorf("Get of a terminated instance: %v; want NodeClaimNotFound", err)
+	}
+}
+
+// Claims deleted together (a disruption batch, an emptied pool) terminate in one
+// TerminateInstances call, and an instance already shutting down is not asked
+// again: the calls Karpenter's terminate batcher saves.
+func TestTerminationsShareOneCall(t *testing.T) {
+	f := newFixture(t)
+	f.checkIAM(t)
+	f.class(t, "default", nil)
+	var terminations atomic.Int32
+	cp := f.provider(countCalls[*ec2.TerminateInstancesInput](&terminations))
+	reqs := []v1.NodeSelectorRequirementWithMinValues{req(v1.LabelInstanceType, "m5.large"), req(v1.LabelCapacityType, v1.CapacityTypeOnDemand)}
+	var claims []*v1.NodeClaim
+	for i := range 6 {
+		launched, err := cp.Create(f.ctx, claim(fmt.Sprintf("batch-%d", i), "default", reqs...))
+		if err != nil {
+			t.Fatal(err)
+		}
+		claims = append(claims, launched)
+	}
+	var wg sync.WaitGroup
+	errs := make([]error, len(claims))
+	for i, nc := range claims {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[i] = cp.Delete(f.ctx, nc)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("deleting %s: %v", claims[i].Name, err)
+		}
+	}
+	if n := terminations.Load(); n != 1 {
+		t.Errorf("%d TerminateInstances calls for 6 claims deleted together; want 1", n)
+	}
+	for _, nc := range claims {
+		if state := f.instance(t, nc.Status.ProviderID).State.Name; state != ec2types.InstanceStateNameTerminated && state != ec2types.InstanceStateNameShuttingDown {
+			t.Errorf("%s: instance is %s after Delete", nc.Name, state)
+		}
+		if err := cp.Delete(f.ctx, nc); !cloudprovider.IsNodeClaimNotFound(err) {
+			t.Errorf("deleting %s again: %v; want NodeClaimNotFound", nc.Name, err)
+		}
+	}
+	if n := terminations.Load(); n != 1 {
+		t.Errorf("%d TerminateInstances calls after deleting terminated instances again; want still 1", n)
 	}
 }
 

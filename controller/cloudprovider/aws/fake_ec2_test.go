@@ -276,6 +276,16 @@ func (f *fakeEC2) addInstances(n int, image, subnet string) []string {
 	return ids
 }
 
+func (f *fakeEC2) setState(id string, state ec2types.InstanceStateName) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, inst := range f.instances {
+		if aws.ToString(inst.InstanceId) == id {
+			inst.State = &ec2types.InstanceState{Name: state}
+		}
+	}
+}
+
 func (f *fakeEC2) running() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -376,14 +386,17 @@ func (f *fakeEC2) TerminateInstances(_ context.Context, in *ec2.TerminateInstanc
 	if err := f.call("TerminateInstances"); err != nil {
 		return nil, err
 	}
+	out := &ec2.TerminateInstancesOutput{}
 	for _, id := range in.InstanceIds {
 		for _, inst := range f.instances {
 			if aws.ToString(inst.InstanceId) == id {
+				previous := inst.State
 				inst.State = &ec2types.InstanceState{Name: ec2types.InstanceStateNameTerminated}
+				out.TerminatingInstances = append(out.TerminatingInstances, ec2types.InstanceStateChange{InstanceId: inst.InstanceId, PreviousState: previous, CurrentState: inst.State})
 			}
 		}
 	}
-	return &ec2.TerminateInstancesOutput{}, nil
+	return out, nil
 }
 
 const fakeCluster = "unit"

@@ -4,9 +4,12 @@ import (
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
+	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
 )
 
 func onDemandClaim(name string, uid types.UID) *v1.NodeClaim {
@@ -101,5 +104,25 @@ func TestRetryAfterAnAnsweredFailureIsANewRequest(t *testing.T) {
 	}
 	if n := f.ec2.running(); n != 1 {
 		t.Errorf("%d instances, want 1", n)
+	}
+}
+
+// Delete asks again only while the instance runs: one already shutting down is
+// left to finish (Karpenter's Delete skips it too), and once terminated the claim
+// has nothing left to pay for.
+func TestDeleteLeavesAShuttingDownInstanceToFinish(t *testing.T) {
+	f := newUnitFixture(t)
+	id := f.ec2.addInstances(1, "ami-1", "subnet-1")[0]
+	nc := &v1.NodeClaim{Status: v1.NodeClaimStatus{ProviderID: dtaws.ProviderIDPrefix + "us-west-2a/" + id}}
+	f.ec2.setState(id, ec2types.InstanceStateNameShuttingDown)
+	if err := f.cp.Delete(f.ctx, nc); err != nil {
+		t.Fatal(err)
+	}
+	if n := f.ec2.count("TerminateInstances"); n != 0 {
+		t.Errorf("%d TerminateInstances calls for an instance already shutting down", n)
+	}
+	f.ec2.setState(id, ec2types.InstanceStateNameTerminated)
+	if err := f.cp.Delete(f.ctx, nc); !cloudprovider.IsNodeClaimNotFound(err) {
+		t.Errorf("Delete of a terminated instance: %v; want NodeClaimNotFound", err)
 	}
 }

@@ -45,16 +45,22 @@ func (c *CloudProvider) describe(ctx context.Context, id string) (*ec2types.Inst
 }
 
 // Delete terminates the claim's instance. It reports NodeClaimNotFound once the
-// instance is terminated, so the caller knows nothing is left to pay for.
+// instance is terminated, so the caller knows nothing is left to pay for. An
+// instance already shutting down is not asked again, and terminations made
+// together share one call, as Karpenter's are.
 func (c *CloudProvider) Delete(ctx context.Context, nc *v1.NodeClaim) error {
 	id, err := instanceID(nc.Status.ProviderID)
 	if err != nil {
 		return cloudprovider.NewNodeClaimNotFoundError(err)
 	}
-	if _, err := c.describe(ctx, id); err != nil {
+	inst, err := c.describe(ctx, id)
+	if err != nil {
 		return err
 	}
-	if _, err := c.ec2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{id}}); err != nil {
+	if inst.State != nil && inst.State.Name == ec2types.InstanceStateNameShuttingDown {
+		return nil
+	}
+	if _, err := c.terminator.get(ctx, id); err != nil {
 		if isCode(err, "InvalidInstanceID.NotFound") {
 			return cloudprovider.NewNodeClaimNotFoundError(err)
 		}

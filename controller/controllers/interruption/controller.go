@@ -63,8 +63,10 @@ type Controller struct {
 	// together: until the cache shows the claim deleting, a second message would
 	// launch a second set of replacements. After a restart the claim's deletion
 	// timestamp, in the API, does the same job.
+	// Planning also leaves out every claim and node acted on: until the cache shows
+	// one deleting, the next message's plan would count its node as room.
 	mu     sync.Mutex
-	acting map[types.UID]time.Time
+	acting map[types.UID]actedOn
 	// planning serializes the messages that act (see handle).
 	planning sync.Mutex
 }
@@ -73,13 +75,19 @@ type Controller struct {
 // cache in far less.
 const actingTTL = 10 * time.Minute
 
+// actedOn is a claim acted on, since when, and its node.
+type actedOn struct {
+	at          time.Time
+	claim, node string
+}
+
 // startActing reports whether nothing is acting on the claim yet, and marks it.
 func (c *Controller) startActing(nc *v1.NodeClaim) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
-	for uid, at := range c.acting {
-		if now.Sub(at) > actingTTL {
+	for uid, a := range c.acting {
+		if now.Sub(a.at) > actingTTL {
 			delete(c.acting, uid)
 		}
 	}
@@ -87,10 +95,25 @@ func (c *Controller) startActing(nc *v1.NodeClaim) bool {
 		return false
 	}
 	if c.acting == nil {
-		c.acting = map[types.UID]time.Time{}
+		c.acting = map[types.UID]actedOn{}
 	}
-	c.acting[nc.UID] = now
+	c.acting[nc.UID] = actedOn{at: now, claim: nc.Name, node: nc.Status.NodeName}
 	return true
+}
+
+// leaving names the claims and nodes acted on: they are going, whatever the
+// cache shows yet.
+func (c *Controller) leaving() sets.Set[string] {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := sets.New[string]()
+	for _, a := range c.acting {
+		out.Insert(a.claim)
+		if a.node != "" {
+			out.Insert(a.node)
+		}
+	}
+	return out
 }
 
 // NewController wires the controller for the named queue.
@@ -264,7 +287,10 @@ func (c *Controller) act(ctx context.Context, msg Message, nc *v1.NodeClaim, vie
 }
 
 // launchReplacements plans the node's pods onto the rest of the cluster and launches
-// what they need, before the drain makes them pending.
+// what they need, before the drain makes them pending. The pods of nodes acted on
+// before, still draining, are planned again with them: they go to the
+// replacements launched for them, which would otherwise look empty and take this
+// node's pods.
 func (c *Controller) launchReplacements(ctx context.Context, nc *v1.NodeClaim, view *state.View) (int, error) {
 	if c.provisioner == nil || nc.Status.NodeName == "" {
 		return 0, nil
@@ -273,18 +299,28 @@ func (c *Controller) launchReplacements(ctx context.Context, nc *v1.NodeClaim, v
 	if err != nil {
 		return 0, err
 	}
+	leaving := c.leaving().Insert(nc.Status.NodeName, nc.Name)
 	var moving []*corev1.Pod
-	for _, p := range view.PodsOn(nc.Status.NodeName) {
-		owner := metaControllerKind(p)
-		if owner == "DaemonSet" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+	own := 0
+	for _, n := range view.Nodes {
+		if !leaving.Has(n.Name) {
 			continue
 		}
-		moving = append(moving, p)
+		for _, p := range view.PodsOn(n.Name) {
+			owner := metaControllerKind(p)
+			if owner == "DaemonSet" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
+				continue
+			}
+			moving = append(moving, p)
+			if n.Name == nc.Status.NodeName {
+				own++
+			}
+		}
 	}
-	if len(moving) == 0 {
+	if own == 0 {
 		return 0, nil
 	}
-	results := snap.PlanWithout(sets.New(nc.Status.NodeName, nc.Name), moving)
+	results := snap.PlanWithout(leaving, moving)
 	launched := 0
 	for _, plan := range results.NodeClaims {
 		np := snap.Pool(plan.NodePool)
