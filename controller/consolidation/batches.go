@@ -53,20 +53,32 @@ func batches(cl *Cluster, plan *Plan, r *scheduling.Results, allowed map[string]
 	if len(under.Candidates) == 0 {
 		return out, blocked
 	}
-	under.Type = TypeSingle
-	if len(under.Candidates) > 1 {
-		under.Type = TypeMulti
+	under.Type = typeOf(under.Candidates)
+	under.Replacements, under.Awaits = destinations(cl, under.Candidates, r)
+	return append(out, under), blocked
+}
+
+func typeOf(cands []*Candidate) string {
+	if len(cands) > 1 {
+		return TypeMulti
 	}
+	return TypeSingle
+}
+
+// destinations are the new nodes of the plan r that the candidates' pods go to, and
+// the claims still starting that some of them are planned onto.
+func destinations(cl *Cluster, cands []*Candidate, r *scheduling.Results) ([]*scheduling.NodeClaimPlan, []string) {
 	pods := sets.New[types.UID]()
-	for _, c := range under.Candidates {
+	for _, c := range cands {
 		for _, p := range c.Pods {
 			pods.Insert(p.UID)
 		}
 	}
+	var replacements []*scheduling.NodeClaimPlan
 	for _, nc := range r.NodeClaims {
 		for _, p := range nc.Pods {
 			if pods.Has(p.UID) {
-				under.Replacements = append(under.Replacements, nc)
+				replacements = append(replacements, nc)
 				break
 			}
 		}
@@ -84,8 +96,26 @@ func batches(cl *Cluster, plan *Plan, r *scheduling.Results, allowed map[string]
 			}
 		}
 	}
-	under.Awaits = sets.List(awaits)
-	return append(out, under), blocked
+	return replacements, sets.List(awaits)
+}
+
+// Replan is a consolidation batch of exactly these candidates, planned afresh on
+// the cluster as it is: their pods onto the kept nodes first, then onto new nodes
+// each cheaper than the nodes whose pods it takes. It is nil when a pod would have
+// no place, removing them would save nothing, or a Balanced pool would not approve
+// the move. A batch whose replacements were sized for more candidates than have
+// held for the validation delay goes this way with the part that has.
+func Replan(cl *Cluster, cands []*Candidate, opts Options) *Batch {
+	if len(cands) == 0 {
+		return nil
+	}
+	run := newTrial(cl).replace(cands, opts)
+	if run.results == nil || run.savings <= 1e-9 || len(failingScores(cands, run.results, cl.Totals)) > 0 {
+		return nil
+	}
+	b := &Batch{Reason: v1.DisruptionReasonUnderutilized, Type: typeOf(cands), Candidates: cands}
+	b.Replacements, b.Awaits = destinations(cl, cands, run.results)
+	return b
 }
 
 // overBudget names a PodDisruptionBudget that evicting c's pods besides those

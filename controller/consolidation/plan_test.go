@@ -366,3 +366,47 @@ func countEmpty(cands []*Candidate) int {
 	}
 	return n
 }
+
+// Replan plans exactly the candidates it is given, on the cluster as it is: the
+// held part of a replacing batch goes with a plan for its own pods, and a node
+// nothing cheaper can hold gets none.
+func TestReplanPlansThePartAlone(t *testing.T) {
+	tc := newTestCluster("100%")
+	tc.addNode("m.2xlarge", 2, "500m")
+	tc.addNode("m.2xlarge", 14, "500m")
+	_, cl := tc.decide(t)
+	var sparse *Candidate
+	for _, c := range cl.Candidates {
+		if c.Node.Name == "node-0" {
+			sparse = c
+		}
+	}
+	b := Replan(cl, []*Candidate{sparse}, Options{Now: testNow})
+	if b == nil {
+		t.Fatal("no batch for a node whose pods fit on a cheaper one")
+	}
+	if len(b.Candidates) != 1 || b.Candidates[0] != sparse || b.Type != TypeSingle || b.Reason != v1.DisruptionReasonUnderutilized {
+		t.Errorf("batch %s (%s); want node-0 alone, underutilized, single", b, b.Type)
+	}
+	if price := scheduling.PriceOf(b.Replacements); price >= sparse.Price {
+		t.Errorf("replacements cost $%.2f/h, not less than the $%.2f/h node they replace", price, sparse.Price)
+	}
+	own := sets.New[types.UID]()
+	for _, p := range sparse.Pods {
+		own.Insert(p.UID)
+	}
+	for _, r := range b.Replacements {
+		for _, p := range r.Pods {
+			if !own.Has(p.UID) {
+				t.Errorf("the replacement %s takes pod %s of another node", r.Name, p.Name)
+			}
+		}
+	}
+
+	full := newTestCluster("100%")
+	full.addNode("m.large", 2, "900m")
+	_, cl = full.decide(t)
+	if b := Replan(cl, cl.Candidates, Options{Now: testNow}); b != nil {
+		t.Errorf("a full node of the cheapest type was replanned as %s", b)
+	}
+}

@@ -138,7 +138,8 @@ func drain(r *record.FakeRecorder) string {
 }
 
 // A batch that launches nothing may go in part (the nodes proposed a validation
-// delay ago); one whose replacements are sized for all its nodes goes whole or not.
+// delay ago); one whose replacements are sized for all its nodes goes whole, or
+// its held part goes as planned afresh for that part alone.
 func TestHeldPart(t *testing.T) {
 	cand := func(name string) *candidate {
 		nc, node := initializedClaim(name, time.Now())
@@ -146,21 +147,32 @@ func TestHeldPart(t *testing.T) {
 	}
 	a, b, c := cand("a"), cand("b"), cand("c")
 	proposed := sets.New("a", "b")
+	var replanned [][]*candidate
+	replanOnly := &consolidation.Batch{Reason: v1.DisruptionReasonUnderutilized, Type: consolidation.TypeSingle}
+	replan := func(held []*candidate) *consolidation.Batch {
+		replanned = append(replanned, held)
+		return replanOnly
+	}
 	deletion := &consolidation.Batch{Reason: v1.DisruptionReasonUnderutilized, Type: consolidation.TypeMulti, Candidates: []*candidate{b, c}}
-	if part := heldPart(deletion, proposed); part == nil || len(part.Candidates) != 1 || part.Candidates[0] != b || part.Type != consolidation.TypeSingle {
+	if part := heldPart(deletion, proposed, replan); part == nil || len(part.Candidates) != 1 || part.Candidates[0] != b || part.Type != consolidation.TypeSingle {
 		t.Errorf("deletion batch {b, c} after proposing {a, b}: %v, want {b} alone", part)
+	}
+	if len(replanned) != 0 {
+		t.Errorf("a deletion was planned again for %v; its part needs no new plan", replanned)
 	}
 	replacing := &consolidation.Batch{Reason: v1.DisruptionReasonUnderutilized, Type: consolidation.TypeMulti, Candidates: []*candidate{b, c},
 		Replacements: []*scheduling.NodeClaimPlan{{}}}
-	if part := heldPart(replacing, proposed); part != nil {
-		t.Errorf("a replacing batch went in part: %v", part.Candidates)
+	if part := heldPart(replacing, proposed, replan); part != replanOnly || len(replanned) != 1 || len(replanned[0]) != 1 || replanned[0][0] != b {
+		t.Errorf("a replacing batch {b, c} after proposing {a, b}: went as %v, planned again for %v; want the plan for {b} alone", part, replanned)
 	}
 	whole := &consolidation.Batch{Reason: v1.DisruptionReasonEmpty, Type: consolidation.TypeEmpty, Candidates: []*candidate{a, b}}
-	if part := heldPart(whole, proposed); part != whole {
+	if part := heldPart(whole, proposed, replan); part != whole {
 		t.Errorf("a batch proposed whole did not go whole: %v", part)
 	}
-	if part := heldPart(&consolidation.Batch{Candidates: []*candidate{c}}, proposed); part != nil {
-		t.Errorf("a batch of nodes never proposed went: %v", part.Candidates)
+	replanned = nil
+	never := &consolidation.Batch{Candidates: []*candidate{c}, Replacements: []*scheduling.NodeClaimPlan{{}}}
+	if part := heldPart(never, proposed, replan); part != nil || len(replanned) != 0 {
+		t.Errorf("a batch of nodes never proposed went: %v (planned again for %v)", part, replanned)
 	}
 }
 

@@ -187,8 +187,11 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	}
 	validated := c.proposed.validated(now.Add(-c.opts.ValidationDelay), now)
 	var errs []error
+	replan := func(held []*candidate) *consolidation.Batch {
+		return consolidation.Replan(s.cluster, held, consolidation.Options{Now: now, SpotToSpot: c.opts.SpotToSpotConsolidation})
+	}
 	for _, b := range plan.Batches {
-		if b = heldPart(b, validated); b == nil {
+		if b = heldPart(b, validated, replan); b == nil {
 			continue
 		}
 		for _, cand := range b.Candidates {
@@ -260,9 +263,12 @@ func (c *Controller) propose(ctx context.Context, plan *consolidation.Plan, prev
 // heldPart is the part of a batch the decision of a validation delay ago already
 // held, or nil. A batch that launches nothing is valid for any part of its
 // candidates (their pods fit on the nodes kept), so the part proposed before may
-// go; a batch that launches replacements sized for all its candidates goes whole
-// or waits for its own validation.
-func heldPart(b *consolidation.Batch, proposed sets.Set[string]) *consolidation.Batch {
+// go. A batch whose replacements are sized for all its candidates goes whole, or
+// its held part goes with replacements planned for that part alone (replan),
+// when that still saves: a fleet-wide decision on hundreds of nodes gains or
+// loses a candidate at nearly every pass, and the rest would wait for a decision
+// that holds still for the whole delay.
+func heldPart(b *consolidation.Batch, proposed sets.Set[string], replan func([]*candidate) *consolidation.Batch) *consolidation.Batch {
 	var kept []*candidate
 	for _, cand := range b.Candidates {
 		if proposed.Has(cand.Claim.Name) {
@@ -272,8 +278,10 @@ func heldPart(b *consolidation.Batch, proposed sets.Set[string]) *consolidation.
 	switch {
 	case len(kept) == len(b.Candidates):
 		return b
-	case len(kept) == 0 || len(b.Replacements) > 0:
+	case len(kept) == 0:
 		return nil
+	case len(b.Replacements) > 0:
+		return replan(kept)
 	}
 	part := *b
 	part.Candidates = kept
