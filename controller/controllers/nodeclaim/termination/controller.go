@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/smithy-go"
@@ -19,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -32,6 +34,7 @@ import (
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
 // Controller is the NodeClaim termination controller.
@@ -40,11 +43,33 @@ type Controller struct {
 	cloud    cloudprovider.CloudProvider
 	clock    clock.Clock
 	recorder record.EventRecorder
+
+	// firstPassDone names the nodes whose drain evicted its largest pods first
+	// (see evictionWave); every later pass evicts all.
+	mu            sync.Mutex
+	firstPassDone sets.Set[string]
 }
 
 // NewController wires the controller.
 func NewController(kube client.Client, cloud cloudprovider.CloudProvider, clk clock.Clock, recorder record.EventRecorder) *Controller {
-	return &Controller{kube: kube, cloud: cloud, clock: clk, recorder: recorder}
+	return &Controller{kube: kube, cloud: cloud, clock: clk, recorder: recorder, firstPassDone: sets.New[string]()}
+}
+
+// firstPass reports whether this is the node's first drain pass, and marks it done.
+func (c *Controller) firstPass(node string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.firstPassDone.Has(node) {
+		return false
+	}
+	c.firstPassDone.Insert(node)
+	return true
+}
+
+func (c *Controller) forget(node string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.firstPassDone.Delete(node)
 }
 
 func (c *Controller) Name() string { return "nodeclaim.termination" }
@@ -96,6 +121,7 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 		if err := c.kube.Delete(ctx, node); client.IgnoreNotFound(err) != nil {
 			return reconcile.Result{}, fmt.Errorf("deleting node, %w", err)
 		}
+		c.forget(node.Name)
 
 		// Nodes Karpenter registered carry its termination finalizer; with the
 		// instance gone nothing else would ever release them.
@@ -227,6 +253,10 @@ func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *tim
 	}
 	now := c.clock.Now()
 	remaining := 0
+	wave := 0.0
+	if c.firstPass(node.Name) {
+		wave = evictionWave(node, pods.Items, now)
+	}
 	for i := range pods.Items {
 		pod := &pods.Items[i]
 		if !needsEviction(pod) {
@@ -251,6 +281,10 @@ func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *tim
 			// started); only the grace period overrides it.
 			continue
 		}
+		if podSize(node, pod) < wave {
+			// A smaller pod goes in a later pass, once the larger ones are on their way.
+			continue
+		}
 		eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
 		err := c.kube.SubResource("eviction").Create(ctx, pod, eviction)
 		metrics.PodsEvictionRequests.WithLabelValues(evictionCode(err)).Inc()
@@ -269,6 +303,40 @@ func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *tim
 		}
 	}
 	return remaining, nil
+}
+
+// evictionWave is the smallest size of pod a drain's first pass evicts: half the
+// largest it may evict. The largest pods go first and the rest on the next pass,
+// a second later, so that their replacements reach the scheduler in that order:
+// it puts each pod on the emptiest node that fits, and small pods arriving first
+// would spread over the empty nodes launched for the large ones (a consolidation's
+// replacements) and leave the large ones nowhere to go but a new node. Pods of
+// about one size go together; only one pass waits, so a large pod a
+// PodDisruptionBudget holds never holds the others.
+func evictionWave(node *corev1.Node, pods []corev1.Pod, now time.Time) float64 {
+	largest := 0.0
+	for i := range pods {
+		pod := &pods[i]
+		if !needsEviction(pod) || pod.DeletionTimestamp != nil {
+			continue
+		}
+		if protected, _ := v1.PodDoNotDisrupt(pod, now); protected {
+			continue
+		}
+		largest = max(largest, podSize(node, pod))
+	}
+	return largest / 2
+}
+
+// podSize is the larger of the pod's cpu and memory requests as shares of the
+// node's allocatable (its cpu request in cores when the node reports none).
+func podSize(node *corev1.Node, pod *corev1.Pod) float64 {
+	requests := scheduling.PodRequests(pod)
+	alloc := scheduling.FromResourceList(node.Status.Allocatable)
+	if alloc.MilliCPU <= 0 || alloc.Memory <= 0 {
+		return float64(requests.MilliCPU) / 1000
+	}
+	return max(float64(requests.MilliCPU)/float64(alloc.MilliCPU), float64(requests.Memory)/float64(alloc.Memory))
 }
 
 // evictionCode is the HTTP status the eviction API answered.

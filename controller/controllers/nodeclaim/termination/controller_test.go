@@ -14,6 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
@@ -464,5 +465,39 @@ func TestDrainMetrics(t *testing.T) {
 	e.reconcile(t)
 	if got := testutil.ToFloat64(blocked) - was; got != 1 {
 		t.Errorf("blocked eviction requests rose by %v, want 1", got)
+	}
+}
+
+func requests(cpu, memory string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory)}
+	}
+}
+
+// A drain's first pass evicts the node's largest pods, and the next pass the rest:
+// the scheduler places each pod on the emptiest node that fits, and the small
+// pods arriving first would take the room launched for the large ones. A large
+// pod that cannot leave (do-not-disrupt) does not hold the others back.
+func TestDrainEvictsTheLargestPodsFirst(t *testing.T) {
+	n := node(corev1.ConditionTrue)
+	n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("128Gi")}
+	e := newEnv(t, deletingClaim(nil), false, n, pod("large", requests("3500m", "28Gi")), pod("large-too", requests("3", "20Gi")),
+		pod("small", requests("900m", "3100Mi")), pod("tiny", requests("100m", "128Mi")))
+	if res := e.reconcile(t); res.RequeueAfter <= 0 {
+		t.Fatalf("the drain did not wait for the rest: %+v", res)
+	}
+	if got := strings.Join(e.evictions, ","); got != "large,large-too" {
+		t.Errorf("first pass evicted %q, want the two large pods", got)
+	}
+	e.reconcile(t)
+	if got := strings.Join(e.evictions, ","); got != "large,large-too,small,tiny" {
+		t.Errorf("after the second pass evictions are %q, want the small pods too", got)
+	}
+
+	protected := func(p *corev1.Pod) { p.Annotations = map[string]string{v1.DoNotDisruptAnnotationKey: "true"} }
+	e = newEnv(t, deletingClaim(nil), false, n.DeepCopy(), pod("precious", requests("8", "64Gi"), protected), pod("small", requests("900m", "3100Mi")))
+	e.reconcile(t)
+	if got := strings.Join(e.evictions, ","); got != "small" {
+		t.Errorf("with a large do-not-disrupt pod the first pass evicted %q, want the small pod", got)
 	}
 }
