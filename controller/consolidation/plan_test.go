@@ -410,3 +410,28 @@ func TestReplanPlansThePartAlone(t *testing.T) {
 		t.Errorf("a full node of the cheapest type was replanned as %s", b)
 	}
 }
+
+// A plan that launches new nodes must save MinReplacementSavings of what it
+// removes: a repack saving a few percent is undone by where kube-scheduler puts
+// the pods.
+func TestReplacementsMustSaveATenth(t *testing.T) {
+	typeOf := func(name string, price float64) *scheduling.InstanceType {
+		return scheduling.NewInstanceType(name, map[string]string{v1.LabelArch: "amd64", v1.LabelOS: "linux"},
+			corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110"), corev1.ResourceEphemeralStorage: resource.MustParse("20Gi")},
+			[]scheduling.Offering{{Zone: "a", CapacityType: v1.CapacityTypeOnDemand, Price: price, Available: true}}, scheduling.DefaultAllocatableSettings())
+	}
+	for _, tc := range []struct {
+		cheaper float64
+		replan  bool
+	}{{0.95, false}, {0.85, true}} {
+		cluster := newTestCluster("100%")
+		cluster.types = []*scheduling.InstanceType{typeOf("m.old", 1.0), typeOf("m.new", tc.cheaper)}
+		cluster.addNode("m.old", 3, "1")
+		cluster.addNode("m.old", 3, "1")
+		_, cl := cluster.decide(t)
+		b := Replan(cl, cl.Candidates, Options{Now: testNow})
+		if (b != nil) != tc.replan {
+			t.Errorf("two $1.00 nodes replaced by two at $%.2f: batch %v, want one: %t", tc.cheaper, b, tc.replan)
+		}
+	}
+}
