@@ -435,3 +435,24 @@ func TestReplacementsMustSaveATenth(t *testing.T) {
 		}
 	}
 }
+
+// Full nodes that a cheaper type of the same size would each replace alone go
+// together in one plan, not one a pass as Karpenter's single-node decisions do.
+func TestNodesReplaceableAloneAreReplacedTogether(t *testing.T) {
+	sized := func(name string, price float64) *scheduling.InstanceType {
+		return scheduling.NewInstanceType(name, map[string]string{v1.LabelArch: "amd64", v1.LabelOS: "linux"},
+			corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110"), corev1.ResourceEphemeralStorage: resource.MustParse("20Gi")},
+			[]scheduling.Offering{{Zone: "a", CapacityType: v1.CapacityTypeOnDemand, Price: price, Available: true}}, scheduling.DefaultAllocatableSettings())
+	}
+	tc := newTestCluster("100%")
+	tc.types = []*scheduling.InstanceType{sized("m.old", 1.0), sized("m.new", 0.8)}
+	for range 3 {
+		n := tc.addNodeIn("m.old", "a", v1.CapacityTypeOnDemand)
+		tc.addPod(n.Name, "3500m", "12Gi", map[string]string{"app": "web"})
+	}
+	plan, _ := tc.decide(t)
+	if len(plan.Remove) != 3 || len(plan.Replacements) != 3 {
+		t.Errorf("removes %v and launches %d; want all three nodes replaced at once", names(plan.Remove), len(plan.Replacements))
+	}
+	mustPlaceEveryPod(t, plan)
+}

@@ -70,6 +70,9 @@ type trial struct {
 	// rejectedAlone holds the score of each candidate whose removal alone a
 	// Balanced pool rejected.
 	rejectedAlone map[*Candidate]Score
+	// savingAlone are the candidates a decision of Karpenter's shape removes alone
+	// with savings, in the order tried.
+	savingAlone []*Candidate
 }
 
 func newTrial(cl *Cluster) *trial {
@@ -173,6 +176,21 @@ func (t *trial) target(cands []*Candidate, opts Options) ([]*Candidate, *schedul
 	// decision of Karpenter's shape is the floor.
 	if single := t.bestSingleReplacement(removal, cands, best.savings, opts); single.results != nil {
 		best = single
+	}
+	// The candidates each of which a cheaper node would replace alone are tried
+	// together: Karpenter replaces them one a pass (one new node a decision), a
+	// validation delay apart each.
+	var alone []*Candidate
+	for _, c := range t.savingAlone {
+		if slices.Contains(cands, c) {
+			alone = append(alone, c)
+		}
+	}
+	if len(alone) > 1 {
+		together := t.replace(alone, opts)
+		if together.results != nil && together.savings > best.savings+1e-9 {
+			best = together
+		}
 	}
 	return best.removed, best.results
 }
@@ -338,6 +356,9 @@ func (t *trial) bestSingleReplacement(order, byCost []*Candidate, floor float64,
 		}
 		trials--
 		run, placed := t.replaceWithOne(removed, opts)
+		if len(removed) == 1 && run.results != nil && run.savings > 1e-9 && !slices.Contains(t.savingAlone, removed[0]) {
+			t.savingAlone = append(t.savingAlone, removed[0])
+		}
 		if run.results != nil && run.savings > best.savings+1e-9 {
 			best = run
 		}
