@@ -302,17 +302,15 @@ func (c *Controller) launchReplacements(ctx context.Context, nc *v1.NodeClaim, v
 	leaving := c.leaving().Insert(nc.Status.NodeName, nc.Name)
 	var moving []*corev1.Pod
 	own := 0
-	for _, n := range view.Nodes {
-		if !leaving.Has(n.Name) {
-			continue
-		}
-		for _, p := range view.PodsOn(n.Name) {
+	// Sorted, so that the plan is the same whatever order the names were kept in.
+	for _, name := range sets.List(leaving) {
+		for _, p := range view.PodsOn(name) {
 			owner := metaControllerKind(p)
 			if owner == "DaemonSet" || p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed {
 				continue
 			}
 			moving = append(moving, p)
-			if n.Name == nc.Status.NodeName {
+			if name == nc.Status.NodeName {
 				own++
 			}
 		}

@@ -253,9 +253,10 @@ func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *tim
 	}
 	now := c.clock.Now()
 	remaining := 0
+	sizeOf := podSizer(node)
 	wave := 0.0
 	if c.firstPass(node.Name) {
-		wave = evictionWave(node, pods.Items, now)
+		wave = evictionWave(sizeOf, pods.Items, now)
 	}
 	for i := range pods.Items {
 		pod := &pods.Items[i]
@@ -281,7 +282,7 @@ func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *tim
 			// started); only the grace period overrides it.
 			continue
 		}
-		if podSize(node, pod) < wave {
+		if sizeOf(pod) < wave {
 			// A smaller pod goes in a later pass, once the larger ones are on their way.
 			continue
 		}
@@ -313,7 +314,7 @@ func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *tim
 // replacements) and leave the large ones nowhere to go but a new node. Pods of
 // about one size go together; only one pass waits, so a large pod a
 // PodDisruptionBudget holds never holds the others.
-func evictionWave(node *corev1.Node, pods []corev1.Pod, now time.Time) float64 {
+func evictionWave(sizeOf func(*corev1.Pod) float64, pods []corev1.Pod, now time.Time) float64 {
 	largest := 0.0
 	for i := range pods {
 		pod := &pods[i]
@@ -323,20 +324,23 @@ func evictionWave(node *corev1.Node, pods []corev1.Pod, now time.Time) float64 {
 		if protected, _ := v1.PodDoNotDisrupt(pod, now); protected {
 			continue
 		}
-		largest = max(largest, podSize(node, pod))
+		largest = max(largest, sizeOf(pod))
 	}
 	return largest / 2
 }
 
-// podSize is the larger of the pod's cpu and memory requests as shares of the
-// node's allocatable (its cpu request in cores when the node reports none).
-func podSize(node *corev1.Node, pod *corev1.Pod) float64 {
-	requests := scheduling.PodRequests(pod)
+// podSizer measures a pod on the node: the larger of its cpu and memory requests
+// as shares of the node's allocatable (its cpu request in cores when the node
+// reports none).
+func podSizer(node *corev1.Node) func(*corev1.Pod) float64 {
 	alloc := scheduling.FromResourceList(node.Status.Allocatable)
-	if alloc.MilliCPU <= 0 || alloc.Memory <= 0 {
-		return float64(requests.MilliCPU) / 1000
+	return func(pod *corev1.Pod) float64 {
+		requests := scheduling.PodRequests(pod)
+		if alloc.MilliCPU <= 0 || alloc.Memory <= 0 {
+			return float64(requests.MilliCPU) / 1000
+		}
+		return max(float64(requests.MilliCPU)/float64(alloc.MilliCPU), float64(requests.Memory)/float64(alloc.Memory))
 	}
-	return max(float64(requests.MilliCPU)/float64(alloc.MilliCPU), float64(requests.Memory)/float64(alloc.Memory))
 }
 
 // evictionCode is the HTTP status the eviction API answered.
