@@ -1,6 +1,7 @@
 package operator_test
 
 import (
+	"context"
 	"regexp"
 	"slices"
 	"strings"
@@ -17,7 +18,9 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
 
 	"github.com/dovetail-sh/dovetail/controller/apis/scheme"
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	awscp "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
+	cpfake "github.com/dovetail-sh/dovetail/controller/cloudprovider/fake"
 	cpmetrics "github.com/dovetail-sh/dovetail/controller/cloudprovider/metrics"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
 	_ "github.com/dovetail-sh/dovetail/controller/operator"
@@ -204,6 +207,12 @@ func touchEverySeries() {
 	}
 	for _, v := range []*prometheus.CounterVec{awscp.InstanceLaunchFailures, awscp.InstanceTerminationFailures} {
 		touch(v.MetricVec)
+	}
+	// The instance type gauges are served from the lists the provider returned.
+	clk := clocktesting.NewFakeClock(time.Now())
+	provider := cpmetrics.Decorate(cpfake.New(clk, cpfake.InstanceType("m5.large", "2", "8Gi", "us-west-2a")), clk, "test")
+	if _, err := provider.GetInstanceTypes(context.Background(), &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"}}); err != nil {
+		panic(err)
 	}
 }
 

@@ -4,7 +4,6 @@ package metrics
 
 import (
 	"context"
-	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -26,28 +25,10 @@ var (
 		Namespace: "karpenter", Subsystem: "cloudprovider", Name: "errors_total",
 		Help: "Cloud provider method calls that failed, by calling controller, method, provider and error kind.",
 	}, []string{"controller", "method", "provider", "error"})
-
-	offeringLabels    = []string{"instance_type", "capacity_type", "zone"}
-	offeringAvailable = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: "karpenter", Subsystem: "cloudprovider", Name: "instance_type_offering_available",
-		Help: "1 when the offering can be launched now, 0 when the provider marked it unavailable.",
-	}, offeringLabels)
-	offeringPrice = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: "karpenter", Subsystem: "cloudprovider", Name: "instance_type_offering_price_estimate",
-		Help: "Hourly price the engine plans the offering with.",
-	}, offeringLabels)
-	typeCPU = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: "karpenter", Subsystem: "cloudprovider", Name: "instance_type_cpu_cores",
-		Help: "vCPUs of the instance type.",
-	}, []string{"instance_type"})
-	typeMemory = prometheus.NewGaugeVec(prometheus.GaugeOpts{
-		Namespace: "karpenter", Subsystem: "cloudprovider", Name: "instance_type_memory_bytes",
-		Help: "Memory of the instance type.",
-	}, []string{"instance_type"})
 )
 
 // Collectors are the cloud provider metrics, registered at start.
-var Collectors = []prometheus.Collector{duration, errorsTotal, offeringAvailable, offeringPrice, typeCPU, typeMemory}
+var Collectors = []prometheus.Collector{duration, errorsTotal, instanceTypes}
 
 func init() { crmetrics.Registry.MustRegister(Collectors...) }
 
@@ -60,43 +41,6 @@ type decorated struct {
 	cloudprovider.CloudProvider
 	clock      clock.PassiveClock
 	controller string
-}
-
-// recorded are the instance type lists the gauges were set from, by first element:
-// providers return the same list until something in it changes, and every solve
-// asks for every pool's.
-var recorded struct {
-	sync.Mutex
-	lists map[*scheduling.InstanceType]int
-}
-
-// recordTypes sets the instance type gauges from a list the provider returned.
-func recordTypes(types []*scheduling.InstanceType) {
-	if len(types) == 0 {
-		return
-	}
-	recorded.Lock()
-	defer recorded.Unlock()
-	if n, ok := recorded.lists[types[0]]; ok && n == len(types) {
-		return
-	}
-	if recorded.lists == nil || len(recorded.lists) > 256 {
-		// Lists replaced by newer ones are forgotten here.
-		recorded.lists = map[*scheduling.InstanceType]int{}
-	}
-	recorded.lists[types[0]] = len(types)
-	for _, it := range types {
-		typeCPU.WithLabelValues(it.Name).Set(float64(it.Capacity.MilliCPU) / 1000)
-		typeMemory.WithLabelValues(it.Name).Set(float64(it.Capacity.Memory))
-		for _, o := range it.Offerings {
-			available := 0.0
-			if o.Available {
-				available = 1
-			}
-			offeringAvailable.WithLabelValues(it.Name, o.CapacityType, o.Zone).Set(available)
-			offeringPrice.WithLabelValues(it.Name, o.CapacityType, o.Zone).Set(o.Price)
-		}
-	}
 }
 
 func (d *decorated) observe(method string, start time.Time, err error) {
@@ -146,7 +90,7 @@ func (d *decorated) GetInstanceTypes(ctx context.Context, np *v1.NodePool) ([]*s
 	out, err := d.CloudProvider.GetInstanceTypes(ctx, np)
 	d.observe("GetInstanceTypes", start, err)
 	if err == nil {
-		recordTypes(out)
+		instanceTypes.record(np.Name, out)
 	}
 	return out, err
 }
