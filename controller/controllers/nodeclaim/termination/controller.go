@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"sync"
@@ -254,9 +255,10 @@ func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *tim
 	now := c.clock.Now()
 	remaining := 0
 	sizeOf := podSizer(node)
+	group := firstEvictionGroup(pods.Items, now)
 	wave := 0.0
 	if c.firstPass(node.Name) {
-		wave = evictionWave(sizeOf, pods.Items, now)
+		wave = evictionWave(sizeOf, pods.Items, group, now)
 	}
 	for i := range pods.Items {
 		pod := &pods.Items[i]
@@ -280,6 +282,10 @@ func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *tim
 		if protected, _ := v1.PodDoNotDisrupt(pod, now); protected {
 			// The pod asked not to be disrupted (for good, or for a while after it
 			// started); only the grace period overrides it.
+			continue
+		}
+		if evictionGroup(pod) != group {
+			// A later group waits until every pod of this one is on its way out.
 			continue
 		}
 		if sizeOf(pod) < wave {
@@ -314,11 +320,11 @@ func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *tim
 // replacements) and leave the large ones nowhere to go but a new node. Pods of
 // about one size go together; only one pass waits, so a large pod a
 // PodDisruptionBudget holds never holds the others.
-func evictionWave(sizeOf func(*corev1.Pod) float64, pods []corev1.Pod, now time.Time) float64 {
+func evictionWave(sizeOf func(*corev1.Pod) float64, pods []corev1.Pod, group int, now time.Time) float64 {
 	largest := 0.0
 	for i := range pods {
 		pod := &pods[i]
-		if !needsEviction(pod) || pod.DeletionTimestamp != nil {
+		if !needsEviction(pod) || pod.DeletionTimestamp != nil || evictionGroup(pod) != group {
 			continue
 		}
 		if protected, _ := v1.PodDoNotDisrupt(pod, now); protected {
@@ -327,6 +333,46 @@ func evictionWave(sizeOf func(*corev1.Pod) float64, pods []corev1.Pod, now time.
 		largest = max(largest, sizeOf(pod))
 	}
 	return largest / 2
+}
+
+// The built-in priority classes a drain treats as critical, as Karpenter does.
+const (
+	systemClusterCritical = "system-cluster-critical"
+	systemNodeCritical    = "system-node-critical"
+)
+
+// evictionGroup is the pod's turn in a drain, Karpenter's order (and the kubelet's
+// in a graceful node shutdown): workloads, then DaemonSet pods, then critical
+// workloads, then critical DaemonSet pods. The services a workload leans on while
+// it stops (a log shipper, DNS) stay until it has gone.
+func evictionGroup(pod *corev1.Pod) int {
+	group := 0
+	if ownedByDaemonSet(pod) {
+		group++
+	}
+	if pod.Spec.PriorityClassName == systemClusterCritical || pod.Spec.PriorityClassName == systemNodeCritical {
+		group += 2
+	}
+	return group
+}
+
+// firstEvictionGroup is the group a drain pass evicts: the first with a pod still
+// on the node. A group goes once the one before has gone, not merely been asked to
+// (Karpenter moves on when it has asked; the kubelet's graceful shutdown stops
+// critical pods after the others have stopped): a log shipper outlives the
+// workloads it ships for. A pod stuck terminating stops holding at the margin the
+// drain stops waiting for it; a pod that may not be evicted yet (do-not-disrupt)
+// holds the later groups as a running workload would, and the termination grace
+// period, which deletes every pod, bounds the wait.
+func firstEvictionGroup(pods []corev1.Pod, now time.Time) int {
+	first := math.MaxInt
+	for i := range pods {
+		pod := &pods[i]
+		if needsEviction(pod) && (pod.DeletionTimestamp == nil || now.Sub(pod.DeletionTimestamp.Time) <= stuckTerminatingMargin) {
+			first = min(first, evictionGroup(pod))
+		}
+	}
+	return first
 }
 
 // podSizer measures a pod on the node: the larger of its cpu and memory requests
@@ -372,7 +418,11 @@ func podGracePeriod(pod *corev1.Pod) time.Duration {
 	return corev1.DefaultTerminationGracePeriodSeconds * time.Second
 }
 
-// needsEviction: daemonset pods, mirror pods and finished pods stay until the node goes.
+// needsEviction: mirror pods, finished pods and pods that tolerate the drain's
+// taint stay until the node goes, as in Karpenter. A pod that tolerates the taint
+// could be scheduled straight back; most DaemonSets tolerate every taint. A
+// DaemonSet pod that does not is evicted, in its turn, so that it stops cleanly:
+// its controller does not recreate it on a node with a taint it does not tolerate.
 func needsEviction(pod *corev1.Pod) bool {
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		return false
@@ -380,10 +430,19 @@ func needsEviction(pod *corev1.Pod) bool {
 	if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
 		return false
 	}
-	for _, o := range pod.OwnerReferences {
-		if o.Kind == "DaemonSet" {
+	for i := range pod.Spec.Tolerations {
+		if pod.Spec.Tolerations[i].ToleratesTaint(&v1.DisruptedNoScheduleTaint) {
 			return false
 		}
 	}
 	return true
+}
+
+func ownedByDaemonSet(pod *corev1.Pod) bool {
+	for _, o := range pod.OwnerReferences {
+		if o.Kind == "DaemonSet" {
+			return true
+		}
+	}
+	return false
 }

@@ -183,13 +183,29 @@ func (e *env) podExists(t *testing.T, name string) *corev1.Pod {
 	return p
 }
 
+func isDaemon(p *corev1.Pod) {
+	p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "ds", UID: "ds"}}
+}
+
+// toleratesAll is the toleration most DaemonSets (CNI, kube-proxy, CSI nodes) carry.
+func toleratesAll(p *corev1.Pod) {
+	p.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+}
+
+func priorityClass(name string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) { p.Spec.PriorityClassName = name }
+}
+
+// Pods that would only come back (tolerating the drain's taint), mirror pods and
+// finished pods are not evicted, and do not hold the termination.
 func TestDrainEvictsThenTerminates(t *testing.T) {
-	isDaemon := func(p *corev1.Pod) {
-		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "DaemonSet", Name: "ds", UID: "ds"}}
-	}
 	isMirror := func(p *corev1.Pod) { p.Annotations = map[string]string{corev1.MirrorPodAnnotationKey: "x"} }
 	done := func(p *corev1.Pod) { p.Status.Phase = corev1.PodSucceeded }
-	e := newEnv(t, deletingClaim(nil), false, node(corev1.ConditionTrue), pod("web"), pod("agent", isDaemon), pod("static", isMirror), pod("job", done))
+	tolerant := func(p *corev1.Pod) {
+		p.Spec.Tolerations = []corev1.Toleration{{Key: v1.DisruptedNoScheduleTaint.Key, Operator: corev1.TolerationOpExists, Effect: corev1.TaintEffectNoSchedule}}
+	}
+	e := newEnv(t, deletingClaim(nil), false, node(corev1.ConditionTrue), pod("web"), pod("agent", isDaemon, toleratesAll),
+		pod("stays", tolerant), pod("static", isMirror), pod("job", done))
 	if res := e.reconcile(t); res.RequeueAfter <= 0 || e.terminated(t) {
 		t.Fatalf("terminated before the drain: %+v", res)
 	}
@@ -210,6 +226,46 @@ func TestDrainEvictsThenTerminates(t *testing.T) {
 	e.reconcile(t)
 	if !e.terminated(t) {
 		t.Fatalf("not terminated once drained")
+	}
+}
+
+// A drain evicts in Karpenter's order: workloads, then DaemonSet pods that do not
+// tolerate the drain's taint, then critical workloads, then critical DaemonSet pods;
+// each group once every pod of the one before is on its way out.
+func TestDrainEvictsWorkloadsBeforeDaemonSetsAndCriticalPods(t *testing.T) {
+	e := newEnv(t, deletingClaim(nil), false, node(corev1.ConditionTrue),
+		pod("web"), pod("worker"), pod("logs", isDaemon), pod("dns", priorityClass("system-cluster-critical")),
+		pod("cni", isDaemon, priorityClass("system-node-critical")), pod("proxy", isDaemon, toleratesAll, priorityClass("system-node-critical")))
+	for pass, want := range []string{"web,worker", "web,worker,logs", "web,worker,logs,dns", "web,worker,logs,dns,cni"} {
+		if res := e.reconcile(t); res.RequeueAfter <= 0 || e.terminated(t) {
+			t.Fatalf("pass %d: the drain did not wait: %+v", pass+1, res)
+		}
+		if got := strings.Join(e.evictions, ","); got != want {
+			t.Fatalf("after pass %d evictions are %q, want %q", pass+1, got, want)
+		}
+	}
+	e.reconcile(t)
+	if !e.terminated(t) {
+		t.Fatal("not terminated once every group was drained")
+	}
+
+	// A workload still terminating holds the next group: its log shipper stays
+	// while it stops.
+	e = newEnv(t, deletingClaim(nil), false, node(corev1.ConditionTrue), pod("web", deleting(start.Add(30*time.Second))), pod("logs", isDaemon))
+	e.reconcile(t)
+	e.clock.Step(10 * time.Second)
+	e.reconcile(t)
+	if len(e.evictions) != 0 {
+		t.Fatalf("evicted %v while the workload was still terminating", e.evictions)
+	}
+
+	// So does a do-not-disrupt workload, until the grace period deletes them all.
+	protected := func(p *corev1.Pod) { p.Annotations = map[string]string{v1.DoNotDisruptAnnotationKey: "true"} }
+	e = newEnv(t, deletingClaim(nil), false, node(corev1.ConditionTrue), pod("precious", protected), pod("logs", isDaemon))
+	e.reconcile(t)
+	e.reconcile(t)
+	if len(e.evictions) != 0 {
+		t.Fatalf("evicted %v while a do-not-disrupt workload runs", e.evictions)
 	}
 }
 
