@@ -344,7 +344,7 @@ const (
 // evictionGroup is the pod's turn in a drain, Karpenter's order (and the kubelet's
 // in a graceful node shutdown): workloads, then DaemonSet pods, then critical
 // workloads, then critical DaemonSet pods. The services a workload leans on while
-// it stops (a log shipper, DNS) stay until it has gone.
+// it stops (a log shipper, DNS) are asked to go after it.
 func evictionGroup(pod *corev1.Pod) int {
 	group := 0
 	if ownedByDaemonSet(pod) {
@@ -356,19 +356,19 @@ func evictionGroup(pod *corev1.Pod) int {
 	return group
 }
 
-// firstEvictionGroup is the group a drain pass evicts: the first with a pod still
-// on the node. A group goes once the one before has gone, not merely been asked to
-// (Karpenter moves on when it has asked; the kubelet's graceful shutdown stops
-// critical pods after the others have stopped): a log shipper outlives the
-// workloads it ships for. A pod stuck terminating stops holding at the margin the
-// drain stops waiting for it; a pod that may not be evicted yet (do-not-disrupt)
-// holds the later groups as a running workload would, and the termination grace
-// period, which deletes every pod, bounds the wait.
+// firstEvictionGroup is the group a drain pass evicts: the first with a pod it may
+// ask to go now. As in Karpenter, a group goes once every pod of the one before has
+// been asked (it may still be stopping), so that a drain reaches every pod within an
+// interruption's two minutes; a do-not-disrupt pod, which only the termination grace
+// period moves, does not hold the groups after it.
 func firstEvictionGroup(pods []corev1.Pod, now time.Time) int {
 	first := math.MaxInt
 	for i := range pods {
 		pod := &pods[i]
-		if needsEviction(pod) && (pod.DeletionTimestamp == nil || now.Sub(pod.DeletionTimestamp.Time) <= stuckTerminatingMargin) {
+		if !needsEviction(pod) || pod.DeletionTimestamp != nil {
+			continue
+		}
+		if protected, _ := v1.PodDoNotDisrupt(pod, now); !protected {
 			first = min(first, evictionGroup(pod))
 		}
 	}

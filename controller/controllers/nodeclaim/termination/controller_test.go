@@ -231,7 +231,7 @@ func TestDrainEvictsThenTerminates(t *testing.T) {
 
 // A drain evicts in Karpenter's order: workloads, then DaemonSet pods that do not
 // tolerate the drain's taint, then critical workloads, then critical DaemonSet pods;
-// each group once every pod of the one before is on its way out.
+// each group once every pod of the one before has been asked to go.
 func TestDrainEvictsWorkloadsBeforeDaemonSetsAndCriticalPods(t *testing.T) {
 	e := newEnv(t, deletingClaim(nil), false, node(corev1.ConditionTrue),
 		pod("web"), pod("worker"), pod("logs", isDaemon), pod("dns", priorityClass("system-cluster-critical")),
@@ -249,23 +249,20 @@ func TestDrainEvictsWorkloadsBeforeDaemonSetsAndCriticalPods(t *testing.T) {
 		t.Fatal("not terminated once every group was drained")
 	}
 
-	// A workload still terminating holds the next group: its log shipper stays
-	// while it stops.
-	e = newEnv(t, deletingClaim(nil), false, node(corev1.ConditionTrue), pod("web", deleting(start.Add(30*time.Second))), pod("logs", isDaemon))
-	e.reconcile(t)
-	e.clock.Step(10 * time.Second)
-	e.reconcile(t)
-	if len(e.evictions) != 0 {
-		t.Fatalf("evicted %v while the workload was still terminating", e.evictions)
-	}
-
-	// So does a do-not-disrupt workload, until the grace period deletes them all.
+	// Once asked, a workload still stopping does not hold the next group, nor does a
+	// do-not-disrupt workload that only the grace period moves.
 	protected := func(p *corev1.Pod) { p.Annotations = map[string]string{v1.DoNotDisruptAnnotationKey: "true"} }
-	e = newEnv(t, deletingClaim(nil), false, node(corev1.ConditionTrue), pod("precious", protected), pod("logs", isDaemon))
+	e = newEnv(t, deletingClaim(nil), false, node(corev1.ConditionTrue), pod("web", deleting(start.Add(30*time.Second))),
+		pod("precious", protected), pod("logs", isDaemon), pod("dns", priorityClass("system-cluster-critical")))
 	e.reconcile(t)
-	e.reconcile(t)
-	if len(e.evictions) != 0 {
-		t.Fatalf("evicted %v while a do-not-disrupt workload runs", e.evictions)
+	if got := strings.Join(e.evictions, ","); got != "logs" {
+		t.Fatalf("with a workload stopping and one protected, evictions are %q, want the DaemonSet pod", got)
+	}
+	if res := e.reconcile(t); res.RequeueAfter <= 0 || e.terminated(t) {
+		t.Fatalf("terminated with a do-not-disrupt pod and no grace period: %+v", res)
+	}
+	if got := strings.Join(e.evictions, ","); got != "logs,dns" {
+		t.Fatalf("second pass: evictions are %q, want the critical pod after the DaemonSet pod", got)
 	}
 }
 
