@@ -13,6 +13,7 @@ import (
 	"github.com/go-logr/logr"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	resourcehelper "k8s.io/component-helpers/resource"
 	ctrl "sigs.k8s.io/controller-runtime"
@@ -355,7 +356,48 @@ func (e *perfStack) reportScaleOut(b *testing.B, n int, timeout time.Duration) {
 	// run on. The rest is the local stack's kube-scheduler, kwok and API server
 	// binding and starting 1,000 pods on two cores.
 	b.ReportMetric(e.lastClaimCreated(b, start).Sub(start).Seconds(), "last_nodeclaim_seconds")
+	// Where the rest goes: the last claim initialized (the controller registered its
+	// node and kwok made it Ready), then the last pod bound by kube-scheduler. The
+	// API server stamps these to the second.
+	b.ReportMetric(e.lastInitialized(b, start).Sub(start).Seconds(), "last_initialized_seconds")
+	b.ReportMetric(e.lastBound(b, start).Sub(start).Seconds(), "last_bound_seconds")
 	e.reportFleet(b, "")
+}
+
+// lastInitialized is when the last claim became Initialized, or since if none did later.
+func (e *perfStack) lastInitialized(b *testing.B, since time.Time) time.Time {
+	b.Helper()
+	var stamps []metav1.Time
+	for _, nc := range e.claims(b) {
+		if c := meta.FindStatusCondition(nc.Status.Conditions, v1.ConditionTypeInitialized); c != nil && c.Status == metav1.ConditionTrue {
+			stamps = append(stamps, c.LastTransitionTime)
+		}
+	}
+	return latest(since, stamps)
+}
+
+// lastBound is when the last of the scenario's pods was bound, or since if none was later.
+func (e *perfStack) lastBound(b *testing.B, since time.Time) time.Time {
+	b.Helper()
+	var stamps []metav1.Time
+	for _, p := range e.suitePods(b) {
+		for _, c := range p.Status.Conditions {
+			if c.Type == corev1.PodScheduled && c.Status == corev1.ConditionTrue {
+				stamps = append(stamps, c.LastTransitionTime)
+			}
+		}
+	}
+	return latest(since, stamps)
+}
+
+func latest(since time.Time, stamps []metav1.Time) time.Time {
+	last := since
+	for _, t := range stamps {
+		if t.After(last) {
+			last = t.Time
+		}
+	}
+	return last
 }
 
 // lastClaimCreated is when the newest claim was created, or since if none is newer.

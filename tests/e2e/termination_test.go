@@ -3,17 +3,24 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/tests/localstack"
+	"github.com/dovetail-sh/dovetail/tests/testenv"
 )
 
 // A PodDisruptionBudget that never allows an eviction holds a drain only until the
@@ -59,5 +66,99 @@ func TestTerminationGracePeriodBoundsABlockedDrain(t *testing.T) {
 	running := allRunning(t, c, "guarded", 1, 60*time.Second)
 	if running[0].Spec.NodeName == pods[0].Spec.NodeName {
 		t.Errorf("the pod runs on the terminated node %s", running[0].Spec.NodeName)
+	}
+}
+
+// A drain asks pods to go in Karpenter's order, each group once every pod of the
+// one before has been asked: workloads, then DaemonSet pods, then critical
+// workloads, then critical DaemonSet pods. A DaemonSet pod that tolerates the
+// drain's taint is not evicted: it goes with the node. The order is read from a
+// watch, which delivers the API server's changes in the order it made them.
+func TestDrainEvictsInKarpentersOrder(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the whole local stack")
+	}
+	stack := testenv.StartStackWithDaemonSets(t)
+	stack.RunController(t, testenv.DefaultOptions(t))
+	c := stack.Client
+	ctx := context.Background()
+	must(t, c.Create(ctx, localstack.NodeClass("default")))
+	must(t, c.Create(ctx, consolidatingPool("default", "Never")))
+
+	// One node holds the workload and the critical workload (bound to it by pod
+	// affinity), and a pod of each DaemonSet.
+	must(t, c.Create(ctx, localstack.Deployment("web", 1, "1", "1Gi")))
+	must(t, c.Create(ctx, localstack.Deployment("dns", 1, "500m", "512Mi", func(s *corev1.PodSpec) {
+		s.PriorityClassName = "system-cluster-critical"
+		s.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			TopologyKey: corev1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}}}
+	})))
+	must(t, c.Create(ctx, daemonSet("logs", "")))
+	must(t, c.Create(ctx, daemonSet("cni", "system-node-critical")))
+	proxy := daemonSet("proxy", "system-node-critical")
+	proxy.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	must(t, c.Create(ctx, proxy))
+	web := allRunning(t, c, "web", 1, 60*time.Second)[0]
+	node := web.Spec.NodeName
+	for _, app := range []string{"dns", "logs", "cni", "proxy"} {
+		if pods := allRunning(t, c, app, 1, 60*time.Second); pods[0].Spec.NodeName != node {
+			t.Fatalf("%s runs on %s, not on the workload's node %s", app, pods[0].Spec.NodeName, node)
+		}
+	}
+
+	clientset, err := kubernetes.NewForConfig(stack.Config)
+	must(t, err)
+	pods, err := clientset.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	must(t, err)
+	defer pods.Stop()
+	must(t, c.Delete(ctx, claimOfNode(t, c, node)))
+
+	// Each app in the order its pod began to go, until the node is gone.
+	var order []string
+	seen := map[string]bool{}
+	deadline := time.After(2 * time.Minute)
+	for {
+		err := c.Get(ctx, client.ObjectKey{Name: node}, &corev1.Node{})
+		if apierrors.IsNotFound(err) && len(seen) >= 4 {
+			break
+		}
+		select {
+		case ev, ok := <-pods.ResultChan():
+			if !ok {
+				t.Fatalf("the pod watch ended; went so far: %v", order)
+			}
+			p, isPod := ev.Object.(*corev1.Pod)
+			if !isPod || (ev.Type != watch.Deleted && p.DeletionTimestamp == nil) || seen[p.Labels["app"]] {
+				continue
+			}
+			seen[p.Labels["app"]] = true
+			order = append(order, p.Labels["app"])
+		case <-time.After(time.Second):
+		case <-deadline:
+			t.Fatalf("after 2 minutes %v had begun to go from node %s (node lookup: %v)", order, node, err)
+		}
+	}
+	// The pod that tolerates every taint was never asked: it goes with the node.
+	if got := strings.Join(order, ","); got != "web,logs,dns,cni" {
+		t.Errorf("pods went in the order %v before the node did, want web, logs, dns, cni", order)
+	}
+}
+
+// daemonSet runs a pod on every node, with the priority class if one is given.
+func daemonSet(name, priorityClass string) *appsv1.DaemonSet {
+	labels := map[string]string{"app": name}
+	zero := int64(0)
+	return &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
+				TerminationGracePeriodSeconds: &zero,
+				PriorityClassName:             priorityClass,
+				Containers: []corev1.Container{{Name: name, Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{
+					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
+				}}},
+			}},
+		},
 	}
 }

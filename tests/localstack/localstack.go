@@ -43,6 +43,10 @@ type Options struct {
 	// StockKwokStages runs kwok with the stages kwokctl ships instead of the tests'
 	// trimmed ones.
 	StockKwokStages bool
+	// DaemonSets runs the DaemonSet controller too. Most tests leave it out: a
+	// DaemonSet there only reserves room on every node, which the controller plans
+	// for without its pods.
+	DaemonSets bool
 }
 
 // Stack is a running local cluster.
@@ -135,14 +139,17 @@ leaderElection:
 		return s, err
 	}
 	bin := func(n string) string { return filepath.Join(opts.BinDir, n) }
+	controllers := "deployment-controller,replicaset-controller,garbage-collector-controller,disruption-controller,namespace-controller,persistentvolume-binder-controller,clusterrole-aggregation-controller"
+	if opts.DaemonSets {
+		controllers += ",daemonset-controller"
+	}
 	for _, p := range []struct {
 		path string
 		args []string
 	}{
 		{bin("kube-scheduler"), []string{"--config=" + schedulerConfig, "--authentication-kubeconfig=" + s.Kubeconfig,
 			"--authorization-kubeconfig=" + s.Kubeconfig, "--secure-port=0", "--bind-address=127.0.0.1"}},
-		{bin("kube-controller-manager"), []string{"--kubeconfig=" + s.Kubeconfig,
-			"--controllers=deployment-controller,replicaset-controller,garbage-collector-controller,disruption-controller,namespace-controller,persistentvolume-binder-controller,clusterrole-aggregation-controller",
+		{bin("kube-controller-manager"), []string{"--kubeconfig=" + s.Kubeconfig, "--controllers=" + controllers,
 			"--leader-elect=false", "--secure-port=0", "--bind-address=127.0.0.1", "--use-service-account-credentials=false",
 			"--concurrent-deployment-syncs=10", "--concurrent-replicaset-syncs=10", "--kube-api-qps=500", "--kube-api-burst=1000"}},
 		{bin("kwok"), []string{"--kubeconfig=" + s.Kubeconfig, "--config=" + stages,

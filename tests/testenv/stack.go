@@ -25,6 +25,13 @@ func StartStackWithoutCRDs(t testing.TB) *Stack {
 	return startStack(t, localstack.Options{WithoutCRDs: true})
 }
 
+// StartStackWithDaemonSets is StartStack with the DaemonSet controller running, so
+// that DaemonSets have pods.
+func StartStackWithDaemonSets(t testing.TB) *Stack {
+	t.Helper()
+	return startStack(t, localstack.Options{DaemonSets: true})
+}
+
 // StartStackWithStockKwokStages is StartStack with kwok running the stages kwokctl
 // ships, which race a Node's registration as the tests' trimmed stages do not.
 func StartStackWithStockKwokStages(t testing.TB) *Stack {
