@@ -142,6 +142,19 @@ func resourceQuantity(s string) *resource.Quantity {
 // EC2NodeClass, and returns a client to it.
 func startCluster(t *testing.T) client.Client { return startClusterWithGates(t, "") }
 
+// startClusterOn is startCluster on a stack start makes, for tests that need the
+// stack itself (its rest config, its processes) or a variant of it.
+func startClusterOn(t *testing.T, start func(testing.TB) *testenv.Stack) *testenv.Stack {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts the whole local stack")
+	}
+	stack := start(t)
+	stack.RunController(t, testenv.DefaultOptions(t))
+	must(t, stack.Client.Create(context.Background(), localstack.NodeClass("default")))
+	return stack
+}
+
 // startClusterWithGates is startCluster with the controller's --feature-gates.
 func startClusterWithGates(t *testing.T, gates string) client.Client {
 	t.Helper()

@@ -21,14 +21,9 @@ import (
 // exactly their instance type's size, each holding no more than it can: the kwok
 // provider registers the Node with its status, as a kubelet does.
 func TestBurstOnKwokStockStagesKeepsNodesTheirSize(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the whole local stack")
-	}
-	stack := testenv.StartStackWithStockKwokStages(t)
-	stack.RunController(t, testenv.DefaultOptions(t))
+	stack := startClusterOn(t, testenv.StartStackWithStockKwokStages)
 	c := stack.Client
 	ctx := context.Background()
-	must(t, c.Create(ctx, localstack.NodeClass("default")))
 	must(t, c.Create(ctx, localstack.GeneralNodePool("default")))
 	must(t, c.Create(ctx, localstack.Deployment("burst", 1000, "250m", "256Mi")))
 	pods := allRunning(t, c, "burst", 1000, 5*time.Minute)

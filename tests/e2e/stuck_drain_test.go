@@ -21,14 +21,9 @@ import (
 // terminationGracePeriod; then the instance is terminated and the claim goes.
 // kwok is every node's kubelet here, so stopping it kills them all.
 func TestTerminationGracePeriodBoundsADrainOnADeadKubelet(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the whole local stack")
-	}
-	stack := testenv.StartStack(t)
-	stack.RunController(t, testenv.DefaultOptions(t))
+	stack := startClusterOn(t, testenv.StartStack)
 	c := stack.Client
 	ctx := context.Background()
-	must(t, c.Create(ctx, localstack.NodeClass("default")))
 	tgp := 15 * time.Second
 	np := consolidatingPool("default", "Never")
 	np.Spec.Template.Spec.TerminationGracePeriod = &metav1.Duration{Duration: tgp}

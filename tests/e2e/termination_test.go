@@ -75,14 +75,9 @@ func TestTerminationGracePeriodBoundsABlockedDrain(t *testing.T) {
 // drain's taint is not evicted: it goes with the node. The order is read from a
 // watch, which delivers the API server's changes in the order it made them.
 func TestDrainEvictsInKarpentersOrder(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts the whole local stack")
-	}
-	stack := testenv.StartStackWithDaemonSets(t)
-	stack.RunController(t, testenv.DefaultOptions(t))
+	stack := startClusterOn(t, testenv.StartStackWithDaemonSets)
 	c := stack.Client
 	ctx := context.Background()
-	must(t, c.Create(ctx, localstack.NodeClass("default")))
 	must(t, c.Create(ctx, consolidatingPool("default", "Never")))
 
 	// One node holds the workload and the critical workload (bound to it by pod
