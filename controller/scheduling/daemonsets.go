@@ -14,6 +14,16 @@ type daemonSet struct {
 	terms []Requirements
 }
 
+// OwnedByDaemonSet reports whether a DaemonSet owns the pod.
+func OwnedByDaemonSet(pod *corev1.Pod) bool {
+	for _, o := range pod.OwnerReferences {
+		if o.Kind == "DaemonSet" {
+			return true
+		}
+	}
+	return false
+}
+
 func newDaemonSets(pods []*corev1.Pod) []daemonSet {
 	out := make([]daemonSet, 0, len(pods))
 	for _, pod := range pods {

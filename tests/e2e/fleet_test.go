@@ -10,7 +10,6 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
@@ -30,21 +29,9 @@ func anyLinuxNodePool() *v1.NodePool {
 // nodeAgent is a DaemonSet like the ones every real cluster runs (log shipper, CNI,
 // node exporter): its pods take a share of every node.
 func nodeAgent() *appsv1.DaemonSet {
-	labels := map[string]string{"app": "node-agent"}
-	zero := int64(0)
-	return &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "node-agent", Namespace: "default"},
-		Spec: appsv1.DaemonSetSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
-				TerminationGracePeriodSeconds: &zero,
-				Tolerations:                   []corev1.Toleration{{Operator: corev1.TolerationOpExists}},
-				Containers: []corev1.Container{{Name: "agent", Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{
-					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("200m"), corev1.ResourceMemory: resource.MustParse("256Mi")},
-				}}},
-			}},
-		},
-	}
+	return localstack.DaemonSet("node-agent", "200m", "256Mi", func(s *corev1.PodSpec) {
+		s.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	})
 }
 
 // TestFleetShapeOnAnyLinuxPool runs the kwok provider on the whole embedded AWS

@@ -7,11 +7,9 @@ import (
 	"testing"
 	"time"
 
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/watch"
@@ -88,11 +86,12 @@ func TestDrainEvictsInKarpentersOrder(t *testing.T) {
 		s.Affinity = &corev1.Affinity{PodAffinity: &corev1.PodAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
 			TopologyKey: corev1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}}}}
 	})))
-	must(t, c.Create(ctx, daemonSet("logs", "")))
-	must(t, c.Create(ctx, daemonSet("cni", "system-node-critical")))
-	proxy := daemonSet("proxy", "system-node-critical")
-	proxy.Spec.Template.Spec.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
-	must(t, c.Create(ctx, proxy))
+	critical := func(s *corev1.PodSpec) { s.PriorityClassName = "system-node-critical" }
+	must(t, c.Create(ctx, localstack.DaemonSet("logs", "50m", "64Mi")))
+	must(t, c.Create(ctx, localstack.DaemonSet("cni", "50m", "64Mi", critical)))
+	must(t, c.Create(ctx, localstack.DaemonSet("proxy", "50m", "64Mi", critical, func(s *corev1.PodSpec) {
+		s.Tolerations = []corev1.Toleration{{Operator: corev1.TolerationOpExists}}
+	})))
 	web := allRunning(t, c, "web", 1, 60*time.Second)[0]
 	node := web.Spec.NodeName
 	for _, app := range []string{"dns", "logs", "cni", "proxy"} {
@@ -136,24 +135,5 @@ func TestDrainEvictsInKarpentersOrder(t *testing.T) {
 	// The pod that tolerates every taint was never asked: it goes with the node.
 	if got := strings.Join(order, ","); got != "web,logs,dns,cni" {
 		t.Errorf("pods went in the order %v before the node did, want web, logs, dns, cni", order)
-	}
-}
-
-// daemonSet runs a pod on every node, with the priority class if one is given.
-func daemonSet(name, priorityClass string) *appsv1.DaemonSet {
-	labels := map[string]string{"app": name}
-	zero := int64(0)
-	return &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
-		Spec: appsv1.DaemonSetSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: labels}, Spec: corev1.PodSpec{
-				TerminationGracePeriodSeconds: &zero,
-				PriorityClassName:             priorityClass,
-				Containers: []corev1.Container{{Name: name, Image: "registry.k8s.io/pause:3.10", Resources: corev1.ResourceRequirements{
-					Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("50m"), corev1.ResourceMemory: resource.MustParse("64Mi")},
-				}}},
-			}},
-		},
 	}
 }

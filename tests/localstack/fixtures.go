@@ -77,3 +77,10 @@ func Deployment(name string, replicas int32, cpu, memory string, mutate ...func(
 		},
 	}
 }
+
+// DaemonSet runs a pause pod with these requests on every node it tolerates, with
+// no grace period.
+func DaemonSet(name, cpu, memory string, mutate ...func(*corev1.PodSpec)) *appsv1.DaemonSet {
+	d := Deployment(name, 0, cpu, memory, mutate...)
+	return &appsv1.DaemonSet{ObjectMeta: d.ObjectMeta, Spec: appsv1.DaemonSetSpec{Selector: d.Spec.Selector, Template: d.Spec.Template}}
+}

@@ -159,7 +159,7 @@ func IsProvisionable(pod *corev1.Pod) bool {
 	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		return false
 	}
-	if isDaemonSetPod(pod) || len(pod.Spec.SchedulingGates) > 0 {
+	if scheduling.OwnedByDaemonSet(pod) || len(pod.Spec.SchedulingGates) > 0 {
 		return false
 	}
 	if name := pod.Spec.SchedulerName; name != "" && name != corev1.DefaultSchedulerName {
@@ -171,15 +171,6 @@ func IsProvisionable(pod *corev1.Pod) bool {
 		}
 	}
 	return true
-}
-
-func isDaemonSetPod(pod *corev1.Pod) bool {
-	for _, o := range pod.OwnerReferences {
-		if o.Kind == "DaemonSet" {
-			return true
-		}
-	}
-	return false
 }
 
 // Schedule solves once over the current cluster state. It reports whether pods are

@@ -285,7 +285,7 @@ func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *tim
 			continue
 		}
 		if evictionGroup(pod) != group {
-			// A later group waits until every pod of this one is on its way out.
+			// A later group waits until every pod of this one has been asked.
 			continue
 		}
 		if sizeOf(pod) < wave {
@@ -347,7 +347,7 @@ const (
 // it stops (a log shipper, DNS) are asked to go after it.
 func evictionGroup(pod *corev1.Pod) int {
 	group := 0
-	if ownedByDaemonSet(pod) {
+	if scheduling.OwnedByDaemonSet(pod) {
 		group++
 	}
 	if pod.Spec.PriorityClassName == systemClusterCritical || pod.Spec.PriorityClassName == systemNodeCritical {
@@ -436,13 +436,4 @@ func needsEviction(pod *corev1.Pod) bool {
 		}
 	}
 	return true
-}
-
-func ownedByDaemonSet(pod *corev1.Pod) bool {
-	for _, o := range pod.OwnerReferences {
-		if o.Kind == "DaemonSet" {
-			return true
-		}
-	}
-	return false
 }
