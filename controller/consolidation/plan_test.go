@@ -436,6 +436,33 @@ func TestReplacementsMustSaveATenth(t *testing.T) {
 	}
 }
 
+// Consolidation never launches more nodes than it removes: splitting two large
+// nodes into eight small ones would save a fifth as planned, but kube-scheduler
+// puts the pods on the emptiest nodes, not where the plan put them, and the
+// part-filled small nodes are merged back by the next pass.
+func TestConsolidationNeverGrowsTheNodeCount(t *testing.T) {
+	sized := func(name, cpu string, price float64) *scheduling.InstanceType {
+		return scheduling.NewInstanceType(name, map[string]string{v1.LabelArch: "amd64", v1.LabelOS: "linux"},
+			corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("64Gi"), corev1.ResourcePods: resource.MustParse("110"), corev1.ResourceEphemeralStorage: resource.MustParse("20Gi")},
+			[]scheduling.Offering{{Zone: "a", CapacityType: v1.CapacityTypeOnDemand, Price: price, Available: true}}, scheduling.DefaultAllocatableSettings())
+	}
+	tc := newTestCluster("100%")
+	tc.types = []*scheduling.InstanceType{sized("m.big", "16", 1.0), sized("m.small", "4", 0.2)}
+	for range 2 {
+		n := tc.addNodeIn("m.big", "a", v1.CapacityTypeOnDemand)
+		for range 4 {
+			tc.addPod(n.Name, "3500m", "1Gi", map[string]string{"app": "web"})
+		}
+	}
+	plan, cl := tc.decide(t)
+	if len(plan.Remove) > 0 {
+		t.Errorf("removes %v and launches %d; want the two large nodes kept", names(plan.Remove), len(plan.Replacements))
+	}
+	if b := Replan(cl, cl.Candidates, Options{Now: testNow}); b != nil {
+		t.Errorf("replanned as %s; want no batch that launches more nodes than it removes", b)
+	}
+}
+
 // Full nodes that a cheaper type of the same size would each replace alone go
 // together in one plan, not one a pass as Karpenter's single-node decisions do.
 func TestNodesReplaceableAloneAreReplacedTogether(t *testing.T) {
