@@ -126,6 +126,9 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(manager
 	}); err != nil {
 		return fmt.Errorf("indexing pods by node, %w", err)
 	}
+	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, termination.PodControllerIndex, termination.PodController); err != nil {
+		return fmt.Errorf("indexing pods by controller, %w", err)
+	}
 	built, err := build(mgr)
 	if err != nil {
 		return err

@@ -21,7 +21,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -45,32 +44,14 @@ type Controller struct {
 	clock    clock.Clock
 	recorder record.EventRecorder
 
-	// firstPassDone names the nodes whose drain evicted its largest pods first
-	// (see evictionWave); every later pass evicts all.
-	mu            sync.Mutex
-	firstPassDone sets.Set[string]
+	// waves holds, per node being drained, its drain's first pass (see wave.go).
+	mu    sync.Mutex
+	waves map[string]*firstWave
 }
 
 // NewController wires the controller.
 func NewController(kube client.Client, cloud cloudprovider.CloudProvider, clk clock.Clock, recorder record.EventRecorder) *Controller {
-	return &Controller{kube: kube, cloud: cloud, clock: clk, recorder: recorder, firstPassDone: sets.New[string]()}
-}
-
-// firstPass reports whether this is the node's first drain pass, and marks it done.
-func (c *Controller) firstPass(node string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.firstPassDone.Has(node) {
-		return false
-	}
-	c.firstPassDone.Insert(node)
-	return true
-}
-
-func (c *Controller) forget(node string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.firstPassDone.Delete(node)
+	return &Controller{kube: kube, cloud: cloud, clock: clk, recorder: recorder, waves: map[string]*firstWave{}}
 }
 
 func (c *Controller) Name() string { return "nodeclaim.termination" }
@@ -256,9 +237,11 @@ func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *tim
 	remaining := 0
 	sizeOf := podSizer(node)
 	group := firstEvictionGroup(pods.Items, now)
-	wave := 0.0
-	if c.firstPass(node.Name) {
-		wave = evictionWave(sizeOf, pods.Items, group, now)
+	first, wave := c.wave(node.Name)
+	if first {
+		wave.at, wave.threshold = now, evictionWave(sizeOf, pods.Items, group, now)
+	} else if wave.threshold > 0 && c.landed(ctx, wave, now) {
+		wave.threshold = 0
 	}
 	for i := range pods.Items {
 		pod := &pods.Items[i]
@@ -288,8 +271,8 @@ func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *tim
 			// A later group waits until every pod of this one has been asked.
 			continue
 		}
-		if sizeOf(pod) < wave {
-			// A smaller pod goes in a later pass, once the larger ones are on their way.
+		if sizeOf(pod) < wave.threshold {
+			// A smaller pod goes in a later pass, once the larger ones have landed.
 			continue
 		}
 		eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
@@ -297,6 +280,9 @@ func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *tim
 		metrics.PodsEvictionRequests.WithLabelValues(evictionCode(err)).Inc()
 		if err == nil {
 			metrics.PodsDrained.WithLabelValues(reason).Inc()
+			if first {
+				wave.evicted(pod)
+			}
 		}
 		if err != nil {
 			switch {
@@ -310,29 +296,6 @@ func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *tim
 		}
 	}
 	return remaining, nil
-}
-
-// evictionWave is the smallest size of pod a drain's first pass evicts: half the
-// largest it may evict. The largest pods go first and the rest on the next pass,
-// a second later, so that their replacements reach the scheduler in that order:
-// it puts each pod on the emptiest node that fits, and small pods arriving first
-// would spread over the empty nodes launched for the large ones (a consolidation's
-// replacements) and leave the large ones nowhere to go but a new node. Pods of
-// about one size go together; only one pass waits, so a large pod a
-// PodDisruptionBudget holds never holds the others.
-func evictionWave(sizeOf func(*corev1.Pod) float64, pods []corev1.Pod, group int, now time.Time) float64 {
-	largest := 0.0
-	for i := range pods {
-		pod := &pods[i]
-		if !needsEviction(pod) || pod.DeletionTimestamp != nil || evictionGroup(pod) != group {
-			continue
-		}
-		if protected, _ := v1.PodDoNotDisrupt(pod, now); protected {
-			continue
-		}
-		largest = max(largest, sizeOf(pod))
-	}
-	return largest / 2
 }
 
 // The built-in priority classes a drain treats as critical, as Karpenter does.

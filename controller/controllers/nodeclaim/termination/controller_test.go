@@ -16,8 +16,10 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	clocktesting "k8s.io/utils/clock/testing"
+	"k8s.io/utils/ptr"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
@@ -85,6 +87,7 @@ func newEnv(t *testing.T, nc *v1.NodeClaim, blockEvictions bool, objs ...client.
 	e.kube = fakeclient.NewClientBuilder().WithScheme(scheme.New()).WithObjects(append(objs, nc)...).
 		WithStatusSubresource(&v1.NodeClaim{}, &corev1.Node{}).
 		WithIndex(&corev1.Pod{}, "spec.nodeName", func(o client.Object) []string { return []string{o.(*corev1.Pod).Spec.NodeName} }).
+		WithIndex(&corev1.Pod{}, PodControllerIndex, PodController).
 		WithInterceptorFuncs(funcs).Build()
 	e.cloud = fake.New(clk)
 	e.cloud.AddInstance(&v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: nc.Name}, Status: v1.NodeClaimStatus{ProviderID: providerID}})
@@ -552,5 +555,77 @@ func TestDrainEvictsTheLargestPodsFirst(t *testing.T) {
 	e.reconcile(t)
 	if got := strings.Join(e.evictions, ","); got != "small" {
 		t.Errorf("with a large do-not-disrupt pod the first pass evicted %q, want the small pod", got)
+	}
+}
+
+func ownedBy(rs string) func(*corev1.Pod) {
+	return func(p *corev1.Pod) {
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: rs, UID: types.UID(rs), Controller: ptr.To(true)}}
+	}
+}
+
+// The smaller pods wait until the ReplicaSet has recreated the large pods the first
+// pass evicted and the scheduler has tried each, so the replacements reach the
+// scheduler large first; at most waveWait.
+func TestDrainHoldsTheSmallPodsUntilTheLargePodsReplacementsAreScheduled(t *testing.T) {
+	n := node(corev1.ConditionTrue)
+	n.Status.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("128Gi")}
+	large := func(name string) *corev1.Pod { return pod(name, requests("3500m", "28Gi"), ownedBy("large-rs")) }
+	small := pod("small", requests("900m", "3100Mi"), ownedBy("small-rs"))
+	e := newEnv(t, deletingClaim(nil), false, n, large("large-a"), large("large-b"), small)
+	ctx := context.Background()
+	e.reconcile(t)
+	if got := strings.Join(e.evictions, ","); got != "large-a,large-b" {
+		t.Fatalf("first pass evicted %q, want the two large pods", got)
+	}
+	replacement := func(name string) *corev1.Pod {
+		p := large(name)
+		p.Spec.NodeName = ""
+		p.Status = corev1.PodStatus{Phase: corev1.PodPending}
+		p.CreationTimestamp = metav1.Time{Time: e.clock.Now()}
+		return p
+	}
+	step := func(why string) {
+		t.Helper()
+		e.clock.Step(time.Second)
+		e.reconcile(t)
+		if got := strings.Join(e.evictions, ","); got != "large-a,large-b" {
+			t.Fatalf("%s: evictions are %q, want the small pod held", why, got)
+		}
+	}
+	step("no replacement yet")
+	must(t, e.kube.Create(ctx, replacement("large-c")))
+	bound := replacement("large-d")
+	bound.Spec.NodeName = "other"
+	must(t, e.kube.Create(ctx, bound))
+	step("one replacement waits for the scheduler")
+	p := e.podExists(t, "large-c")
+	p.Status.Conditions = []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionFalse, Reason: corev1.PodReasonUnschedulable}}
+	must(t, e.kube.Status().Update(ctx, p))
+	e.clock.Step(time.Second)
+	e.reconcile(t)
+	if got := strings.Join(e.evictions, ","); got != "large-a,large-b,small" {
+		t.Errorf("with both replacements tried, evictions are %q, want the small pod too", got)
+	}
+
+	// Replacements that never come hold the small pods for waveWait only.
+	e = newEnv(t, deletingClaim(nil), false, n.DeepCopy(), large("large-a"), small.DeepCopy())
+	e.reconcile(t)
+	e.clock.Step(waveWait - time.Second)
+	e.reconcile(t)
+	if got := strings.Join(e.evictions, ","); got != "large-a" {
+		t.Fatalf("before waveWait evictions are %q, want the small pod held", got)
+	}
+	e.clock.Step(time.Second)
+	e.reconcile(t)
+	if got := strings.Join(e.evictions, ","); got != "large-a,small" {
+		t.Errorf("after waveWait evictions are %q, want the small pod too", got)
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
 	}
 }
