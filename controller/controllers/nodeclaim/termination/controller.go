@@ -237,9 +237,14 @@ func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *tim
 	remaining := 0
 	sizeOf := podSizer(node)
 	group := firstEvictionGroup(pods.Items, now)
-	first, wave := c.wave(node.Name)
+	first, wave := c.wave(node.Name, now)
 	if first {
-		wave.at, wave.threshold = now, evictionWave(sizeOf, pods.Items, group, now)
+		others, err := c.podsOfOtherDrains(ctx, node.Name)
+		if err != nil {
+			c.forget(node.Name)
+			return 0, err
+		}
+		wave.threshold = evictionWave(sizeOf, append(pods.Items, others...), group, now)
 	} else if wave.threshold > 0 && c.landed(ctx, wave, now) {
 		wave.threshold = 0
 	}
@@ -281,7 +286,7 @@ func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *tim
 		if err == nil {
 			metrics.PodsDrained.WithLabelValues(reason).Inc()
 			if first {
-				wave.evicted(pod)
+				c.evicted(wave, pod)
 			}
 		}
 		if err != nil {
@@ -336,20 +341,6 @@ func firstEvictionGroup(pods []corev1.Pod, now time.Time) int {
 		}
 	}
 	return first
-}
-
-// podSizer measures a pod on the node: the larger of its cpu and memory requests
-// as shares of the node's allocatable (its cpu request in cores when the node
-// reports none).
-func podSizer(node *corev1.Node) func(*corev1.Pod) float64 {
-	alloc := scheduling.FromResourceList(node.Status.Allocatable)
-	return func(pod *corev1.Pod) float64 {
-		requests := scheduling.PodRequests(pod)
-		if alloc.MilliCPU <= 0 || alloc.Memory <= 0 {
-			return float64(requests.MilliCPU) / 1000
-		}
-		return max(float64(requests.MilliCPU)/float64(alloc.MilliCPU), float64(requests.Memory)/float64(alloc.Memory))
-	}
 }
 
 // evictionCode is the HTTP status the eviction API answered.

@@ -629,3 +629,47 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// A node of small pods drained beside a node of large ones holds its pods back
+// too, until the large pods' replacements are scheduled: ordering each node alone
+// sent the small pods first from nodes that had no large ones.
+func TestDrainHoldsSmallPodsBehindTheLargePodsOfOtherDrains(t *testing.T) {
+	alloc := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("64Gi")}
+	n := node(corev1.ConditionTrue)
+	n.Status.Allocatable = alloc
+	other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "other"}, Status: corev1.NodeStatus{Allocatable: alloc}}
+	otherClaim := deletingClaim(nil)
+	otherClaim.Name, otherClaim.Status.NodeName, otherClaim.Status.ProviderID = "default-b", "other", fake.ProviderIDPrefix+"test-zone-a/i-00002"
+	otherClaim.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	large := pod("large", requests("3500m", "28Gi"), ownedBy("large-rs"))
+	large.Spec.NodeName = "other"
+	e := newEnv(t, deletingClaim(nil), false, n, other, otherClaim, large,
+		pod("small-a", requests("900m", "3100Mi"), ownedBy("small-rs")), pod("small-b", requests("900m", "3100Mi"), ownedBy("small-rs")))
+	ctx := context.Background()
+	e.reconcile(t)
+	if len(e.evictions) != 0 {
+		t.Fatalf("the node of small pods evicted %v while a large pod of another drain had not gone", e.evictions)
+	}
+	nc := &v1.NodeClaim{}
+	must(t, e.kube.Get(ctx, client.ObjectKey{Name: "default-b"}, nc))
+	if _, err := e.c.Reconcile(ctx, nc); err != nil {
+		t.Fatal(err)
+	}
+	if got := strings.Join(e.evictions, ","); got != "large" {
+		t.Fatalf("evictions are %q, want the large pod", got)
+	}
+	e.clock.Step(time.Second)
+	e.reconcile(t)
+	if got := strings.Join(e.evictions, ","); got != "large" {
+		t.Fatalf("before the large pod's replacement was scheduled evictions are %q, want the small pods held", got)
+	}
+	replacement := pod("large-new", requests("3500m", "28Gi"), ownedBy("large-rs"))
+	replacement.Spec.NodeName = "elsewhere"
+	replacement.CreationTimestamp = metav1.Time{Time: e.clock.Now()}
+	must(t, e.kube.Create(ctx, replacement))
+	e.clock.Step(time.Second)
+	e.reconcile(t)
+	if got := strings.Join(e.evictions, ","); got != "large,small-a,small-b" {
+		t.Errorf("once the large pod's replacement was bound evictions are %q, want the small pods too", got)
+	}
+}

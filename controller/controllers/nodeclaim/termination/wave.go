@@ -2,6 +2,8 @@ package termination
 
 import (
 	"context"
+	"fmt"
+	"maps"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -11,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
 // PodControllerIndex indexes Pods by the UID of the object that controls them, so
@@ -32,22 +35,22 @@ func PodController(o client.Object) []string {
 const waveWait = 10 * time.Second
 
 // firstWave is a drain's first pass: when it ran, the size below which it held
-// pods back (0 once they may go), and how many pods it evicted of each
-// ReplicaSet.
+// pods back (0 once they may go; only the node's own drain reads and writes it),
+// and how many pods it evicted of each ReplicaSet.
 type firstWave struct {
 	at        time.Time
 	threshold float64
 	recreated map[types.UID]int
 }
 
-// wave returns the node's first pass, and whether this is it.
-func (c *Controller) wave(node string) (bool, *firstWave) {
+// wave returns the node's first pass, and whether this is it (starting now).
+func (c *Controller) wave(node string, now time.Time) (bool, *firstWave) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if w, ok := c.waves[node]; ok {
 		return false, w
 	}
-	w := &firstWave{recreated: map[types.UID]int{}}
+	w := &firstWave{at: now, recreated: map[types.UID]int{}}
 	c.waves[node] = w
 	return true, w
 }
@@ -61,22 +64,47 @@ func (c *Controller) forget(node string) {
 // evicted counts a pod the first pass evicted toward its ReplicaSet's
 // replacements. Other owners' replacements are not waited for: a StatefulSet
 // recreates a pod only once it has gone, and a bare pod is not recreated.
-func (w *firstWave) evicted(pod *corev1.Pod) {
+func (c *Controller) evicted(w *firstWave, pod *corev1.Pod) {
 	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil && ref.Kind == "ReplicaSet" {
+		c.mu.Lock()
 		w.recreated[ref.UID]++
+		c.mu.Unlock()
 	}
 }
 
-// landed reports whether the pods the first pass held back may go: every
-// ReplicaSet whose pods it evicted has made as many pods since, and the scheduler
-// has tried each (bound it, or found it no node), or waveWait has passed.
-func (c *Controller) landed(ctx context.Context, w *firstWave, now time.Time) bool {
-	if now.Sub(w.at) >= waveWait {
+// landed reports whether the pods the node's first pass held back may go: every
+// drain's first pass of the last waveWait (this node's and the others') has
+// landed, or waveWait has passed since this node's.
+func (c *Controller) landed(ctx context.Context, own *firstWave, now time.Time) bool {
+	if now.Sub(own.at) >= waveWait {
 		return true
 	}
+	c.mu.Lock()
+	recent := make([]*firstWave, 0, len(c.waves))
+	for _, w := range c.waves {
+		if now.Sub(w.at) < waveWait {
+			recent = append(recent, w)
+		}
+	}
+	c.mu.Unlock()
+	for _, w := range recent {
+		if !c.waveLanded(ctx, w) {
+			return false
+		}
+	}
+	return true
+}
+
+// waveLanded reports whether every ReplicaSet whose pods the first pass evicted
+// has made as many pods since, and the scheduler has tried each (bound it, or
+// found it no node).
+func (c *Controller) waveLanded(ctx context.Context, w *firstWave) bool {
+	c.mu.Lock()
+	recreated := maps.Clone(w.recreated)
+	c.mu.Unlock()
 	// Creation timestamps have whole seconds.
 	since := w.at.Truncate(time.Second)
-	for rs, want := range w.recreated {
+	for rs, want := range recreated {
 		var pods corev1.PodList
 		if err := c.kube.List(ctx, &pods, client.MatchingFields{PodControllerIndex: string(rs)}); err != nil {
 			log.FromContext(ctx).Error(err, "listing the replacements of evicted pods; draining the rest without waiting for them")
@@ -100,6 +128,30 @@ func (c *Controller) landed(ctx context.Context, w *firstWave, now time.Time) bo
 	return true
 }
 
+// podsOfOtherDrains lists the pods on the other nodes being drained: a node's first
+// pass holds back its pods that are small beside the largest of any drain, so
+// that a node of small pods does not send them to the scheduler ahead of the
+// large pods of the nodes drained with it.
+func (c *Controller) podsOfOtherDrains(ctx context.Context, node string) ([]corev1.Pod, error) {
+	var claims v1.NodeClaimList
+	if err := c.kube.List(ctx, &claims); err != nil {
+		return nil, fmt.Errorf("listing nodeclaims, %w", err)
+	}
+	var out []corev1.Pod
+	for i := range claims.Items {
+		nc := &claims.Items[i]
+		if nc.DeletionTimestamp == nil || nc.Status.NodeName == "" || nc.Status.NodeName == node {
+			continue
+		}
+		var pods corev1.PodList
+		if err := c.kube.List(ctx, &pods, client.MatchingFields{"spec.nodeName": nc.Status.NodeName}); err != nil {
+			return nil, fmt.Errorf("listing pods of node %s, %w", nc.Status.NodeName, err)
+		}
+		out = append(out, pods.Items...)
+	}
+	return out, nil
+}
+
 // triedToSchedule reports whether the scheduler has tried the unbound pod and
 // found it no node.
 func triedToSchedule(p *corev1.Pod) bool {
@@ -112,16 +164,17 @@ func triedToSchedule(p *corev1.Pod) bool {
 }
 
 // evictionWave is the smallest size of pod a drain's first pass evicts: half the
-// largest it may evict. The largest pods go first and the rest once the
+// largest it may evict, of its own pods and those of the other nodes draining
+// (measured on this node). The largest pods go first and the rest once the
 // replacements of the first have landed (see landed), so that they reach the
 // scheduler in that order: it puts each pod on the emptiest node that fits, and
 // small pods arriving first would spread over the empty nodes launched for the
 // large ones (a consolidation's replacements) and leave the large ones nowhere to
-// go but a new node. A second was not enough: on consolidation-1000-700 a batch of
-// 80 nodes evicts 80 large pods, which the ReplicaSet controller recreates at 20 a
-// second, and the small pods' replacements came in among them. Pods of about one
-// size go together; only one pass waits, so a large pod a PodDisruptionBudget
-// holds never holds the others.
+// go but a new node. On consolidation-1000-700 a second's wait was not enough (a
+// batch of 80 nodes evicts 80 large pods, which the ReplicaSet controller
+// recreates at 20 a second), nor was ordering each node alone (nodes holding only
+// small pods sent them all at once). Pods of about one size go together; only one
+// pass waits, so a large pod a PodDisruptionBudget holds never holds the others.
 func evictionWave(sizeOf func(*corev1.Pod) float64, pods []corev1.Pod, group int, now time.Time) float64 {
 	largest := 0.0
 	for i := range pods {
@@ -135,4 +188,18 @@ func evictionWave(sizeOf func(*corev1.Pod) float64, pods []corev1.Pod, group int
 		largest = max(largest, sizeOf(pod))
 	}
 	return largest / 2
+}
+
+// podSizer measures a pod on the node: the larger of its cpu and memory requests
+// as shares of the node's allocatable (its cpu request in cores when the node
+// reports none).
+func podSizer(node *corev1.Node) func(*corev1.Pod) float64 {
+	alloc := scheduling.FromResourceList(node.Status.Allocatable)
+	return func(pod *corev1.Pod) float64 {
+		requests := scheduling.PodRequests(pod)
+		if alloc.MilliCPU <= 0 || alloc.Memory <= 0 {
+			return float64(requests.MilliCPU) / 1000
+		}
+		return max(float64(requests.MilliCPU)/float64(alloc.MilliCPU), float64(requests.Memory)/float64(alloc.Memory))
+	}
 }
