@@ -137,3 +137,78 @@ func TestDrainEvictsInKarpentersOrder(t *testing.T) {
 		t.Errorf("pods went in the order %v before the node did, want web, logs, dns, cni", order)
 	}
 }
+
+// Two nodes drained together, one of large pods and one of small: the small pods
+// are evicted only once kube-scheduler has tried every replacement the large pods'
+// ReplicaSet made, so the large replacements reach the scheduler first and the
+// small ones cannot take the room meant for them. Read from one pod watch, whose
+// events come in the API server's order.
+func TestDrainSendsTheLargePodsToTheSchedulerFirst(t *testing.T) {
+	stack := startClusterOn(t, testenv.StartStack)
+	c := stack.Client
+	ctx := context.Background()
+	must(t, c.Create(ctx, consolidatingPool("default", "Never")))
+	must(t, c.Create(ctx, localstack.Deployment("small", 4, "200m", "256Mi")))
+	small := allRunning(t, c, "small", 4, 90*time.Second)
+	apart := func(s *corev1.PodSpec) {
+		s.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			TopologyKey: corev1.LabelHostname, LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "small"}}}}}}
+	}
+	must(t, c.Create(ctx, localstack.Deployment("large", 2, "1500m", "6Gi", apart)))
+	large := allRunning(t, c, "large", 2, 90*time.Second)
+	smallNodes := map[string]bool{}
+	for _, p := range small {
+		smallNodes[p.Spec.NodeName] = true
+	}
+	if len(smallNodes) != 1 || large[0].Spec.NodeName != large[1].Spec.NodeName || smallNodes[large[0].Spec.NodeName] {
+		t.Fatalf("want the small pods on one node and the large on another; small on %v, large on %s and %s", smallNodes, large[0].Spec.NodeName, large[1].Spec.NodeName)
+	}
+	original := map[string]bool{large[0].Name: true, large[1].Name: true}
+
+	clientset, err := kubernetes.NewForConfig(stack.Config)
+	must(t, err)
+	pods, err := clientset.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{})
+	must(t, err)
+	defer pods.Stop()
+	// kube-scheduler falls behind for 3 seconds, as it does behind a batch of a
+	// hundred nodes: the small pods must wait for it, not for a fixed second.
+	resume, err := stack.Process("kube-scheduler").Pause()
+	must(t, err)
+	defer resume()
+	time.AfterFunc(3*time.Second, resume)
+	must(t, c.Delete(ctx, claimOfNode(t, c, large[0].Spec.NodeName)))
+	must(t, c.Delete(ctx, claimOfNode(t, c, small[0].Spec.NodeName)))
+
+	// tried names the large pods' replacements kube-scheduler has bound or found no
+	// node for, as the first small pod begins to go.
+	replacements, tried := map[string]bool{}, map[string]bool{}
+	deadline := time.After(2 * time.Minute)
+	for {
+		select {
+		case ev, ok := <-pods.ResultChan():
+			if !ok {
+				t.Fatal("the pod watch ended before a small pod was evicted")
+			}
+			p, isPod := ev.Object.(*corev1.Pod)
+			if !isPod {
+				continue
+			}
+			switch app := p.Labels["app"]; {
+			case app == "large" && !original[p.Name]:
+				replacements[p.Name] = true
+				for _, cond := range p.Status.Conditions {
+					if cond.Type == corev1.PodScheduled {
+						tried[p.Name] = true
+					}
+				}
+			case app == "small" && p.DeletionTimestamp != nil:
+				if len(replacements) < 2 || len(tried) < len(replacements) {
+					t.Errorf("small pod %s was evicted when %d of the large pods' %d replacement(s) had been tried by the scheduler; want both replacements made and tried first", p.Name, len(tried), len(replacements))
+				}
+				return
+			}
+		case <-deadline:
+			t.Fatalf("no small pod was evicted within 2 minutes; large replacements %v, tried %v", replacements, tried)
+		}
+	}
+}

@@ -14,6 +14,8 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"sync"
+	"syscall"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -193,6 +195,27 @@ func (s *Stack) runCmd(name string, cmd *exec.Cmd) (*Process, error) {
 
 // Pid is the process id.
 func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// Pause stops the process (SIGSTOP) until the returned resume is called (SIGCONT;
+// safe to call more than once): a control-plane component that falls behind, for a
+// test to see what the controller does meanwhile.
+func (p *Process) Pause() (resume func(), err error) {
+	if err := p.cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		return nil, fmt.Errorf("pausing %s, %w", p.Name, err)
+	}
+	var once sync.Once
+	return func() { once.Do(func() { _ = p.cmd.Process.Signal(syscall.SIGCONT) }) }, nil
+}
+
+// Process returns the stack's process of that name (the binary's), or nil.
+func (s *Stack) Process(name string) *Process {
+	for _, p := range s.procs {
+		if p.Name == name {
+			return p
+		}
+	}
+	return nil
+}
 
 // Exited is closed when the process ends.
 func (p *Process) Exited() <-chan struct{} { return p.exited }

@@ -44,9 +44,11 @@ type Controller struct {
 	clock    clock.Clock
 	recorder record.EventRecorder
 
-	// waves holds, per node being drained, its drain's first pass (see wave.go).
-	mu    sync.Mutex
-	waves map[string]*firstWave
+	// waves holds, per node being drained, its drain's first pass, and
+	// recentWaves those of the last waveWait, the node drained or not (see wave.go).
+	mu          sync.Mutex
+	waves       map[string]*firstWave
+	recentWaves []*firstWave
 }
 
 // NewController wires the controller.

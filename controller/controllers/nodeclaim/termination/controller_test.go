@@ -658,7 +658,16 @@ func TestDrainHoldsSmallPodsBehindTheLargePodsOfOtherDrains(t *testing.T) {
 	if got := strings.Join(e.evictions, ","); got != "large" {
 		t.Fatalf("evictions are %q, want the large pod", got)
 	}
+	// The large pod's node is empty now and goes; its pod's replacement still
+	// holds the small pods.
 	e.clock.Step(time.Second)
+	must(t, e.kube.Get(ctx, client.ObjectKey{Name: "default-b"}, nc))
+	if _, err := e.c.Reconcile(ctx, nc); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.kube.Get(ctx, client.ObjectKey{Name: "other"}, &corev1.Node{}); !apierrors.IsNotFound(err) {
+		t.Fatalf("the emptied node is still there (%v)", err)
+	}
 	e.reconcile(t)
 	if got := strings.Join(e.evictions, ","); got != "large" {
 		t.Fatalf("before the large pod's replacement was scheduled evictions are %q, want the small pods held", got)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -52,6 +53,7 @@ func (c *Controller) wave(node string, now time.Time) (bool, *firstWave) {
 	}
 	w := &firstWave{at: now, recreated: map[types.UID]int{}}
 	c.waves[node] = w
+	c.recentWaves = append(c.recentWaves, w)
 	return true, w
 }
 
@@ -80,12 +82,10 @@ func (c *Controller) landed(ctx context.Context, own *firstWave, now time.Time) 
 		return true
 	}
 	c.mu.Lock()
-	recent := make([]*firstWave, 0, len(c.waves))
-	for _, w := range c.waves {
-		if now.Sub(w.at) < waveWait {
-			recent = append(recent, w)
-		}
-	}
+	// A node whose pods all went in its first pass is gone before their
+	// replacements are scheduled; its wave still holds the others.
+	c.recentWaves = slices.DeleteFunc(c.recentWaves, func(w *firstWave) bool { return now.Sub(w.at) >= waveWait })
+	recent := slices.Clone(c.recentWaves)
 	c.mu.Unlock()
 	for _, w := range recent {
 		if !c.waveLanded(ctx, w) {
