@@ -73,10 +73,8 @@ func TestTerminationGracePeriodBoundsABlockedDrain(t *testing.T) {
 // drain's taint is not evicted: it goes with the node. The order is read from a
 // watch, which delivers the API server's changes in the order it made them.
 func TestDrainEvictsInKarpentersOrder(t *testing.T) {
-	stack := startClusterOn(t, testenv.StartStackWithDaemonSets)
-	c := stack.Client
+	stack, c := startDrainCluster(t, testenv.StartStackWithDaemonSets)
 	ctx := context.Background()
-	must(t, c.Create(ctx, consolidatingPool("default", "Never")))
 
 	// One node holds the workload and the critical workload (bound to it by pod
 	// affinity), and a pod of each DaemonSet.
@@ -100,11 +98,7 @@ func TestDrainEvictsInKarpentersOrder(t *testing.T) {
 		}
 	}
 
-	clientset, err := kubernetes.NewForConfig(stack.Config)
-	must(t, err)
-	pods, err := clientset.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
-	must(t, err)
-	defer pods.Stop()
+	pods := watchPods(t, stack, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
 	must(t, c.Delete(ctx, claimOfNode(t, c, node)))
 
 	// Each app in the order its pod began to go, until the node is gone.
@@ -144,10 +138,8 @@ func TestDrainEvictsInKarpentersOrder(t *testing.T) {
 // small ones cannot take the room meant for them. Read from one pod watch, whose
 // events come in the API server's order.
 func TestDrainSendsTheLargePodsToTheSchedulerFirst(t *testing.T) {
-	stack := startClusterOn(t, testenv.StartStack)
-	c := stack.Client
+	stack, c := startDrainCluster(t, testenv.StartStack)
 	ctx := context.Background()
-	must(t, c.Create(ctx, consolidatingPool("default", "Never")))
 	must(t, c.Create(ctx, localstack.Deployment("small", 4, "200m", "256Mi")))
 	small := allRunning(t, c, "small", 4, 90*time.Second)
 	apart := func(s *corev1.PodSpec) {
@@ -165,11 +157,7 @@ func TestDrainSendsTheLargePodsToTheSchedulerFirst(t *testing.T) {
 	}
 	original := map[string]bool{large[0].Name: true, large[1].Name: true}
 
-	clientset, err := kubernetes.NewForConfig(stack.Config)
-	must(t, err)
-	pods, err := clientset.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{})
-	must(t, err)
-	defer pods.Stop()
+	pods := watchPods(t, stack, metav1.ListOptions{})
 	// kube-scheduler falls behind for 3 seconds, as it does behind a batch of a
 	// hundred nodes: the small pods must wait for it, not for a fixed second.
 	resume, err := stack.Process("kube-scheduler").Pause()
@@ -211,4 +199,25 @@ func TestDrainSendsTheLargePodsToTheSchedulerFirst(t *testing.T) {
 			t.Fatalf("no small pod was evicted within 2 minutes; large replacements %v, tried %v", replacements, tried)
 		}
 	}
+}
+
+// startDrainCluster starts the cluster with a pool that never consolidates: only
+// the test's deletions drain nodes.
+func startDrainCluster(t *testing.T, start func(testing.TB) *testenv.Stack) (*testenv.Stack, client.Client) {
+	t.Helper()
+	stack := startClusterOn(t, start)
+	must(t, stack.Client.Create(context.Background(), consolidatingPool("default", "Never")))
+	return stack, stack.Client
+}
+
+// watchPods watches the default namespace's pods until the test ends. A watch
+// delivers the API server's changes in the order it made them.
+func watchPods(t *testing.T, stack *testenv.Stack, opts metav1.ListOptions) watch.Interface {
+	t.Helper()
+	clientset, err := kubernetes.NewForConfig(stack.Config)
+	must(t, err)
+	w, err := clientset.CoreV1().Pods("default").Watch(context.Background(), opts)
+	must(t, err)
+	t.Cleanup(w.Stop)
+	return w
 }
