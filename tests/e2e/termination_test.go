@@ -160,12 +160,17 @@ func TestDrainSendsTheLargePodsToTheSchedulerFirst(t *testing.T) {
 	pods := watchPods(t, stack, metav1.ListOptions{})
 	// kube-scheduler falls behind for 3 seconds, as it does behind a batch of a
 	// hundred nodes: the small pods must wait for it, not for a fixed second.
-	resume, err := stack.Process("kube-scheduler").Pause()
+	scheduler := stack.Process("kube-scheduler")
+	if scheduler == nil {
+		t.Fatal("the stack runs no kube-scheduler")
+	}
+	resume, err := scheduler.Pause()
 	must(t, err)
 	defer resume()
 	time.AfterFunc(3*time.Second, resume)
 	must(t, c.Delete(ctx, claimOfNode(t, c, large[0].Spec.NodeName)))
 	must(t, c.Delete(ctx, claimOfNode(t, c, small[0].Spec.NodeName)))
+	deleted := time.Now()
 
 	// tried names the large pods' replacements kube-scheduler has bound or found no
 	// node for, as the first small pod begins to go.
@@ -192,6 +197,11 @@ func TestDrainSendsTheLargePodsToTheSchedulerFirst(t *testing.T) {
 			case app == "small" && p.DeletionTimestamp != nil:
 				if len(replacements) < 2 || len(tried) < len(replacements) {
 					t.Errorf("small pod %s was evicted when %d of the large pods' %d replacement(s) had been tried by the scheduler; want both replacements made and tried first", p.Name, len(tried), len(replacements))
+				}
+				// Released by the replacements' scheduling, not by the drain's
+				// bound on the wait (10 s from the first pass).
+				if waited := time.Since(deleted); waited >= 9*time.Second {
+					t.Errorf("small pod %s was evicted %s after the nodes were deleted; the replacements were tried after about 3 s", p.Name, waited.Round(time.Second))
 				}
 				return
 			}

@@ -44,11 +44,13 @@ type Controller struct {
 	clock    clock.Clock
 	recorder record.EventRecorder
 
-	// waves holds, per node being drained, its drain's first pass, and
-	// recentWaves those of the last waveWait, the node drained or not (see wave.go).
+	// waves holds, per claim being drained, its drain's first pass, and
+	// recentWaves those begun in the last waveWait, the claim gone or not (see
+	// wave.go).
 	mu          sync.Mutex
 	waves       map[string]*firstWave
 	recentWaves []*firstWave
+	landedCheck landedCheck
 }
 
 // NewController wires the controller.
@@ -80,14 +82,14 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 		deadline := terminationDeadline(nc)
 		reason := disruptionReason(nc)
 		if deadline == nil || c.clock.Now().Before(*deadline) {
-			remaining, err := c.drain(ctx, node, deadline, reason)
+			remaining, err := c.drain(ctx, nc.Name, node, deadline, reason)
 			if err != nil {
 				return reconcile.Result{}, err
 			}
 			if remaining > 0 {
 				return reconcile.Result{RequeueAfter: time.Second}, nil
 			}
-		} else if remaining, err := c.drain(ctx, node, deadline, reason); err == nil && remaining > 0 {
+		} else if remaining, err := c.drain(ctx, nc.Name, node, deadline, reason); err == nil && remaining > 0 {
 			// The grace period is the bound on a drain: whatever still runs goes with
 			// the instance, and the pod garbage collector removes it with the node.
 			c.recorder.Eventf(nc, corev1.EventTypeWarning, "TerminationGracePeriodElapsed",
@@ -105,7 +107,6 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 		if err := c.kube.Delete(ctx, node); client.IgnoreNotFound(err) != nil {
 			return reconcile.Result{}, fmt.Errorf("deleting node, %w", err)
 		}
-		c.forget(node.Name)
 
 		// Nodes Karpenter registered carry its termination finalizer; with the
 		// instance gone nothing else would ever release them.
@@ -120,8 +121,12 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 	patch := client.MergeFrom(nc.DeepCopy())
 	controllerutil.RemoveFinalizer(nc, v1.TerminationFinalizer)
 	if err := c.kube.Patch(ctx, nc, patch); err != nil {
+		if apierrors.IsNotFound(err) {
+			c.forget(nc.Name)
+		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
+	c.forget(nc.Name)
 	// Counted once the claim is released, which happens once.
 	pool, zone := nc.Labels[v1.LabelNodePool], nc.Labels[v1.LabelTopologyZone]
 	metrics.NodeClaimsTerminated.WithLabelValues(pool, nc.Labels[v1.LabelCapacityType], zone).Inc()
@@ -230,7 +235,7 @@ const stuckTerminatingMargin = time.Minute
 // period, so that it still ends cleanly before the instance goes: the period
 // exists so that a blocking PDB or do-not-disrupt pod cannot hold a node forever.
 // Evicted pods count in karpenter_pods_drained_total under reason, why the node goes.
-func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *time.Time, reason string) (int, error) {
+func (c *Controller) drain(ctx context.Context, claim string, node *corev1.Node, deadline *time.Time, reason string) (int, error) {
 	var pods corev1.PodList
 	if err := c.kube.List(ctx, &pods, client.MatchingFields{"spec.nodeName": node.Name}); err != nil {
 		return 0, fmt.Errorf("listing pods to drain, %w", err)
@@ -239,12 +244,13 @@ func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *tim
 	remaining := 0
 	sizeOf := podSizer(node)
 	group := firstEvictionGroup(pods.Items, now)
-	first, wave := c.wave(node.Name, now)
+	first, wave := c.wave(claim, now)
 	if first {
 		others, err := c.podsOfOtherDrains(ctx, node.Name)
 		if err != nil {
-			c.forget(node.Name)
-			return 0, err
+			// The order is an optimization; the drain (and a deadline's deletions)
+			// must not wait on it.
+			log.FromContext(ctx).Error(err, "ordering the drain by the other drains' pods; ordering it by its own")
 		}
 		wave.threshold = evictionWave(sizeOf, append(pods.Items, others...), group, now)
 	} else if wave.threshold > 0 && c.landed(ctx, wave, now) {
@@ -288,7 +294,7 @@ func (c *Controller) drain(ctx context.Context, node *corev1.Node, deadline *tim
 		if err == nil {
 			metrics.PodsDrained.WithLabelValues(reason).Inc()
 			if first {
-				c.evicted(wave, pod)
+				c.evictedPod(wave, pod)
 			}
 		}
 		if err != nil {

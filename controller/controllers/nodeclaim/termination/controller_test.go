@@ -2,6 +2,7 @@ package termination
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -680,5 +681,76 @@ func TestDrainHoldsSmallPodsBehindTheLargePodsOfOtherDrains(t *testing.T) {
 	e.reconcile(t)
 	if got := strings.Join(e.evictions, ","); got != "large,small-a,small-b" {
 		t.Errorf("once the large pod's replacement was bound evictions are %q, want the small pods too", got)
+	}
+}
+
+// Two drains that each evict a pod of one ReplicaSet wait for both replacements:
+// the ReplicaSet recreates in order, and the first replacement must not count for
+// both.
+func TestDrainWavesOfOneReplicaSetWaitForAllItsReplacements(t *testing.T) {
+	alloc := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("64Gi")}
+	n := node(corev1.ConditionTrue)
+	n.Status.Allocatable = alloc
+	other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "other"}, Status: corev1.NodeStatus{Allocatable: alloc}}
+	otherClaim := deletingClaim(nil)
+	otherClaim.Name, otherClaim.Status.NodeName, otherClaim.Status.ProviderID = "default-b", "other", fake.ProviderIDPrefix+"test-zone-a/i-00002"
+	otherClaim.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	largeB := pod("large-b", requests("3500m", "28Gi"), ownedBy("large-rs"))
+	largeB.Spec.NodeName = "other"
+	e := newEnv(t, deletingClaim(nil), false, n, other, otherClaim, largeB,
+		pod("large-a", requests("3500m", "28Gi"), ownedBy("large-rs")), pod("small", requests("900m", "3100Mi"), ownedBy("small-rs")))
+	ctx := context.Background()
+	nc := &v1.NodeClaim{}
+	must(t, e.kube.Get(ctx, client.ObjectKey{Name: "default-b"}, nc))
+	if _, err := e.c.Reconcile(ctx, nc); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile(t)
+	if got := strings.Join(e.evictions, ","); got != "large-b,large-a" {
+		t.Fatalf("evictions are %q, want both large pods", got)
+	}
+	replace := func(name string) {
+		p := pod(name, requests("3500m", "28Gi"), ownedBy("large-rs"))
+		p.Spec.NodeName = "elsewhere"
+		p.CreationTimestamp = metav1.Time{Time: e.clock.Now()}
+		must(t, e.kube.Create(ctx, p))
+		e.clock.Step(time.Second)
+		e.reconcile(t)
+	}
+	replace("large-new-1")
+	if got := strings.Join(e.evictions, ","); got != "large-b,large-a" {
+		t.Fatalf("with one of two replacements made, evictions are %q, want the small pod held", got)
+	}
+	replace("large-new-2")
+	if got := strings.Join(e.evictions, ","); got != "large-b,large-a,small" {
+		t.Errorf("with both replacements bound, evictions are %q, want the small pod too", got)
+	}
+}
+
+// A drain's wave is dropped with its claim, even when the node went some other way
+// (a reclaimed instance, kubectl delete node), and the recent waves are only the
+// last waveWait's: a controller that drains nodes all day keeps neither.
+func TestDrainWavesAreForgotten(t *testing.T) {
+	e := newEnv(t, deletingClaim(nil), false, node(corev1.ConditionTrue), pod("web"))
+	e.reconcile(t)
+	must(t, e.kube.Delete(context.Background(), node(corev1.ConditionTrue)))
+	for range 5 {
+		e.clock.Step(waveWait)
+		if e.reconcile(t); e.terminated(t) {
+			break
+		}
+	}
+	if !e.terminated(t) {
+		t.Fatal("the claim whose node vanished was not terminated")
+	}
+	if len(e.c.waves) != 0 {
+		t.Errorf("waves of terminated claims are kept: %v", e.c.waves)
+	}
+	for i := range 100 {
+		e.c.wave(fmt.Sprintf("claim-%d", i), e.clock.Now())
+		e.clock.Step(time.Second)
+	}
+	if n := len(e.c.recentWaves); n > int(waveWait/time.Second)+1 {
+		t.Errorf("%d recent waves kept after 100 drains a second apart, want those of the last %s", n, waveWait)
 	}
 }

@@ -3,7 +3,6 @@ package termination
 import (
 	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"time"
 
@@ -36,77 +35,106 @@ func PodController(o client.Object) []string {
 const waveWait = 10 * time.Second
 
 // firstWave is a drain's first pass: when it ran, the size below which it held
-// pods back (0 once they may go; only the node's own drain reads and writes it),
+// pods back (0 once they may go; only the claim's own drain reads and writes it),
 // and how many pods it evicted of each ReplicaSet.
 type firstWave struct {
 	at        time.Time
 	threshold float64
-	recreated map[types.UID]int
+	evicted   map[types.UID]int
 }
 
-// wave returns the node's first pass, and whether this is it (starting now).
-func (c *Controller) wave(node string, now time.Time) (bool, *firstWave) {
+// wave returns the claim's first pass, and whether this is it (starting now).
+func (c *Controller) wave(claim string, now time.Time) (bool, *firstWave) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if w, ok := c.waves[node]; ok {
+	if w, ok := c.waves[claim]; ok {
 		return false, w
 	}
-	w := &firstWave{at: now, recreated: map[types.UID]int{}}
-	c.waves[node] = w
+	w := &firstWave{at: now, evicted: map[types.UID]int{}}
+	c.waves[claim] = w
+	c.pruneWaves(now)
 	c.recentWaves = append(c.recentWaves, w)
+	c.landedCheck = landedCheck{}
 	return true, w
 }
 
-func (c *Controller) forget(node string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	delete(c.waves, node)
+// pruneWaves drops the waves older than waveWait from recentWaves; c.mu is held.
+func (c *Controller) pruneWaves(now time.Time) {
+	c.recentWaves = slices.DeleteFunc(c.recentWaves, func(w *firstWave) bool { return now.Sub(w.at) >= waveWait })
 }
 
-// evicted counts a pod the first pass evicted toward its ReplicaSet's
+// forget drops the claim's wave once its finalizer is released (its recent wave
+// stays in recentWaves until waveWait has passed).
+func (c *Controller) forget(claim string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.waves, claim)
+}
+
+// evictedPod counts a pod the first pass evicted toward its ReplicaSet's
 // replacements. Other owners' replacements are not waited for: a StatefulSet
 // recreates a pod only once it has gone, and a bare pod is not recreated.
-func (c *Controller) evicted(w *firstWave, pod *corev1.Pod) {
+func (c *Controller) evictedPod(w *firstWave, pod *corev1.Pod) {
 	if ref := metav1.GetControllerOfNoCopy(pod); ref != nil && ref.Kind == "ReplicaSet" {
 		c.mu.Lock()
-		w.recreated[ref.UID]++
+		w.evicted[ref.UID]++
+		c.landedCheck = landedCheck{}
 		c.mu.Unlock()
 	}
 }
 
-// landed reports whether the pods the node's first pass held back may go: every
-// drain's first pass of the last waveWait (this node's and the others') has
-// landed, or waveWait has passed since this node's.
+// landedCheck is the last answer of wavesLanded, reused for half a second: every
+// draining node asks each second, and the answer is the same for all of them.
+type landedCheck struct {
+	at     time.Time
+	landed bool
+}
+
+// landed reports whether the pods the claim's first pass held back may go: the
+// first passes of the last waveWait (this claim's and the others') have landed, or
+// waveWait has passed since this claim's.
 func (c *Controller) landed(ctx context.Context, own *firstWave, now time.Time) bool {
 	if now.Sub(own.at) >= waveWait {
 		return true
 	}
 	c.mu.Lock()
+	if last := c.landedCheck; !last.at.IsZero() && now.Sub(last.at) < 500*time.Millisecond {
+		c.mu.Unlock()
+		return last.landed
+	}
 	// A node whose pods all went in its first pass is gone before their
 	// replacements are scheduled; its wave still holds the others.
-	c.recentWaves = slices.DeleteFunc(c.recentWaves, func(w *firstWave) bool { return now.Sub(w.at) >= waveWait })
-	recent := slices.Clone(c.recentWaves)
-	c.mu.Unlock()
-	for _, w := range recent {
-		if !c.waveLanded(ctx, w) {
-			return false
+	c.pruneWaves(now)
+	evicted := map[types.UID]int{}
+	var since time.Time
+	for _, w := range c.recentWaves {
+		for rs, n := range w.evicted {
+			evicted[rs] += n
+		}
+		if since.IsZero() || w.at.Before(since) {
+			since = w.at
 		}
 	}
-	return true
+	c.mu.Unlock()
+	landed := c.wavesLanded(ctx, evicted, since)
+	c.mu.Lock()
+	c.landedCheck = landedCheck{at: now, landed: landed}
+	c.mu.Unlock()
+	return landed
 }
 
-// waveLanded reports whether every ReplicaSet whose pods the first pass evicted
-// has made as many pods since, and the scheduler has tried each (bound it, or
-// found it no node).
-func (c *Controller) waveLanded(ctx context.Context, w *firstWave) bool {
-	c.mu.Lock()
-	recreated := maps.Clone(w.recreated)
-	c.mu.Unlock()
-	// Creation timestamps have whole seconds.
-	since := w.at.Truncate(time.Second)
-	for rs, want := range recreated {
+// wavesLanded reports whether every ReplicaSet has made, since the first wave
+// began, at least as many pods as the waves evicted of it, and the scheduler has
+// tried each (bound it, or found it no node). Each ReplicaSet is counted over all
+// the waves together: it recreates pods in order, so one wave's count would
+// include the replacements of the pods another evicted before it.
+func (c *Controller) wavesLanded(ctx context.Context, evicted map[types.UID]int, since time.Time) bool {
+	// Creation timestamps have whole seconds, and the API server's clock is not
+	// ours: a second of margin.
+	since = since.Add(-time.Second).Truncate(time.Second)
+	for rs, want := range evicted {
 		var pods corev1.PodList
-		if err := c.kube.List(ctx, &pods, client.MatchingFields{PodControllerIndex: string(rs)}); err != nil {
+		if err := c.kube.List(ctx, &pods, client.MatchingFields{PodControllerIndex: string(rs)}, client.UnsafeDisableDeepCopy); err != nil {
 			log.FromContext(ctx).Error(err, "listing the replacements of evicted pods; draining the rest without waiting for them")
 			return true
 		}
@@ -134,7 +162,7 @@ func (c *Controller) waveLanded(ctx context.Context, w *firstWave) bool {
 // large pods of the nodes drained with it.
 func (c *Controller) podsOfOtherDrains(ctx context.Context, node string) ([]corev1.Pod, error) {
 	var claims v1.NodeClaimList
-	if err := c.kube.List(ctx, &claims); err != nil {
+	if err := c.kube.List(ctx, &claims, client.UnsafeDisableDeepCopy); err != nil {
 		return nil, fmt.Errorf("listing nodeclaims, %w", err)
 	}
 	var out []corev1.Pod
@@ -144,7 +172,7 @@ func (c *Controller) podsOfOtherDrains(ctx context.Context, node string) ([]core
 			continue
 		}
 		var pods corev1.PodList
-		if err := c.kube.List(ctx, &pods, client.MatchingFields{"spec.nodeName": nc.Status.NodeName}); err != nil {
+		if err := c.kube.List(ctx, &pods, client.MatchingFields{"spec.nodeName": nc.Status.NodeName}, client.UnsafeDisableDeepCopy); err != nil {
 			return nil, fmt.Errorf("listing pods of node %s, %w", nc.Status.NodeName, err)
 		}
 		out = append(out, pods.Items...)
@@ -173,8 +201,9 @@ func triedToSchedule(p *corev1.Pod) bool {
 // go but a new node. On consolidation-1000-700 a second's wait was not enough (a
 // batch of 80 nodes evicts 80 large pods, which the ReplicaSet controller
 // recreates at 20 a second), nor was ordering each node alone (nodes holding only
-// small pods sent them all at once). Pods of about one size go together; only one
-// pass waits, so a large pod a PodDisruptionBudget holds never holds the others.
+// small pods sent them all at once). Pods of about one size go together. Only the
+// replacements of pods actually evicted are waited for, so a large pod that a
+// PodDisruptionBudget or do-not-disrupt keeps never holds the others.
 func evictionWave(sizeOf func(*corev1.Pod) float64, pods []corev1.Pod, group int, now time.Time) float64 {
 	largest := 0.0
 	for i := range pods {
