@@ -635,17 +635,8 @@ func must(t *testing.T, err error) {
 // too, until the large pods' replacements are scheduled: ordering each node alone
 // sent the small pods first from nodes that had no large ones.
 func TestDrainHoldsSmallPodsBehindTheLargePodsOfOtherDrains(t *testing.T) {
-	alloc := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("64Gi")}
-	n := node(corev1.ConditionTrue)
-	n.Status.Allocatable = alloc
-	other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "other"}, Status: corev1.NodeStatus{Allocatable: alloc}}
-	otherClaim := deletingClaim(nil)
-	otherClaim.Name, otherClaim.Status.NodeName, otherClaim.Status.ProviderID = "default-b", "other", fake.ProviderIDPrefix+"test-zone-a/i-00002"
-	otherClaim.DeletionTimestamp = &metav1.Time{Time: time.Now()}
-	large := pod("large", requests("3500m", "28Gi"), ownedBy("large-rs"))
-	large.Spec.NodeName = "other"
-	e := newEnv(t, deletingClaim(nil), false, n, other, otherClaim, large,
-		pod("small-a", requests("900m", "3100Mi"), ownedBy("small-rs")), pod("small-b", requests("900m", "3100Mi"), ownedBy("small-rs")))
+	e := newEnv(t, deletingClaim(nil), false, drainingBeside("large",
+		pod("small-a", requests("900m", "3100Mi"), ownedBy("small-rs")), pod("small-b", requests("900m", "3100Mi"), ownedBy("small-rs")))...)
 	ctx := context.Background()
 	e.reconcile(t)
 	if len(e.evictions) != 0 {
@@ -688,17 +679,8 @@ func TestDrainHoldsSmallPodsBehindTheLargePodsOfOtherDrains(t *testing.T) {
 // the ReplicaSet recreates in order, and the first replacement must not count for
 // both.
 func TestDrainWavesOfOneReplicaSetWaitForAllItsReplacements(t *testing.T) {
-	alloc := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("64Gi")}
-	n := node(corev1.ConditionTrue)
-	n.Status.Allocatable = alloc
-	other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "other"}, Status: corev1.NodeStatus{Allocatable: alloc}}
-	otherClaim := deletingClaim(nil)
-	otherClaim.Name, otherClaim.Status.NodeName, otherClaim.Status.ProviderID = "default-b", "other", fake.ProviderIDPrefix+"test-zone-a/i-00002"
-	otherClaim.DeletionTimestamp = &metav1.Time{Time: time.Now()}
-	largeB := pod("large-b", requests("3500m", "28Gi"), ownedBy("large-rs"))
-	largeB.Spec.NodeName = "other"
-	e := newEnv(t, deletingClaim(nil), false, n, other, otherClaim, largeB,
-		pod("large-a", requests("3500m", "28Gi"), ownedBy("large-rs")), pod("small", requests("900m", "3100Mi"), ownedBy("small-rs")))
+	e := newEnv(t, deletingClaim(nil), false, drainingBeside("large-b",
+		pod("large-a", requests("3500m", "28Gi"), ownedBy("large-rs")), pod("small", requests("900m", "3100Mi"), ownedBy("small-rs")))...)
 	ctx := context.Background()
 	nc := &v1.NodeClaim{}
 	must(t, e.kube.Get(ctx, client.ObjectKey{Name: "default-b"}, nc))
@@ -753,4 +735,20 @@ func TestDrainWavesAreForgotten(t *testing.T) {
 	if n := len(e.c.recentWaves); n > int(waveWait/time.Second)+1 {
 		t.Errorf("%d recent waves kept after 100 drains a second apart, want those of the last %s", n, waveWait)
 	}
+}
+
+// drainingBeside is the objects of the test's node (16 cpu, 64Gi) with its pods,
+// and of another node draining beside it, claim default-b, holding one large pod
+// of ReplicaSet large-rs.
+func drainingBeside(largePod string, pods ...client.Object) []client.Object {
+	alloc := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("16"), corev1.ResourceMemory: resource.MustParse("64Gi")}
+	n := node(corev1.ConditionTrue)
+	n.Status.Allocatable = alloc
+	other := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "other"}, Status: corev1.NodeStatus{Allocatable: alloc}}
+	otherClaim := deletingClaim(nil)
+	otherClaim.Name, otherClaim.Status.NodeName, otherClaim.Status.ProviderID = "default-b", "other", fake.ProviderIDPrefix+"test-zone-a/i-00002"
+	otherClaim.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	large := pod(largePod, requests("3500m", "28Gi"), ownedBy("large-rs"))
+	large.Spec.NodeName = "other"
+	return append([]client.Object{n, other, otherClaim, large}, pods...)
 }
