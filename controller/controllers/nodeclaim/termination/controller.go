@@ -118,15 +118,14 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 			}
 		}
 	}
+	// Nothing drains past this point, whether the release below succeeds or is
+	// retried.
+	c.forget(nc.Name)
 	patch := client.MergeFrom(nc.DeepCopy())
 	controllerutil.RemoveFinalizer(nc, v1.TerminationFinalizer)
 	if err := c.kube.Patch(ctx, nc, patch); err != nil {
-		if apierrors.IsNotFound(err) {
-			c.forget(nc.Name)
-		}
 		return reconcile.Result{}, client.IgnoreNotFound(err)
 	}
-	c.forget(nc.Name)
 	// Counted once the claim is released, which happens once.
 	pool, zone := nc.Labels[v1.LabelNodePool], nc.Labels[v1.LabelTopologyZone]
 	metrics.NodeClaimsTerminated.WithLabelValues(pool, nc.Labels[v1.LabelCapacityType], zone).Inc()
