@@ -53,6 +53,7 @@ type Controller struct {
 	// retries spaces out failed launches of a claim; the status writes that record
 	// a failure trigger a Reconcile of their own, which must not retry at once.
 	retries *flowcontrol.Backoff
+	writes  ownWrites
 }
 
 // NewController wires the controller.
@@ -108,10 +109,13 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 		c.forget(nc)
 		return reconcile.Result{}, nil
 	}
+	if c.writes.outdated(nc) {
+		return reconcile.Result{}, nil
+	}
 	if !controllerutil.ContainsFinalizer(nc, v1.TerminationFinalizer) {
 		patch := client.MergeFrom(nc.DeepCopy())
 		controllerutil.AddFinalizer(nc, v1.TerminationFinalizer)
-		if err := c.kube.Patch(ctx, nc, patch); err != nil {
+		if err := c.patchClaim(ctx, nc, patch, false); err != nil {
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
 	}
@@ -144,6 +148,7 @@ func (c *Controller) forget(nc *v1.NodeClaim) {
 	c.launched.Delete(nc.UID)
 	c.refused.Delete(nc.UID)
 	c.retries.DeleteEntry(string(nc.UID))
+	c.writes.forget(nc.UID)
 }
 
 // setCondition sets a condition and reports whether anything changed.

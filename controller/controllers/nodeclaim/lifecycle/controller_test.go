@@ -468,3 +468,108 @@ func TestLaunchNotAsPlannedIsSurfaced(t *testing.T) {
 		t.Errorf("event %q; want a SpotUnavailable Warning", ev)
 	}
 }
+
+// countingWrites counts the claim writes and status writes that reach the API
+// server, and keeps the resourceVersion each one produced.
+func countingWrites(writes, statusWrites *int, versions *[]string) *interceptor.Funcs {
+	return &interceptor.Funcs{
+		Patch: func(ctx context.Context, c client.WithWatch, obj client.Object, patch client.Patch, opts ...client.PatchOption) error {
+			if _, ok := obj.(*v1.NodeClaim); !ok {
+				return c.Patch(ctx, obj, patch, opts...)
+			}
+			*writes++
+			err := c.Patch(ctx, obj, patch, opts...)
+			*versions = append(*versions, obj.GetResourceVersion())
+			return err
+		},
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if _, ok := obj.(*v1.NodeClaim); !ok {
+				return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+			}
+			*statusWrites++
+			err := c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+			*versions = append(*versions, obj.GetResourceVersion())
+			return err
+		},
+	}
+}
+
+// Every write's watch event brings a Reconcile, often before the cache has the
+// write: one that reads a version this process already wrote over does nothing
+// (before, its locked status write failed with a conflict and was retried every
+// 100 ms until the cache caught up), and the current version is reconciled as usual.
+func TestReconcileOfAVersionItWroteOverWritesNothing(t *testing.T) {
+	var writes, statusWrites int
+	var versions []string
+	e := newEnv(t, countingWrites(&writes, &statusWrites, &versions), claim("default-a", time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)))
+	created := e.get(t, "default-a")
+	e.reconcile(t, created)
+	launched := e.get(t, "default-a")
+	if len(versions) != 2 || versions[1] != launched.ResourceVersion {
+		t.Fatalf("the launch wrote versions %v, want its status then its labels, ending at %s", versions, launched.ResourceVersion)
+	}
+	if err := e.kube.Create(context.Background(), readyNode("ip-10-0-0-1", launched.Status.ProviderID, v1.UnregisteredNoExecuteTaint)); err != nil {
+		t.Fatal(err)
+	}
+	// What the cache shows until it has the launch: the claim as created, then the
+	// claim with the launch's status and without its labels.
+	statusOnly := launched.DeepCopy()
+	statusOnly.ResourceVersion = versions[0]
+	writes, statusWrites = 0, 0
+	for _, outdated := range []*v1.NodeClaim{created, statusOnly} {
+		e.reconcile(t, outdated)
+	}
+	if writes+statusWrites != 0 {
+		t.Fatalf("Reconciles of versions this process wrote over made %d writes and %d status writes, want none", writes, statusWrites)
+	}
+	e.reconcile(t, launched)
+	got := e.get(t, "default-a")
+	if !meta.IsStatusConditionTrue(got.Status.Conditions, v1.ConditionTypeRegistered) {
+		t.Fatalf("the current version was not reconciled: %v", got.Status.Conditions)
+	}
+	if n := e.cloud.Creates("default-a"); n != 1 {
+		t.Errorf("Create called %d times, want 1", n)
+	}
+	// Once the current version is read (and nothing more written), nothing older is
+	// remembered: a claim's record does not outlive the lag it covers.
+	e.reconcile(t, got)
+	if _, remembered := e.c.writes.replaced.Load(got.UID); remembered {
+		t.Errorf("the replaced versions are still remembered after the current one was read")
+	}
+}
+
+// A node that is already Ready when it registers is registered and initialized in
+// one status write and one node write.
+func TestReadyNodeIsRegisteredAndInitializedInOneWrite(t *testing.T) {
+	var writes, statusWrites int
+	var versions []string
+	e := newEnv(t, countingWrites(&writes, &statusWrites, &versions), claim("default-a", time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)))
+	e.reconcile(t, e.get(t, "default-a"))
+	launched := e.get(t, "default-a")
+	node := readyNode("ip-10-0-0-1", launched.Status.ProviderID, v1.UnregisteredNoExecuteTaint)
+	if err := e.kube.Create(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+	writes, statusWrites = 0, 0
+	e.reconcile(t, launched)
+	got := e.get(t, "default-a")
+	for _, cond := range []string{v1.ConditionTypeRegistered, v1.ConditionTypeInitialized, v1.ConditionTypeReady} {
+		if !meta.IsStatusConditionTrue(got.Status.Conditions, cond) {
+			t.Errorf("%s is not True: %v", cond, got.Status.Conditions)
+		}
+	}
+	if writes != 0 || statusWrites != 1 {
+		t.Errorf("registration took %d claim writes and %d status writes, want 0 and 1", writes, statusWrites)
+	}
+	n := &corev1.Node{}
+	if err := e.kube.Get(context.Background(), client.ObjectKeyFromObject(node), n); err != nil {
+		t.Fatal(err)
+	}
+	if n.Labels[v1.LabelNodeRegistered] != "true" || n.Labels[v1.LabelNodeInitialized] != "true" {
+		t.Errorf("node labels %v, want registered and initialized", n.Labels)
+	}
+	e.reconcile(t, got)
+	if writes != 0 || statusWrites != 1 {
+		t.Errorf("the next Reconcile wrote again: %d claim writes and %d status writes", writes, statusWrites)
+	}
+}

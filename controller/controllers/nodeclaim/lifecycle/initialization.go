@@ -22,8 +22,8 @@ func (c *Controller) initialize(ctx context.Context, nc *v1.NodeClaim, node *cor
 	}
 	if reason := notInitialized(nc, node); reason != "" {
 		patch := client.MergeFrom(nc.DeepCopy())
-		if c.setCondition(nc, v1.ConditionTypeInitialized, metav1.ConditionUnknown, "NotInitialized", reason) {
-			if err := c.kube.Status().Patch(ctx, nc, patch); err != nil {
+		if c.setInitialized(nc, reason) {
+			if err := c.patchClaim(ctx, nc, patch, true); err != nil {
 				return reconcile.Result{}, err
 			}
 		}
@@ -35,14 +35,24 @@ func (c *Controller) initialize(ctx context.Context, nc *v1.NodeClaim, node *cor
 		return reconcile.Result{}, fmt.Errorf("labelling initialized node, %w", err)
 	}
 	patch := lockedPatch(nc)
-	c.setCondition(nc, v1.ConditionTypeInitialized, metav1.ConditionTrue, "Initialized", "")
-	c.setCondition(nc, v1.ConditionTypeReady, metav1.ConditionTrue, "Ready", "")
-	if err := c.kube.Status().Patch(ctx, nc, patch); err != nil {
+	c.setInitialized(nc, "")
+	if err := c.patchClaim(ctx, nc, patch, true); err != nil {
 		return requeueOnConflict(fmt.Errorf("recording initialization, %w", err))
 	}
 	return reconcile.Result{}, nil
 }
 
+// setInitialized records why the claim's node is not initialized yet or, when
+// reason is empty, that it is initialized and ready; it reports a change.
+func (c *Controller) setInitialized(nc *v1.NodeClaim, reason string) bool {
+	if reason != "" {
+		return c.setCondition(nc, v1.ConditionTypeInitialized, metav1.ConditionUnknown, "NotInitialized", reason)
+	}
+	initialized := c.setCondition(nc, v1.ConditionTypeInitialized, metav1.ConditionTrue, "Initialized", "")
+	return c.setCondition(nc, v1.ConditionTypeReady, metav1.ConditionTrue, "Ready", "") || initialized
+}
+
+// notInitialized says why the node is not initialized yet, or "" when it is.
 func notInitialized(nc *v1.NodeClaim, node *corev1.Node) string {
 	ready := false
 	for _, cond := range node.Status.Conditions {

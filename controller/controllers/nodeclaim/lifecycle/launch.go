@@ -73,7 +73,7 @@ func (c *Controller) launchFailed(ctx context.Context, nc *v1.NodeClaim, launchE
 	}
 	patch := client.MergeFrom(nc.DeepCopy())
 	if c.setCondition(nc, v1.ConditionTypeLaunched, metav1.ConditionFalse, reason, message) {
-		if err := c.kube.Status().Patch(ctx, nc, patch); err != nil {
+		if err := c.patchClaim(ctx, nc, patch, true); err != nil {
 			if apierrors.IsNotFound(err) {
 				return reconcile.Result{}, nil
 			}
@@ -140,7 +140,7 @@ func (c *Controller) recordLaunch(ctx context.Context, nc, launched *v1.NodeClai
 	}
 	c.setCondition(nc, v1.ConditionTypeLaunched, metav1.ConditionTrue, reason, message)
 	c.setCondition(nc, v1.ConditionTypeRegistered, metav1.ConditionUnknown, "AwaitingRegistration", "waiting for the node to register")
-	if err := c.kube.Status().Patch(ctx, nc, statusPatch); err != nil {
+	if err := c.patchClaim(ctx, nc, statusPatch, true); err != nil {
 		if apierrors.IsNotFound(err) {
 			// Deleted while launching: termination has nothing to terminate by
 			// providerID, and garbage collection takes the orphaned instance.
@@ -210,7 +210,7 @@ func (c *Controller) label(ctx context.Context, nc, launched *v1.NodeClaim) erro
 	if !changed {
 		return nil
 	}
-	if err := c.kube.Patch(ctx, nc, patch); err != nil {
+	if err := c.patchClaim(ctx, nc, patch, false); err != nil {
 		return fmt.Errorf("labelling launched nodeclaim, %w", err)
 	}
 	return nil

@@ -71,7 +71,7 @@ func (c *Controller) forgetDropped(ctx context.Context, nc *v1.NodeClaim, node *
 	patch := client.MergeFrom(nc.DeepCopy())
 	delete(nc.Annotations, dovetailv1alpha1.DroppedLabelsAnnotationKey)
 	delete(nc.Annotations, dovetailv1alpha1.DroppedAnnotationsAnnotationKey)
-	if err := c.kube.Patch(ctx, nc, patch); err != nil {
+	if err := c.patchClaim(ctx, nc, patch, false); err != nil {
 		return client.IgnoreNotFound(fmt.Errorf("forgetting the keys taken off node %s, %w", node.Name, err))
 	}
 	return nil
@@ -140,6 +140,13 @@ func (c *Controller) register(ctx context.Context, nc *v1.NodeClaim, node *corev
 		}
 	}
 	desired.Spec.Taints = taints
+	// A node already Ready when it registers is initialized in the same writes, not
+	// in two more: in a scale-out every write waits on a busy API server.
+	registering := !meta.IsStatusConditionTrue(nc.Status.Conditions, v1.ConditionTypeRegistered) || nc.Status.NodeName != node.Name
+	uninitialized := notInitialized(nc, desired)
+	if registering && uninitialized == "" {
+		desired.Labels[v1.LabelNodeInitialized] = "true"
+	}
 	if !ownedBy(desired, nc) {
 		desired.OwnerReferences = append(desired.OwnerReferences, metav1.OwnerReference{
 			APIVersion: v1.SchemeGroupVersion.String(), Kind: "NodeClaim", Name: nc.Name, UID: nc.UID, BlockOwnerDeletion: ptrTo(true),
@@ -154,14 +161,14 @@ func (c *Controller) register(ctx context.Context, nc *v1.NodeClaim, node *corev
 	if err := c.forgetDropped(ctx, nc, desired); err != nil {
 		return err
 	}
-	if meta.IsStatusConditionTrue(nc.Status.Conditions, v1.ConditionTypeRegistered) && nc.Status.NodeName == node.Name {
+	if !registering {
 		return nil
 	}
 	patch := lockedPatch(nc)
 	nc.Status.NodeName = node.Name
 	c.setCondition(nc, v1.ConditionTypeRegistered, metav1.ConditionTrue, "Registered", "")
-	c.setCondition(nc, v1.ConditionTypeInitialized, metav1.ConditionUnknown, "AwaitingInitialization", "waiting for the node to be ready")
-	if err := c.kube.Status().Patch(ctx, nc, patch); err != nil {
+	c.setInitialized(nc, uninitialized)
+	if err := c.patchClaim(ctx, nc, patch, true); err != nil {
 		return fmt.Errorf("recording registration, %w", err)
 	}
 	metrics.NodesCreated.WithLabelValues(nc.Labels[v1.LabelNodePool], node.Labels[v1.LabelTopologyZone]).Inc()
