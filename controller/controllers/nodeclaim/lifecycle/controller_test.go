@@ -515,6 +515,9 @@ func TestReconcileOfAVersionItWroteOverWritesNothing(t *testing.T) {
 	// claim with the launch's status and without its labels.
 	statusOnly := launched.DeepCopy()
 	statusOnly.ResourceVersion = versions[0]
+	for _, k := range launchLabels {
+		delete(statusOnly.Labels, k)
+	}
 	writes, statusWrites = 0, 0
 	for _, outdated := range []*v1.NodeClaim{created, statusOnly} {
 		e.reconcile(t, outdated)
@@ -571,5 +574,89 @@ func TestReadyNodeIsRegisteredAndInitializedInOneWrite(t *testing.T) {
 	e.reconcile(t, got)
 	if writes != 0 || statusWrites != 1 {
 		t.Errorf("the next Reconcile wrote again: %d claim writes and %d status writes", writes, statusWrites)
+	}
+}
+
+// The node sync writes the node's whole taint list. A Reconcile that reads the
+// claim as registered but the Node from before the registration (two watches, the
+// Node's busier) must not write that old list back: the claim's taints would be lost
+// for good (they are synced once) and a startup taint already removed would return.
+func TestOutdatedNodeReadDoesNotUndoRegistration(t *testing.T) {
+	startup := corev1.Taint{Key: "example.com/agent-not-ready", Effect: corev1.TaintEffectNoSchedule}
+	dedicated := corev1.Taint{Key: "dedicated", Value: "gpu", Effect: corev1.TaintEffectNoSchedule}
+	nc := claim("default-a", time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC))
+	nc.Spec.StartupTaints = []corev1.Taint{startup}
+	nc.Spec.Taints = []corev1.Taint{dedicated}
+	var outdatedNode *corev1.Node
+	funcs := &interceptor.Funcs{List: func(ctx context.Context, c client.WithWatch, list client.ObjectList, opts ...client.ListOption) error {
+		if nodes, ok := list.(*corev1.NodeList); ok && outdatedNode != nil {
+			nodes.Items = []corev1.Node{*outdatedNode.DeepCopy()}
+			return nil
+		}
+		return c.List(ctx, list, opts...)
+	}}
+	e := newEnv(t, funcs, nc)
+	e.reconcile(t, e.get(t, "default-a"))
+	launched := e.get(t, "default-a")
+	node := readyNode("ip-10-0-0-1", launched.Status.ProviderID, v1.UnregisteredNoExecuteTaint, startup)
+	if err := e.kube.Create(context.Background(), node); err != nil {
+		t.Fatal(err)
+	}
+	beforeRegistration := &corev1.Node{}
+	must(t, e.kube.Get(context.Background(), client.ObjectKeyFromObject(node), beforeRegistration))
+	e.reconcile(t, launched)
+	registered := e.get(t, "default-a")
+	if !meta.IsStatusConditionTrue(registered.Status.Conditions, v1.ConditionTypeRegistered) {
+		t.Fatalf("not registered: %v", registered.Status.Conditions)
+	}
+	// The agent removes its startup taint; then a Reconcile reads the Node as it was
+	// before the registration.
+	n := &corev1.Node{}
+	must(t, e.kube.Get(context.Background(), client.ObjectKeyFromObject(node), n))
+	patch := client.MergeFrom(n.DeepCopy())
+	n.Spec.Taints = []corev1.Taint{dedicated}
+	must(t, e.kube.Patch(context.Background(), n, patch))
+	outdatedNode = beforeRegistration
+	if _, err := e.c.Reconcile(context.Background(), registered.DeepCopy()); err != nil {
+		t.Fatalf("reconcile: %v", err)
+	}
+	must(t, e.kube.Get(context.Background(), client.ObjectKeyFromObject(node), n))
+	if len(n.Spec.Taints) != 1 || !n.Spec.Taints[0].MatchTaint(&dedicated) {
+		t.Errorf("node taints %v after a Reconcile that read the Node from before registration, want only %s", n.Spec.Taints, dedicated.ToString())
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A write that changed nothing keeps the claim's version: that version is the
+// current one, and remembering it would silence the claim until its next change.
+func TestOwnWritesRememberOnlyReplacedVersions(t *testing.T) {
+	var w ownWrites
+	nc := claim("default-a", time.Time{})
+	w.wrote(nc.UID, "5", "5")
+	nc.ResourceVersion = "5"
+	if w.outdated(nc) {
+		t.Fatalf("a write that changed nothing made the current version outdated")
+	}
+	w.wrote(nc.UID, "5", "6")
+	w.wrote(nc.UID, "6", "7")
+	for _, rv := range []string{"5", "6"} {
+		nc.ResourceVersion = rv
+		if !w.outdated(nc) {
+			t.Errorf("version %s, written over, is not outdated", rv)
+		}
+	}
+	nc.ResourceVersion = "7"
+	if w.outdated(nc) {
+		t.Errorf("the version the last write made is outdated")
+	}
+	nc.ResourceVersion = "5"
+	if w.outdated(nc) {
+		t.Errorf("replaced versions are still remembered after the current one was read")
 	}
 }

@@ -154,7 +154,10 @@ func (c *Controller) register(ctx context.Context, nc *v1.NodeClaim, node *corev
 	}
 	if !equality.Semantic.DeepEqual(desired.Labels, node.Labels) || !equality.Semantic.DeepEqual(desired.Annotations, node.Annotations) ||
 		!equality.Semantic.DeepEqual(desired.Spec.Taints, node.Spec.Taints) || len(desired.OwnerReferences) != len(node.OwnerReferences) {
-		if err := c.kube.Patch(ctx, desired, client.MergeFrom(node)); err != nil {
+		// Locked: the patch replaces the taint list whole, and a Node read from a cache
+		// that lags the registration's own write (the unregistered taint still on it)
+		// would otherwise drop the claim's taints or put back a removed startup taint.
+		if err := c.kube.Patch(ctx, desired, client.MergeFromWithOptions(node, client.MergeFromWithOptimisticLock{})); err != nil {
 			return fmt.Errorf("syncing the node of nodeclaim, %w", err)
 		}
 	}
