@@ -15,13 +15,16 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/flowcontrol"
+	"k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/controller"
 	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
@@ -80,6 +83,7 @@ func (c *Controller) Register(ctx context.Context, mgr manager.Manager) error {
 	return builder.ControllerManagedBy(mgr).Named(c.Name()).
 		For(&v1.NodeClaim{}).
 		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(c.claimForNode)).
+		Watches(&v1.NodeClaim{}, c.deletions()).
 		WithOptions(controller.Options{MaxConcurrentReconciles: 50}).
 		Complete(reconcile.AsReconciler(mgr.GetClient(), c))
 }
@@ -106,7 +110,7 @@ func (c *Controller) claimForNode(ctx context.Context, o client.Object) []reconc
 
 func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile.Result, error) {
 	if nc.DeletionTimestamp != nil {
-		c.forget(nc)
+		c.forget(nc.UID)
 		return reconcile.Result{}, nil
 	}
 	if c.writes.outdated(nc) {
@@ -144,11 +148,21 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 	return c.initialize(ctx, nc, node)
 }
 
-func (c *Controller) forget(nc *v1.NodeClaim) {
-	c.launched.Delete(nc.UID)
-	c.refused.Delete(nc.UID)
-	c.retries.DeleteEntry(string(nc.UID))
-	c.writes.forget(nc.UID)
+// deletions drops what this process remembers of a claim once it is gone. A claim
+// whose finalizer went before a Reconcile saw it deleting is never reconciled
+// again (a missing object ends the Reconcile before it starts), so without this its
+// entries would stay for the life of the process.
+func (c *Controller) deletions() handler.EventHandler {
+	return handler.Funcs{DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[client.Object], _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		c.forget(e.Object.GetUID())
+	}}
+}
+
+func (c *Controller) forget(uid types.UID) {
+	c.launched.Delete(uid)
+	c.refused.Delete(uid)
+	c.retries.DeleteEntry(string(uid))
+	c.writes.forget(uid)
 }
 
 // setCondition sets a condition and reports whether anything changed.

@@ -19,6 +19,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
 	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
+	"sigs.k8s.io/controller-runtime/pkg/event"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
@@ -658,5 +659,47 @@ func TestOwnWritesRememberOnlyReplacedVersions(t *testing.T) {
 	nc.ResourceVersion = "5"
 	if w.outdated(nc) {
 		t.Errorf("replaced versions are still remembered after the current one was read")
+	}
+}
+
+// A claim can be gone before a Reconcile sees it deleting (its finalizer released
+// between two reads); its delete event drops everything remembered of it.
+func TestDeletedClaimIsForgotten(t *testing.T) {
+	created := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+	e := newEnv(t, nil, claim("launched", created), claim("refused", created), claim("failing", created))
+	e.reconcile(t, e.get(t, "launched"))
+	e.cloud.SetCreateErr(cloudprovider.NewInsufficientCapacityError(errors.New("InsufficientInstanceCapacity")))
+	e.reconcile(t, e.get(t, "refused"))
+	e.cloud.SetCreateErr(errors.New("creating fleet, RequestLimitExceeded"))
+	e.reconcile(t, e.get(t, "failing"))
+	remembered := func() []string {
+		var out []string
+		for _, name := range []string{"launched", "refused", "failing"} {
+			uid := types.UID("uid-" + name)
+			if _, ok := e.c.launched.Load(uid); ok {
+				out = append(out, name+" launched")
+			}
+			if _, ok := e.c.refused.Load(uid); ok {
+				out = append(out, name+" refused")
+			}
+			if e.c.retries.Get(string(uid)) > 0 {
+				out = append(out, name+" retried")
+			}
+			if _, ok := e.c.writes.replaced.Load(uid); ok {
+				out = append(out, name+" written")
+			}
+		}
+		return out
+	}
+	want := []string{"launched launched", "launched written", "refused refused", "failing retried", "failing written"}
+	if got := remembered(); strings.Join(got, ",") != strings.Join(want, ",") {
+		t.Fatalf("remembered %v before the deletions, want %v", got, want)
+	}
+	deletions := e.c.deletions()
+	for _, name := range []string{"launched", "refused", "failing"} {
+		deletions.Delete(context.Background(), event.DeleteEvent{Object: e.get(t, name)}, nil)
+	}
+	if got := remembered(); len(got) != 0 {
+		t.Errorf("still remembered after the claims' delete events: %v", got)
 	}
 }

@@ -83,7 +83,7 @@ func (c *Controller) launchFailed(ctx context.Context, nc *v1.NodeClaim, launchE
 	if timedOut {
 		c.recorder.Eventf(nc, corev1.EventTypeWarning, "LaunchTimeout", "No instance launched within %s; deleting the NodeClaim so its pods are planned again. Last error: %v", c.registrationTTL, launchErr)
 		log.FromContext(ctx).Error(launchErr, "launch timed out, deleting nodeclaim", "age", age.String())
-		c.forget(nc)
+		c.forget(nc.UID)
 		return reconcile.Result{}, client.IgnoreNotFound(c.kube.Delete(ctx, nc))
 	}
 	c.recorder.Eventf(nc, corev1.EventTypeWarning, "LaunchFailed", "Launching the NodeClaim failed, retrying: %v", launchErr)
@@ -144,7 +144,7 @@ func (c *Controller) recordLaunch(ctx context.Context, nc, launched *v1.NodeClai
 		if apierrors.IsNotFound(err) {
 			// Deleted while launching: termination has nothing to terminate by
 			// providerID, and garbage collection takes the orphaned instance.
-			c.forget(nc)
+			c.forget(nc.UID)
 			return reconcile.Result{}, nil
 		}
 		return requeueOnConflict(fmt.Errorf("recording launch, %w", err))
