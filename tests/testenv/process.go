@@ -122,6 +122,10 @@ func startControllerProcess(t testing.TB, raw *clientcmdapi.Config, dir string, 
 	if err := clientcmd.WriteToFile(*raw, saKubeconfig); err != nil {
 		t.Fatal(err)
 	}
+	// DEBUG_CONTROLLER_LOG_LEVEL raises the log level of every controller a test starts, for diagnosis.
+	if level := os.Getenv("DEBUG_CONTROLLER_LOG_LEVEL"); level != "" {
+		opts.LogLevel = level
+	}
 	p := &ControllerProcess{t: t, binary: ControllerBinary(t), args: OptionArgs(opts), kubeconfig: saKubeconfig,
 		env:     append(os.Environ(), "AWS_ACCESS_KEY_ID=testing", "AWS_SECRET_ACCESS_KEY=testing", "AWS_EC2_METADATA_DISABLED=true"),
 		logPath: logPath}
