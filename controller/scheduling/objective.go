@@ -275,7 +275,8 @@ func (s *solver) shapeFor(ps *poolState, p *podInfo) demandShape {
 	}
 	heads := p.requests.Times(count)
 	// A pod admitted only after relaxing its preferences is not in the pool's
-	// demand: the rest is what the pool's demand holds beyond the head's replicas.
-	rest := ps.demand.Sub(heads).atLeastZero()
+	// demand: the rest is what the pool's demand holds beyond the head's replicas
+	// and what the existing nodes will take.
+	rest := ps.demand.Sub(ps.absorbed).Sub(heads).atLeastZero()
 	return demandShape{total: rest.Add(heads), head: p.requests, headCount: count, headPerNode: maxPerNode(p, count)}
 }

@@ -41,6 +41,9 @@ type podInfo struct {
 	// class identifies pods with identical scheduling constraints, for caches.
 	class  int
 	placed bool
+	// absorbed is set when the existing nodes' free room is expected to take the
+	// pod (markAbsorbed).
+	absorbed bool
 	// pools are the indexes of the NodePools that admit the pod, for demand.
 	pools []int
 	// bucket holds the pod's fellow replicas.

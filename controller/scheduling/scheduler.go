@@ -27,9 +27,11 @@ type poolState struct {
 	usage           Resources
 	nodes           int64
 	// demand is the unplaced requests of the pods this pool admits; it steers which
-	// instance type a new claim is sized for.
-	demand    Resources
-	universes map[string]sets.Set[string]
+	// instance type a new claim is sized for. absorbed is the part of it the
+	// existing nodes' free room will take (markAbsorbed), which no new claim needs
+	// to be sized for.
+	demand, absorbed Resources
+	universes        map[string]sets.Set[string]
 	// spend is what the pool's nodes and claims cost per hour at the prices the
 	// engine plans with; spendLimit its dovetail.sh/usd-per-hour limit.
 	spend        float64
@@ -133,6 +135,7 @@ func plan(in Input, firstFit bool) (*Results, *solver) {
 		}
 	}
 	sortPods(pods)
+	s.markAbsorbed(pods)
 	s.buildBuckets(pods)
 	var waiting []*podInfo
 	for _, p := range pods {
@@ -489,6 +492,45 @@ func (s *solver) markPlaced(p *podInfo) {
 	}
 	for _, i := range p.pools {
 		s.pools[i].demand = s.pools[i].demand.Sub(p.requests)
+		if p.absorbed {
+			s.pools[i].absorbed = s.pools[i].absorbed.Sub(p.requests)
+		}
+	}
+}
+
+// markAbsorbed finds, in placing order, the pods the existing nodes' free room
+// will take: each pod goes to the first node that fits it, as tryExisting places
+// it before any claim is tried. Their requests are left out of the demand new
+// claims are sized for. Without this, a claim opened for a large pod was sized
+// for the small pods too, which then went to the existing nodes anyway: planning
+// the pods of two nodes with two large and seven small pods each, where the rest
+// of the cluster had room for the small ones, opened four nodes of one large pod
+// each (sized for a mix of large and small) where one node holds the four.
+// Pods that topology constrains or selects, or that need host ports, are left
+// in the demand: whether a node takes them depends on where others go.
+func (s *solver) markAbsorbed(pods []*podInfo) {
+	if len(s.roomy) == 0 {
+		return
+	}
+	free := make([]Resources, len(s.roomy))
+	for i, ns := range s.roomy {
+		free[i] = ns.remaining
+	}
+	for _, p := range pods {
+		if p.placed || len(p.pools) == 0 || len(p.hostPorts) > 0 || len(p.topology) > 0 || len(s.topology.matchingPod(p)) > 0 {
+			continue
+		}
+		for i, ns := range s.roomy {
+			if !p.requests.Fits(free[i]) || toleratesAll(p.tolerations, ns.node.Taints) != nil || !labelsSatisfy(ns.node.Labels, p.requirements) {
+				continue
+			}
+			free[i] = free[i].Sub(p.requests)
+			p.absorbed = true
+			for _, j := range p.pools {
+				s.pools[j].absorbed = s.pools[j].absorbed.Add(p.requests)
+			}
+			break
+		}
 	}
 }
 
