@@ -483,3 +483,41 @@ func TestNodesReplaceableAloneAreReplacedTogether(t *testing.T) {
 	}
 	mustPlaceEveryPod(t, plan)
 }
+
+// When the rest of the cluster has room for the small pods of only some of the
+// nodes each worth replacing alone, as many of them go together as that room and
+// no more new nodes than removed allow, rather than one a pass. Six nodes of two
+// large and seven small pods each: fourteen nodes pinned to their own pod have
+// room for one small pod each, and the other large nodes for two each. All six
+// together would need more new nodes than they remove; the best decision of
+// Karpenter's shape (one new node) takes two; three fit.
+func TestNodesReplaceableAloneAreReplacedTogetherAsFarAsTheClusterHoldsThem(t *testing.T) {
+	sized := func(name, cpu, memory string, price float64) *scheduling.InstanceType {
+		return scheduling.NewInstanceType(name, map[string]string{v1.LabelArch: "amd64", v1.LabelOS: "linux"},
+			corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse(memory), corev1.ResourcePods: resource.MustParse("110"), corev1.ResourceEphemeralStorage: resource.MustParse("20Gi")},
+			[]scheduling.Offering{{Zone: "a", CapacityType: v1.CapacityTypeOnDemand, Price: price, Available: true}}, scheduling.DefaultAllocatableSettings())
+	}
+	tc := newTestCluster("100%")
+	tc.types = []*scheduling.InstanceType{sized("r.xlarge", "4", "32Gi", 0.2), sized("r.2xlarge", "8", "64Gi", 0.4), sized("r.4xlarge", "16", "128Gi", 0.8),
+		sized("m.4xlarge", "16", "64Gi", 0.6), sized("c.large", "2", "8Gi", 0.09)}
+	for range 14 {
+		n := tc.addNodeIn("c.large", "a", v1.CapacityTypeOnDemand)
+		pinned := tc.addPod(n.Name, "1", "256Mi", map[string]string{"app": "pinned"})
+		pinned.Spec.NodeSelector = map[string]string{v1.LabelHostname: n.Name}
+	}
+	for range 6 {
+		n := tc.addNodeIn("r.4xlarge", "a", v1.CapacityTypeOnDemand)
+		for range 2 {
+			tc.addPod(n.Name, "3500m", "28Gi", map[string]string{"app": "large"})
+		}
+		for range 7 {
+			tc.addPod(n.Name, "900m", "3100Mi", map[string]string{"app": "small"})
+		}
+	}
+	plan, _ := tc.decide(t)
+	t.Logf("removes %v, launches %s, saves $%.2f/h", names(plan.Remove), typeNames(plan.Replacements), plan.Savings())
+	if len(plan.Remove) < 3 || len(plan.Replacements) > len(plan.Remove) {
+		t.Errorf("removes %v and launches %s; want three of the large nodes replaced at once, with no more new nodes than removed", names(plan.Remove), typeNames(plan.Replacements))
+	}
+	mustPlaceEveryPod(t, plan)
+}

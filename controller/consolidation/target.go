@@ -187,12 +187,36 @@ func (t *trial) target(cands []*Candidate, opts Options) ([]*Candidate, *schedul
 		}
 	}
 	if len(alone) > 1 {
-		together := t.replace(alone, opts)
-		if together.results != nil && together.savings > best.savings+1e-9 {
+		if together := t.replaceRun(alone, opts); together.results != nil && together.savings > best.savings+1e-9 {
 			best = together
 		}
 	}
 	return best.removed, best.results
+}
+
+// replaceRun replaces all the candidates, or else the longest run of them, in
+// order, that replace accepts. All of them together can fail where a part would
+// not: on consolidation-1000-700, 42 nodes of two large and seven small pods each
+// were each worth replacing alone, but the rest of the cluster had room for only
+// some of their small pods, and the plan for all of them launched more nodes than
+// it removed; the first 12 together saved twelve single replacements' worth in
+// one decision, where one a pass took six minutes.
+func (t *trial) replaceRun(order []*Candidate, opts Options) candidateRun {
+	if all := t.replace(order, opts); all.results != nil {
+		return all
+	}
+	best := candidateRun{}
+	lo, hi := 2, len(order)-1
+	for lo <= hi {
+		mid := (lo + hi) / 2
+		if run := t.replace(order[:mid], opts); run.results != nil {
+			best = run
+			lo = mid + 1
+		} else {
+			hi = mid - 1
+		}
+	}
+	return best
 }
 
 // repack plans the moving pods and every candidate's pods onto the cluster with the
