@@ -135,8 +135,8 @@ func plan(in Input, firstFit bool) (*Results, *solver) {
 		}
 	}
 	sortPods(pods)
-	s.markAbsorbed(pods)
 	s.buildBuckets(pods)
+	s.markAbsorbed(pods)
 	var waiting []*podInfo
 	for _, p := range pods {
 		if p.placed {
@@ -507,7 +507,8 @@ func (s *solver) markPlaced(p *podInfo) {
 // of the cluster had room for the small ones, opened four nodes of one large pod
 // each (sized for a mix of large and small) where one node holds the four.
 // Pods that topology constrains or selects, or that need host ports, are left
-// in the demand: whether a node takes them depends on where others go.
+// in the demand: whether a node takes them depends on where others go. Room only
+// shrinks, so once one replica of a bucket fits nowhere its fellows are not tried.
 func (s *solver) markAbsorbed(pods []*podInfo) {
 	if len(s.roomy) == 0 {
 		return
@@ -516,16 +517,19 @@ func (s *solver) markAbsorbed(pods []*podInfo) {
 	for i, ns := range s.roomy {
 		free[i] = ns.remaining
 	}
+	noRoom := map[*bucket]bool{}
 	for _, p := range pods {
-		if p.placed || len(p.pools) == 0 || len(p.hostPorts) > 0 || len(p.topology) > 0 || len(s.topology.matchingPod(p)) > 0 {
+		if p.placed || noRoom[p.bucket] || len(p.pools) == 0 || len(p.hostPorts) > 0 || len(p.topology) > 0 || len(s.topology.matchingPod(p)) > 0 {
 			continue
 		}
+		noRoom[p.bucket] = true
 		for i, ns := range s.roomy {
 			if !p.requests.Fits(free[i]) || toleratesAll(p.tolerations, ns.node.Taints) != nil || !labelsSatisfy(ns.node.Labels, p.requirements) {
 				continue
 			}
 			free[i] = free[i].Sub(p.requests)
 			p.absorbed = true
+			delete(noRoom, p.bucket)
 			for _, j := range p.pools {
 				s.pools[j].absorbed = s.pools[j].absorbed.Add(p.requests)
 			}
