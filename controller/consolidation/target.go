@@ -205,18 +205,7 @@ func (t *trial) replaceRun(order []*Candidate, opts Options) candidateRun {
 	if all := t.replace(order, opts); all.results != nil {
 		return all
 	}
-	best := candidateRun{}
-	lo, hi := 2, len(order)-1
-	for lo <= hi {
-		mid := (lo + hi) / 2
-		if run := t.replace(order[:mid], opts); run.results != nil {
-			best = run
-			lo = mid + 1
-		} else {
-			hi = mid - 1
-		}
-	}
-	return best
+	return longestRun(order, 2, len(order)-1, func(run []*Candidate) candidateRun { return t.replace(run, opts) })
 }
 
 // repack plans the moving pods and every candidate's pods onto the cluster with the
@@ -284,15 +273,25 @@ func reversed(cands []*Candidate) []*Candidate {
 }
 
 // deletions finds the longest run of the candidates, in removal order, whose pods
-// fit on the rest of the cluster without launching anything. Fitting is close to
-// monotone in the run's length, so a binary search finds it.
+// fit on the rest of the cluster without launching anything.
 func (t *trial) deletions(order []*Candidate) candidateRun {
+	return longestRun(order, 1, len(order), func(run []*Candidate) candidateRun {
+		if r := t.solve(run, false); r != nil {
+			return candidateRun{removed: run, results: r, savings: priceOf(run)}
+		}
+		return candidateRun{}
+	})
+}
+
+// longestRun is the longest run order[:n], from n lo to hi, that plan accepts
+// (gives results for). Accepting is close to monotone in the run's length, so a
+// binary search finds it.
+func longestRun(order []*Candidate, lo, hi int, plan func([]*Candidate) candidateRun) candidateRun {
 	best := candidateRun{}
-	lo, hi := 1, len(order)
 	for lo <= hi {
 		mid := (lo + hi) / 2
-		if r := t.solve(order[:mid], false); r != nil {
-			best = candidateRun{removed: order[:mid], results: r, savings: priceOf(order[:mid])}
+		if run := plan(order[:mid]); run.results != nil {
+			best = run
 			lo = mid + 1
 		} else {
 			hi = mid - 1
