@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -89,7 +90,10 @@ func controllerImage(binary string, certs []byte, o options, goos, goarch, tag s
 	if err := writeTar(&buf, files); err != nil {
 		return nil, err
 	}
-	layer, err := tarball.LayerFromReader(bytes.NewReader(buf.Bytes()), tarball.WithMediaType(types.OCILayer))
+	// An opener over the bytes in memory: LayerFromReader would copy them to a
+	// temporary file it never removes, 90 MB left behind by every release.
+	layer, err := tarball.LayerFromOpener(func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(buf.Bytes())), nil },
+		tarball.WithMediaType(types.OCILayer))
 	if err != nil {
 		return nil, err
 	}

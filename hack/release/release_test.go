@@ -37,8 +37,17 @@ func TestReleaseInstalls(t *testing.T) {
 	host := runtime.GOOS + "/" + runtime.GOARCH
 	o := options{version: version, dist: dist, root: root, imageRepository: "ghcr.io/dovetail-sh/dovetail-controller",
 		providerPlatforms: []string{host}, imagePlatforms: []string{"linux/" + runtime.GOARCH}}
+	// Whatever the build leaves in the temporary directory is left on the
+	// releaser's machine.
+	scratch := t.TempDir()
+	t.Setenv("TMPDIR", scratch)
 	if err := run(context.Background(), o); err != nil {
 		t.Fatal(err)
+	}
+	if left, err := os.ReadDir(scratch); err != nil {
+		t.Fatal(err)
+	} else if len(left) > 0 {
+		t.Errorf("the release left %d files in the temporary directory, the first %s", len(left), left[0].Name())
 	}
 
 	t.Run("sums", func(t *testing.T) {
