@@ -1,0 +1,10 @@
+package bench
+
+import (
+	"os"
+	"testing"
+
+	"github.com/dovetail-sh/dovetail/tests/testenv"
+)
+
+func TestMain(m *testing.M) { os.Exit(testenv.Main(m)) }
