@@ -54,12 +54,16 @@ func StartKubeletStandIn(kube client.Client, api *ec2.Client, cluster string, lo
 	go func() {
 		defer close(done)
 		for ctx.Err() == nil {
+			began := time.Now()
 			if err := k.sync(ctx); err != nil && ctx.Err() == nil {
 				logf("kubelet stand-in: %v", err)
 			}
+			// At least as long as the sync took: over thousands of instances the
+			// emulator's answer takes a while, and the stand-in must not take
+			// more than half its time from the controller's calls.
 			select {
 			case <-ctx.Done():
-			case <-time.After(250 * time.Millisecond):
+			case <-time.After(max(250*time.Millisecond, time.Since(began))):
 			}
 		}
 	}()
@@ -78,13 +82,20 @@ func (k *KubeletStandIn) Registered() int {
 }
 
 func (k *KubeletStandIn) sync(ctx context.Context) error {
-	out, err := k.ec2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
+	// Every page: the emulator answers 100 reservations a page unless asked for
+	// more, and EC2 pages its answers too.
+	var reservations []ec2types.Reservation
+	pages := ec2.NewDescribeInstancesPaginator(k.ec2, &ec2.DescribeInstancesInput{MaxResults: aws.Int32(1000), Filters: []ec2types.Filter{
 		{Name: aws.String("tag:" + dtaws.ClusterTag(k.cluster)), Values: []string{"owned"}},
 	}})
-	if err != nil {
-		return err
+	for pages.HasMorePages() {
+		out, err := pages.NextPage(ctx)
+		if err != nil {
+			return err
+		}
+		reservations = append(reservations, out.Reservations...)
 	}
-	for _, r := range out.Reservations {
+	for _, r := range reservations {
 		for i := range r.Instances {
 			inst := &r.Instances[i]
 			id := aws.ToString(inst.InstanceId)
