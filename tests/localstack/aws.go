@@ -53,8 +53,12 @@ func SeedAWS(ctx context.Context, clients *dtaws.Clients, discovery, cidrPrefix 
 	// The SDK retries a request whose response was cut off ("use of closed network
 	// connection"), so a create the emulator already did can come back as a conflict:
 	// each create below then finds what the first attempt made.
+	// A /20 a zone, 4,091 addresses: a /24 holds 251 instances, fewer than one
+	// zone of a 2,000-node fleet, and the emulator fails a launch into a full
+	// subnet with an internal error where EC2 answers
+	// InsufficientFreeAddressesInSubnet.
 	for i, zone := range zones {
-		cidr := fmt.Sprintf("%s.%d.0/24", cidrPrefix, i+1)
+		cidr := fmt.Sprintf("%s.%d.0/20", cidrPrefix, 16*i)
 		s, err := clients.EC2.CreateSubnet(ctx, &ec2.CreateSubnetInput{VpcId: vpc.Vpc.VpcId, CidrBlock: aws.String(cidr), AvailabilityZone: aws.String(zone),
 			TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeSubnet, Tags: tags}}})
 		switch {
