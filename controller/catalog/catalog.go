@@ -169,6 +169,7 @@ func (e Entry) NodeLabels() map[string]string {
 // ForEngine converts the catalog for the scheduling engine.
 func (f *File) ForEngine(settings scheduling.AllocatableSettings) []*scheduling.InstanceType {
 	out := make([]*scheduling.InstanceType, 0, len(f.InstanceTypes))
+	shared := scheduling.RequirementCache{}
 	for _, e := range f.InstanceTypes {
 		offerings := make([]scheduling.Offering, len(e.Offerings))
 		for i, o := range e.Offerings {
@@ -176,12 +177,12 @@ func (f *File) ForEngine(settings scheduling.AllocatableSettings) []*scheduling.
 		}
 		labels := e.NodeLabels()
 		delete(labels, v1.LabelOS)
-		it := scheduling.NewInstanceType(e.Name, labels, e.Capacity(), offerings, settings)
+		it := shared.InstanceType(e.Name, labels, e.Capacity(), offerings, settings)
 		oses := e.OperatingSystems
 		if len(oses) == 0 {
 			oses = []string{"linux"}
 		}
-		it.Requirements[v1.LabelOS] = scheduling.MustRequirement(v1.LabelOS, v1.OpIn, oses...)
+		it.Requirements[v1.LabelOS] = shared.In(v1.LabelOS, oses...)
 		out = append(out, it)
 	}
 	return out
