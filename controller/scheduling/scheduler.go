@@ -62,7 +62,6 @@ type claim struct {
 
 type nodeState struct {
 	node      *ExistingNode
-	reqs      Requirements
 	remaining Resources
 	hostPorts []hostPort
 	placed    []*podInfo
@@ -306,7 +305,7 @@ func (s *solver) buildPods(pods []*corev1.Pod, volumes map[types.UID]VolumeTopol
 
 func (s *solver) buildNodes(nodes []*ExistingNode) {
 	for _, n := range nodes {
-		ns := &nodeState{node: n, reqs: FromLabels(n.Labels), remaining: n.Allocatable}
+		ns := &nodeState{node: n, remaining: n.Allocatable}
 		for _, pod := range n.Pods {
 			ns.remaining = ns.remaining.Sub(PodRequests(pod))
 			ns.hostPorts = append(ns.hostPorts, podHostPorts(pod)...)
