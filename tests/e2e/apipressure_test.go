@@ -40,9 +40,9 @@ func karpenterSteadyEC2PerMinute(nodes int) (describeInstances, total float64) {
 // launches share their calls: a launch template is created once, however many
 // launches need it at once, and the check each launch makes for an instance
 // already launched for its claim is batched. AWS_PRESSURE_NODES sets the fleet
-// (40 by default). On two cores 250 is as far as the emulator goes: by 500
-// instances one DescribeInstances of them all took it minutes, and launches timed
-// out waiting on it.
+// (40 by default). On two cores 250 is as far as the emulator goes: while the
+// second 250 launched, one DescribeInstances of all 300 instances waited minutes
+// for it, and launches timed out waiting on it.
 func TestAWSAPIPressure(t *testing.T) {
 	nodes := envInt("AWS_PRESSURE_NODES", 40)
 	pc := startAWSClusterProcesses(t, processClusterOptions{replicas: 1, leaderElect: true})
