@@ -53,6 +53,7 @@ func SeedAWS(ctx context.Context, clients *dtaws.Clients, discovery, cidrPrefix 
 	// The SDK retries a request whose response was cut off ("use of closed network
 	// connection"), so a create the emulator already did can come back as a conflict:
 	// each create below then finds what the first attempt made.
+	//
 	// A /20 a zone, 4,091 addresses: a /24 holds 251 instances, fewer than one
 	// zone of a 2,000-node fleet, and the emulator fails a launch into a full
 	// subnet with an internal error where EC2 answers

@@ -84,7 +84,6 @@ func (k *KubeletStandIn) Registered() int {
 func (k *KubeletStandIn) sync(ctx context.Context) error {
 	// Every page: the emulator answers 100 reservations a page unless asked for
 	// more, and EC2 pages its answers too.
-	var reservations []ec2types.Reservation
 	pages := ec2.NewDescribeInstancesPaginator(k.ec2, &ec2.DescribeInstancesInput{MaxResults: aws.Int32(1000), Filters: []ec2types.Filter{
 		{Name: aws.String("tag:" + dtaws.ClusterTag(k.cluster)), Values: []string{"owned"}},
 	}})
@@ -93,8 +92,16 @@ func (k *KubeletStandIn) sync(ctx context.Context) error {
 		if err != nil {
 			return err
 		}
-		reservations = append(reservations, out.Reservations...)
+		if err := k.syncPage(ctx, out.Reservations); err != nil {
+			return err
+		}
 	}
+	return nil
+}
+
+// syncPage registers the running instances of one page and removes the nodes of
+// its terminated ones.
+func (k *KubeletStandIn) syncPage(ctx context.Context, reservations []ec2types.Reservation) error {
 	for _, r := range reservations {
 		for i := range r.Instances {
 			inst := &r.Instances[i]

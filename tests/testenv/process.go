@@ -23,7 +23,6 @@ import (
 
 var built struct {
 	once sync.Once
-	dir  string
 	path string
 	err  error
 }
@@ -33,8 +32,8 @@ var built struct {
 // directory. A package that starts the controller calls it from TestMain.
 func Main(m *testing.M) int {
 	code := m.Run()
-	if built.dir != "" {
-		if err := os.RemoveAll(built.dir); err != nil {
+	if built.path != "" {
+		if err := os.RemoveAll(filepath.Dir(built.path)); err != nil {
 			fmt.Fprintf(os.Stderr, "removing the test-built controller: %v\n", err)
 		}
 	}
@@ -56,7 +55,7 @@ func ControllerBinary(t testing.TB) string {
 			built.err = err
 			return
 		}
-		built.dir, built.path = dir, filepath.Join(dir, "dovetail-controller")
+		built.path = filepath.Join(dir, "dovetail-controller")
 		cmd := exec.Command("go", "build", "-o", built.path, "./controller/cmd/controller")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
