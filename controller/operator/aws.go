@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
-	ctrl "sigs.k8s.io/controller-runtime"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 
 	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
@@ -55,8 +55,8 @@ func newAWSCloud(ctx context.Context, opts Options, cfg *rest.Config, mgr manage
 	}
 	settings.KubernetesVersion = version
 	clk := clock.RealClock{}
-	log := ctrl.Log.WithName("aws")
-	prices := pricing.NewProvider(clients.EC2, clients.Pricing, settings.Region, settings.IsolatedVPC, clk, log.WithName("pricing"))
+	logger := log.FromContext(ctx).WithName("aws")
+	prices := pricing.NewProvider(clients.EC2, clients.Pricing, settings.Region, settings.IsolatedVPC, clk, logger.WithName("pricing"))
 	provider := dtaws.New(mgr.GetClient(), clients.EC2, settings, prices, clk)
 	amis := &nodeclass.AMIResolver{EC2: clients.EC2, SSM: clients.SSM, SSMPrefix: settings.SSMPrefix, KubernetesVersion: version}
 	classStatus := status.NewController(mgr.GetClient(), clients.EC2, amis, clients.IAM, settings.ClusterName, settings.Region, clk)
@@ -77,7 +77,7 @@ func newAWSCloud(ctx context.Context, opts Options, cfg *rest.Config, mgr manage
 		// loading the region's catalog.
 		Runnables: []manager.Runnable{everyReplica(prices.Run), everyReplica(func(ctx context.Context) error {
 			if err := provider.WarmUp(ctx); err != nil {
-				log.Error(err, "loading instance types ahead of the first launch; the first launch will load them")
+				logger.Error(err, "loading instance types ahead of the first launch; the first launch will load them")
 			}
 			return nil
 		})},
@@ -87,7 +87,7 @@ func newAWSCloud(ctx context.Context, opts Options, cfg *rest.Config, mgr manage
 			return []Controller{interruption.NewController(mgr.GetClient(), clients.SQS, opts.InterruptionQueue, p, provider.Unavailable(), recorder, clk)}
 		}
 	} else {
-		log.Info("no --interruption-queue: spot interruptions and scheduled maintenance are not handled ahead of time")
+		logger.Info("no --interruption-queue: spot interruptions and scheduled maintenance are not handled ahead of time")
 	}
 	return cloud, nil
 }

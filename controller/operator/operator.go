@@ -23,6 +23,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	ctrlconfig "sigs.k8s.io/controller-runtime/pkg/config"
 	"sigs.k8s.io/controller-runtime/pkg/healthz"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	metricsserver "sigs.k8s.io/controller-runtime/pkg/metrics/server"
 
@@ -78,29 +79,37 @@ type Cloud struct {
 // Run builds the manager with every controller and runs it until ctx ends, with the
 // cloud provider the options name.
 func Run(ctx context.Context, opts Options, cfg *rest.Config) error {
-	return run(ctx, opts, cfg, func(mgr manager.Manager) (*Cloud, error) {
+	return run(ctx, opts, cfg, func(ctx context.Context, mgr manager.Manager) (*Cloud, error) {
 		return newCloud(ctx, opts, cfg, mgr)
 	})
 }
 
 // RunWith is Run with the cloud provider given; tests use it to fail launches.
 func RunWith(ctx context.Context, opts Options, cfg *rest.Config, newProvider CloudProviderFactory) error {
-	return run(ctx, opts, cfg, func(mgr manager.Manager) (*Cloud, error) {
+	return run(ctx, opts, cfg, func(_ context.Context, mgr manager.Manager) (*Cloud, error) {
 		p, err := newProvider(mgr.GetClient())
 		return &Cloud{Provider: p}, err
 	})
 }
 
-func run(ctx context.Context, opts Options, cfg *rest.Config, build func(manager.Manager) (*Cloud, error)) error {
+func run(ctx context.Context, opts Options, cfg *rest.Config, build func(context.Context, manager.Manager) (*Cloud, error)) error {
 	if err := opts.Validate(); err != nil {
 		return err
 	}
+	logger := opts.Logger
+	if logger.GetSink() == nil {
+		logger = ctrl.Log
+	}
+	// Runnables and reconcilers log through the context, so everything this run
+	// starts logs where the options say.
+	ctx = log.IntoContext(ctx, logger)
 	cfg = rest.CopyConfig(cfg)
 	if opts.KubeClientQPS > 0 {
 		cfg.QPS, cfg.Burst = float32(opts.KubeClientQPS), opts.KubeClientBurst
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
 		Scheme:                  Scheme(),
+		Logger:                  logger,
 		Metrics:                 metricsserver.Options{BindAddress: portAddress(opts.BindAddress, opts.MetricsPort), ExtraHandlers: profilingHandlers(opts.EnableProfiling)},
 		HealthProbeBindAddress:  portAddress(opts.BindAddress, opts.HealthProbePort),
 		LeaderElection:          opts.LeaderElect,
@@ -129,7 +138,7 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(manager
 	if err := mgr.GetFieldIndexer().IndexField(ctx, &corev1.Pod{}, termination.PodControllerIndex, termination.PodController); err != nil {
 		return fmt.Errorf("indexing pods by controller, %w", err)
 	}
-	built, err := build(mgr)
+	built, err := build(ctx, mgr)
 	if err != nil {
 		return err
 	}
@@ -217,7 +226,7 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(manager
 	}); err != nil {
 		return err
 	}
-	ctrl.Log.WithName("operator").Info("starting", "cloudProvider", cloud.Name(), "clusterName", opts.ClusterName,
+	logger.WithName("operator").Info("starting", "cloudProvider", cloud.Name(), "clusterName", opts.ClusterName,
 		"batchIdleDuration", opts.BatchIdleDuration.String(), "batchMaxDuration", opts.BatchMaxDuration.String(), "featureGates", opts.FeatureGates.String())
 	return mgr.Start(ctx)
 }

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/aws/smithy-go/middleware"
+	"github.com/go-logr/logr"
 	"go.uber.org/zap/zapcore"
 
 	"github.com/dovetail-sh/dovetail/controller/operator/nodecosts"
@@ -63,6 +64,10 @@ type Options struct {
 	// EnableProfiling serves Go's pprof on the metrics endpoint (Karpenter's
 	// ENABLE_PROFILING).
 	EnableProfiling bool
+	// Logger is where this controller logs; the zero Logger means controller-runtime's
+	// global one. Tests that run several controllers in one process give each its
+	// own, because the global logger can be set only once.
+	Logger logr.Logger
 	// AWS provider settings, named as Karpenter names them.
 	AWSRegion          string
 	ClusterEndpoint    string

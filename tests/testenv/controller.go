@@ -5,9 +5,13 @@ import (
 	"errors"
 	"os"
 	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"go.uber.org/zap/zapcore"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apiserver/pkg/authentication/serviceaccount"
 	"k8s.io/client-go/rest"
@@ -53,15 +57,21 @@ func RunController(t testing.TB, cfg *rest.Config, dir string, opts operator.Opt
 		t.Fatalf("leader election in %q: the installed Role grants leases only in %q, where the Deployment's POD_NAMESPACE puts them", opts.LeaderElectionNamespace, InstallNamespace)
 	}
 	logPath := filepath.Join(dir, "controller.log")
-	// DEBUG_CONTROLLER_LOG keeps the whole log after the test, for diagnosis.
-	if p := os.Getenv("DEBUG_CONTROLLER_LOG"); p != "" {
-		logPath = p
-	}
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctrl.SetLogger(zap.New(zap.WriteTo(logFile), zap.JSONEncoder()))
+	// DEBUG_CONTROLLER_LOG_LEVEL and DEBUG_CONTROLLER_LOG_DIR do for this controller
+	// what they do for a controller process: see ControllerProcess.
+	level := zapcore.InfoLevel
+	if os.Getenv("DEBUG_CONTROLLER_LOG_LEVEL") == "debug" {
+		level = zapcore.DebugLevel
+	}
+	// Each controller gets a logger of its own: controller-runtime's global logger
+	// takes only the first SetLogger, so every later test in the package would
+	// otherwise log into the first test's file and fail with no controller output.
+	opts.Logger = zap.New(zap.WriteTo(logFile), zap.JSONEncoder(), zap.Level(level))
+	silenceGlobalLogger.Do(func() { ctrl.SetLogger(logr.Discard()) })
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() {
@@ -82,6 +92,16 @@ func RunController(t testing.TB, cfg *rest.Config, dir string, opts operator.Opt
 			t.Errorf("controller did not stop within 15s")
 		}
 		_ = logFile.Close()
+		if keep := os.Getenv("DEBUG_CONTROLLER_LOG_DIR"); keep != "" {
+			if raw, err := os.ReadFile(logPath); err == nil {
+				// -count=N runs a test N times: each run keeps a file of its own.
+				name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+				if f, err := os.CreateTemp(keep, name+"-*-controller.log"); err == nil {
+					_, _ = f.Write(raw)
+					_ = f.Close()
+				}
+			}
+		}
 		if t.Failed() {
 			raw, _ := os.ReadFile(logPath)
 			if len(raw) > 6000 {
@@ -96,6 +116,10 @@ func RunController(t testing.TB, cfg *rest.Config, dir string, opts operator.Opt
 	case <-time.After(500 * time.Millisecond):
 	}
 }
+
+// silenceGlobalLogger settles controller-runtime's global logger, which only code
+// outside the manager uses, so it does not warn that it was never set.
+var silenceGlobalLogger sync.Once
 
 // InstallNamespace is where a default install puts the controller and its ServiceAccount.
 var InstallNamespace = templates.DefaultValues().Namespace
