@@ -14,7 +14,7 @@ import (
 // removals, in order, as the pool's budget for their reason allows (a budget is
 // shared by the reasons it covers), as one emptiness batch and one consolidation
 // batch with the replacements its pods go to.
-func batches(cl *Cluster, plan *Plan, r *scheduling.Results, allowed map[string]map[v1.DisruptionReason]int, blocked []Blocked) ([]*Batch, []Blocked) {
+func batches(cl *Cluster, plan *Plan, r *scheduling.Results, allowed map[string]map[v1.DisruptionReason]int, blocked []Blocked, opts Options) ([]*Batch, []Blocked) {
 	used := map[string]int{}
 	// evicting counts, per PodDisruptionBudget, the pods the batches starting now
 	// evict: a node whose pods would take a budget past what it allows at once
@@ -55,7 +55,31 @@ func batches(cl *Cluster, plan *Plan, r *scheduling.Results, allowed map[string]
 	}
 	under.Type = typeOf(under.Candidates)
 	under.Replacements, under.Awaits = destinations(cl, under.Candidates, r)
+	if len(under.Replacements) > 0 && len(under.Candidates) < underutilized(plan.Remove) {
+		// A budget or a PodDisruptionBudget holds part of the plan back, and the
+		// nodes held stay while this batch drains. kube-scheduler puts each evicted
+		// pod on the node that fits with the most room left, which is often one of
+		// them rather than the new node the plan sized for pods of several batches:
+		// the new node stays empty, is removed, and the pods move again in the next
+		// batch. So the batch is planned alone, onto the nodes that stay, as
+		// Karpenter plans each of its moves; the plan's replacements remain for
+		// pods that fit nowhere else.
+		if alone := replanBeside(cl, under.Candidates, empty.Candidates, opts); alone != nil {
+			under = alone
+		}
+	}
 	return append(out, under), blocked
+}
+
+// underutilized counts the candidates that are not empty.
+func underutilized(cands []*Candidate) int {
+	n := 0
+	for _, c := range cands {
+		if !c.Empty() {
+			n++
+		}
+	}
+	return n
 }
 
 func typeOf(cands []*Candidate) string {
@@ -106,10 +130,20 @@ func destinations(cl *Cluster, cands []*Candidate, r *scheduling.Results) ([]*sc
 // the move. A batch whose replacements were sized for more candidates than have
 // held for the validation delay goes this way with the part that has.
 func Replan(cl *Cluster, cands []*Candidate, opts Options) *Batch {
+	return replanBeside(cl, cands, nil, opts)
+}
+
+// replanBeside is Replan with the nodes of a batch starting beside it (others)
+// gone too, so no pod is planned onto them.
+func replanBeside(cl *Cluster, cands, others []*Candidate, opts Options) *Batch {
 	if len(cands) == 0 {
 		return nil
 	}
-	run := newTrial(cl).replace(cands, opts)
+	t := newTrial(cl)
+	for _, c := range others {
+		t.alsoGone.Insert(c.Node.Name, c.Claim.Name)
+	}
+	run := t.replace(cands, opts)
 	if run.results == nil || run.savings <= 1e-9 || len(failingScores(cands, run.results, cl.Totals)) > 0 {
 		return nil
 	}

@@ -145,7 +145,7 @@ func Decide(cl *Cluster, allowed map[string]map[v1.DisruptionReason]int, opts Op
 			plan.Blocked = append(plan.Blocked, Blocked{c, "no cheaper fit: the cluster needs the node for its pods, and no cheaper node would hold them"})
 		}
 	}
-	plan.Batches, plan.Blocked = batches(cl, plan, results, allowed, plan.Blocked)
+	plan.Batches, plan.Blocked = batches(cl, plan, results, allowed, plan.Blocked, opts)
 	return plan
 }
 

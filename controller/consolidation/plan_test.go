@@ -521,3 +521,60 @@ func TestNodesReplaceableAloneAreReplacedTogetherAsFarAsTheClusterHoldsThem(t *t
 	}
 	mustPlaceEveryPod(t, plan)
 }
+
+// A batch the budget cuts from a plan that launches new nodes is planned alone:
+// when its pods fit on the nodes that stay, it launches nothing. kube-scheduler
+// would put them on those nodes (the ones with the most room left) and leave a
+// replacement sized for the whole plan empty.
+func TestBudgetCutBatchIsPlannedOntoTheNodesThatStay(t *testing.T) {
+	build := func(budget string) *Plan {
+		tc := newTestCluster(budget)
+		tc.addNode("m.2xlarge", 1, "1")
+		tc.addNode("m.2xlarge", 1, "1")
+		tc.addNode("m.2xlarge", 2, "1")
+		plan, _ := tc.decide(t)
+		return plan
+	}
+	whole := build("100%")
+	if len(whole.Replacements) == 0 || len(whole.Batches) != 1 || len(whole.Batches[0].Replacements) == 0 {
+		t.Fatalf("the whole plan removes %v and launches %d in batches %v; want a repack onto new nodes", names(whole.Remove), len(whole.Replacements), whole.Batches)
+	}
+	cut := build("1")
+	if len(cut.Batches) != 1 || len(cut.Batches[0].Candidates) != 1 {
+		t.Fatalf("batches %v under a budget of one node", cut.Batches)
+	}
+	b := cut.Batches[0]
+	if len(b.Replacements) != 0 {
+		t.Errorf("batch %s launches %d node(s), though its pods fit on the nodes that stay", b, len(b.Replacements))
+	}
+	if b.Reason != v1.DisruptionReasonUnderutilized || b.Type != TypeSingle {
+		t.Errorf("batch %s is %s/%s; want Underutilized, single", b, b.Reason, b.Type)
+	}
+}
+
+// A batch planned alone beside an emptiness batch starting with it plans no pod
+// onto the empty nodes being removed.
+func TestReplanBesideLeavesTheOtherBatchsNodesOut(t *testing.T) {
+	tc := newTestCluster("100%")
+	tc.addNode("m.2xlarge", 0, "1")
+	tc.addNode("m.2xlarge", 1, "1")
+	tc.addNode("m.2xlarge", 7, "1")
+	_, cl := tc.decide(t)
+	byName := map[string]*Candidate{}
+	for _, c := range cl.Candidates {
+		byName[c.Node.Name] = c
+	}
+	empty, sparse := byName["node-0"], byName["node-1"]
+	if b := Replan(cl, []*Candidate{sparse}, Options{Now: testNow}); b == nil || len(b.Replacements) != 0 {
+		t.Fatalf("alone, node-1's pod goes to the empty node-0 with nothing launched; got %v", b)
+	}
+	b := replanBeside(cl, []*Candidate{sparse}, []*Candidate{empty}, Options{Now: testNow})
+	if b == nil || len(b.Replacements) != 1 {
+		t.Fatalf("beside node-0's removal, node-1's pod needs a new node; got %v", b)
+	}
+	for _, c := range b.Candidates {
+		if c == empty {
+			t.Errorf("batch %s takes the other batch's node", b)
+		}
+	}
+}

@@ -73,10 +73,13 @@ type trial struct {
 	// savingAlone are the candidates a decision of Karpenter's shape removes alone
 	// with savings, in the order tried.
 	savingAlone []*Candidate
+	// alsoGone are nodes (and their claims) that go whatever the trial removes:
+	// those of a batch starting beside the one planned.
+	alsoGone sets.Set[string]
 }
 
 func newTrial(cl *Cluster) *trial {
-	t := &trial{cl: cl, stuck: sets.New[types.UID](), rejectedAlone: map[*Candidate]Score{}}
+	t := &trial{cl: cl, stuck: sets.New[types.UID](), rejectedAlone: map[*Candidate]Score{}, alsoGone: sets.New[string]()}
 	if len(cl.Moving) > 0 {
 		for _, u := range cl.Snapshot.PlanWithout(nil, cl.Moving).Unschedulable {
 			t.stuck.Insert(u.Pod.UID)
@@ -89,7 +92,7 @@ func newTrial(cl *Cluster) *trial {
 // the candidates; with launch it may add nodes. It returns nil when a pod would be
 // left without a place.
 func (t *trial) solve(cands []*Candidate, launch bool) *scheduling.Results {
-	gone := sets.New[string]()
+	gone := t.alsoGone.Clone()
 	pods := append([]*corev1.Pod(nil), t.cl.Moving...)
 	for _, c := range cands {
 		gone.Insert(c.Node.Name, c.Claim.Name)
