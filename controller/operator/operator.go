@@ -100,16 +100,18 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(context
 	if logger.GetSink() == nil {
 		logger = ctrl.Log
 	}
-	// Runnables and reconcilers log through the context, so everything this run
-	// starts logs where the options say.
+	// What run builds (the cloud provider, the controllers) logs through ctx.
 	ctx = log.IntoContext(ctx, logger)
 	cfg = rest.CopyConfig(cfg)
 	if opts.KubeClientQPS > 0 {
 		cfg.QPS, cfg.Burst = float32(opts.KubeClientQPS), opts.KubeClientBurst
 	}
 	mgr, err := ctrl.NewManager(cfg, ctrl.Options{
-		Scheme:                  Scheme(),
-		Logger:                  logger,
+		Scheme: Scheme(),
+		Logger: logger,
+		// Runnables (the disruption pass, the provisioner, the periodic loops) get
+		// their context from here, not from the one Start is given.
+		BaseContext:             func() context.Context { return log.IntoContext(context.Background(), logger) },
 		Metrics:                 metricsserver.Options{BindAddress: portAddress(opts.BindAddress, opts.MetricsPort), ExtraHandlers: profilingHandlers(opts.EnableProfiling)},
 		HealthProbeBindAddress:  portAddress(opts.BindAddress, opts.HealthProbePort),
 		LeaderElection:          opts.LeaderElect,

@@ -64,9 +64,11 @@ type Options struct {
 	// EnableProfiling serves Go's pprof on the metrics endpoint (Karpenter's
 	// ENABLE_PROFILING).
 	EnableProfiling bool
-	// Logger is where this controller logs; the zero Logger means controller-runtime's
-	// global one. Tests that run several controllers in one process give each its
-	// own, because the global logger can be set only once.
+	// Logger is where this controller logs; a Logger without a sink (the zero
+	// Logger, and logr.Discard()) means controller-runtime's global one. Tests that
+	// run several controllers in one process give each its own, because the global
+	// logger can be set only once. controller-runtime's own package loggers (its
+	// cache, metrics and health servers) always use the global one.
 	Logger logr.Logger
 	// AWS provider settings, named as Karpenter names them.
 	AWSRegion          string

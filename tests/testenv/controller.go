@@ -56,16 +56,20 @@ func RunController(t testing.TB, cfg *rest.Config, dir string, opts operator.Opt
 	if opts.LeaderElect && opts.LeaderElectionNamespace != InstallNamespace {
 		t.Fatalf("leader election in %q: the installed Role grants leases only in %q, where the Deployment's POD_NAMESPACE puts them", opts.LeaderElectionNamespace, InstallNamespace)
 	}
-	logPath := filepath.Join(dir, "controller.log")
+	logPath := ControllerLog(dir)
 	logFile, err := os.Create(logPath)
 	if err != nil {
 		t.Fatal(err)
 	}
 	// DEBUG_CONTROLLER_LOG_LEVEL and DEBUG_CONTROLLER_LOG_DIR do for this controller
 	// what they do for a controller process: see ControllerProcess.
-	level := zapcore.InfoLevel
-	if os.Getenv("DEBUG_CONTROLLER_LOG_LEVEL") == "debug" {
-		level = zapcore.DebugLevel
+	levelName := opts.LogLevel
+	if l := os.Getenv("DEBUG_CONTROLLER_LOG_LEVEL"); l != "" {
+		levelName = l
+	}
+	level, err := zapcore.ParseLevel(levelName)
+	if err != nil {
+		t.Fatalf("controller log level: %v", err)
 	}
 	// Each controller gets a logger of its own: controller-runtime's global logger
 	// takes only the first SetLogger, so every later test in the package would
@@ -116,6 +120,9 @@ func RunController(t testing.TB, cfg *rest.Config, dir string, opts operator.Opt
 	case <-time.After(500 * time.Millisecond):
 	}
 }
+
+// ControllerLog is the log of the controller RunController runs with dir.
+func ControllerLog(dir string) string { return filepath.Join(dir, "controller.log") }
 
 // silenceGlobalLogger settles controller-runtime's global logger, which only code
 // outside the manager uses, so it does not warn that it was never set.
