@@ -55,7 +55,7 @@ func batches(cl *Cluster, plan *Plan, r *scheduling.Results, allowed map[string]
 	}
 	under.Type = typeOf(under.Candidates)
 	under.Replacements, under.Awaits = destinations(cl, under.Candidates, r)
-	if len(under.Replacements) > 0 && len(under.Candidates) < underutilized(plan.Remove) {
+	if held := len(plan.Remove) - len(empty.Candidates) - len(under.Candidates); len(under.Replacements) > 0 && held > 0 {
 		// A budget or a PodDisruptionBudget holds part of the plan back, and the
 		// nodes held stay while this batch drains. kube-scheduler puts each evicted
 		// pod on the node that fits with the most room left, which is often one of
@@ -64,22 +64,11 @@ func batches(cl *Cluster, plan *Plan, r *scheduling.Results, allowed map[string]
 		// batch. So the batch is planned alone, onto the nodes that stay, as
 		// Karpenter plans each of its moves; the plan's replacements remain for
 		// pods that fit nowhere else.
-		if alone := replanBeside(cl, under.Candidates, empty.Candidates, opts); alone != nil {
+		if alone := Replan(cl, under.Candidates, empty.Candidates, opts); alone != nil {
 			under = alone
 		}
 	}
 	return append(out, under), blocked
-}
-
-// underutilized counts the candidates that are not empty.
-func underutilized(cands []*Candidate) int {
-	n := 0
-	for _, c := range cands {
-		if !c.Empty() {
-			n++
-		}
-	}
-	return n
 }
 
 func typeOf(cands []*Candidate) string {
@@ -125,23 +114,21 @@ func destinations(cl *Cluster, cands []*Candidate, r *scheduling.Results) ([]*sc
 
 // Replan is a consolidation batch of exactly these candidates, planned afresh on
 // the cluster as it is: their pods onto the kept nodes first, then onto new nodes
-// each cheaper than the nodes whose pods it takes. It is nil when a pod would have
-// no place, removing them would save nothing, or a Balanced pool would not approve
-// the move. A batch whose replacements were sized for more candidates than have
-// held for the validation delay goes this way with the part that has.
-func Replan(cl *Cluster, cands []*Candidate, opts Options) *Batch {
-	return replanBeside(cl, cands, nil, opts)
-}
-
-// replanBeside is Replan with the nodes of a batch starting beside it (others)
-// gone too, so no pod is planned onto them.
-func replanBeside(cl *Cluster, cands, others []*Candidate, opts Options) *Batch {
+// each cheaper than the nodes whose pods it takes. The nodes of beside, a batch
+// starting with it, are gone too, and their pods are placed too. It is nil when
+// a pod would have no place, removing them would save nothing, or a Balanced pool
+// would not approve the move. A batch whose replacements were sized for more
+// candidates than have held for the validation delay, or than the budgets let go
+// now, goes this way with the part that may.
+func Replan(cl *Cluster, cands, beside []*Candidate, opts Options) *Batch {
 	if len(cands) == 0 {
 		return nil
 	}
 	t := newTrial(cl)
-	for _, c := range others {
+	for _, c := range beside {
 		t.alsoGone.Insert(c.Node.Name, c.Claim.Name)
+		// An empty node's pods cost nothing to move, but still need a place.
+		t.alsoMoving = append(t.alsoMoving, c.Pods...)
 	}
 	run := t.replace(cands, opts)
 	if run.results == nil || run.savings <= 1e-9 || len(failingScores(cands, run.results, cl.Totals)) > 0 {

@@ -381,7 +381,7 @@ func TestReplanPlansThePartAlone(t *testing.T) {
 			sparse = c
 		}
 	}
-	b := Replan(cl, []*Candidate{sparse}, Options{Now: testNow})
+	b := Replan(cl, []*Candidate{sparse}, nil, Options{Now: testNow})
 	if b == nil {
 		t.Fatal("no batch for a node whose pods fit on a cheaper one")
 	}
@@ -406,7 +406,7 @@ func TestReplanPlansThePartAlone(t *testing.T) {
 	full := newTestCluster("100%")
 	full.addNode("m.large", 2, "900m")
 	_, cl = full.decide(t)
-	if b := Replan(cl, cl.Candidates, Options{Now: testNow}); b != nil {
+	if b := Replan(cl, cl.Candidates, nil, Options{Now: testNow}); b != nil {
 		t.Errorf("a full node of the cheapest type was replanned as %s", b)
 	}
 }
@@ -429,7 +429,7 @@ func TestReplacementsMustSaveATenth(t *testing.T) {
 		cluster.addNode("m.old", 3, "1")
 		cluster.addNode("m.old", 3, "1")
 		_, cl := cluster.decide(t)
-		b := Replan(cl, cl.Candidates, Options{Now: testNow})
+		b := Replan(cl, cl.Candidates, nil, Options{Now: testNow})
 		if (b != nil) != tc.replan {
 			t.Errorf("two $1.00 nodes replaced by two at $%.2f: batch %v, want one: %t", tc.cheaper, b, tc.replan)
 		}
@@ -458,7 +458,7 @@ func TestConsolidationNeverGrowsTheNodeCount(t *testing.T) {
 	if len(plan.Remove) > 0 {
 		t.Errorf("removes %v and launches %d; want the two large nodes kept", names(plan.Remove), len(plan.Replacements))
 	}
-	if b := Replan(cl, cl.Candidates, Options{Now: testNow}); b != nil {
+	if b := Replan(cl, cl.Candidates, nil, Options{Now: testNow}); b != nil {
 		t.Errorf("replanned as %s; want no batch that launches more nodes than it removes", b)
 	}
 }
@@ -522,38 +522,57 @@ func TestNodesReplaceableAloneAreReplacedTogetherAsFarAsTheClusterHoldsThem(t *t
 	mustPlaceEveryPod(t, plan)
 }
 
-// A batch the budget cuts from a plan that launches new nodes is planned alone:
-// when its pods fit on the nodes that stay, it launches nothing. kube-scheduler
-// would put them on those nodes (the ones with the most room left) and leave a
-// replacement sized for the whole plan empty.
-func TestBudgetCutBatchIsPlannedOntoTheNodesThatStay(t *testing.T) {
-	build := func(budget string) *Plan {
+// A batch the budget or a PDB cuts from a plan that launches new nodes is planned
+// alone: when its pods fit on the nodes that stay, it launches nothing, though the
+// plan sends them to a new node. kube-scheduler would put them on the nodes that
+// stay (the ones with the most room left) and leave a replacement sized for the
+// whole plan empty.
+func TestCutBatchIsPlannedOntoTheNodesThatStay(t *testing.T) {
+	build := func(budget string, pdbAllows int32) *Plan {
 		tc := newTestCluster(budget)
 		tc.addNode("m.2xlarge", 1, "1")
 		tc.addNode("m.2xlarge", 1, "1")
 		tc.addNode("m.2xlarge", 2, "1")
+		if pdbAllows > 0 {
+			tc.pdbs = []policyv1.PodDisruptionBudget{{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default"},
+				Spec:   policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}},
+				Status: policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: pdbAllows}}}
+		}
 		plan, _ := tc.decide(t)
 		return plan
 	}
-	whole := build("100%")
+	whole := build("100%", 0)
 	if len(whole.Replacements) == 0 || len(whole.Batches) != 1 || len(whole.Batches[0].Replacements) == 0 {
 		t.Fatalf("the whole plan removes %v and launches %d in batches %v; want a repack onto new nodes", names(whole.Remove), len(whole.Replacements), whole.Batches)
 	}
-	cut := build("1")
-	if len(cut.Batches) != 1 || len(cut.Batches[0].Candidates) != 1 {
-		t.Fatalf("batches %v under a budget of one node", cut.Batches)
-	}
-	b := cut.Batches[0]
-	if len(b.Replacements) != 0 {
-		t.Errorf("batch %s launches %d node(s), though its pods fit on the nodes that stay", b, len(b.Replacements))
-	}
-	if b.Reason != v1.DisruptionReasonUnderutilized || b.Type != TypeSingle {
-		t.Errorf("batch %s is %s/%s; want Underutilized, single", b, b.Reason, b.Type)
+	for name, plan := range map[string]*Plan{"a budget of one node": build("1", 0), "a PDB allowing one eviction": build("100%", 1)} {
+		if len(plan.Batches) != 1 || len(plan.Batches[0].Candidates) != 1 {
+			t.Fatalf("%s: batches %v; want one of one node", name, plan.Batches)
+		}
+		b := plan.Batches[0]
+		cand := b.Candidates[0].Node.Name
+		// Existing nodes are named node-N; the plan names new ones otherwise.
+		toNew := 0
+		for _, m := range plan.Moves {
+			if m.From == cand && !strings.HasPrefix(m.To, "node-") {
+				toNew++
+			}
+		}
+		if toNew == 0 {
+			t.Fatalf("%s: the plan sends none of %s's pods to a new node (moves %v); the case tests nothing", name, cand, plan.Moves)
+		}
+		if len(b.Replacements) != 0 {
+			t.Errorf("%s: batch %s launches %d node(s), though its pods fit on the nodes that stay", name, b, len(b.Replacements))
+		}
+		if b.Reason != v1.DisruptionReasonUnderutilized || b.Type != TypeSingle {
+			t.Errorf("%s: batch %s is %s/%s; want Underutilized, single", name, b, b.Reason, b.Type)
+		}
 	}
 }
 
 // A batch planned alone beside an emptiness batch starting with it plans no pod
-// onto the empty nodes being removed.
+// onto the empty nodes being removed (node-2 is full, so a new node is the only
+// other place).
 func TestReplanBesideLeavesTheOtherBatchsNodesOut(t *testing.T) {
 	tc := newTestCluster("100%")
 	tc.addNode("m.2xlarge", 0, "1")
@@ -565,16 +584,11 @@ func TestReplanBesideLeavesTheOtherBatchsNodesOut(t *testing.T) {
 		byName[c.Node.Name] = c
 	}
 	empty, sparse := byName["node-0"], byName["node-1"]
-	if b := Replan(cl, []*Candidate{sparse}, Options{Now: testNow}); b == nil || len(b.Replacements) != 0 {
+	if b := Replan(cl, []*Candidate{sparse}, nil, Options{Now: testNow}); b == nil || len(b.Replacements) != 0 {
 		t.Fatalf("alone, node-1's pod goes to the empty node-0 with nothing launched; got %v", b)
 	}
-	b := replanBeside(cl, []*Candidate{sparse}, []*Candidate{empty}, Options{Now: testNow})
+	b := Replan(cl, []*Candidate{sparse}, []*Candidate{empty}, Options{Now: testNow})
 	if b == nil || len(b.Replacements) != 1 {
 		t.Fatalf("beside node-0's removal, node-1's pod needs a new node; got %v", b)
-	}
-	for _, c := range b.Candidates {
-		if c == empty {
-			t.Errorf("batch %s takes the other batch's node", b)
-		}
 	}
 }

@@ -74,8 +74,9 @@ type trial struct {
 	// with savings, in the order tried.
 	savingAlone []*Candidate
 	// alsoGone are nodes (and their claims) that go whatever the trial removes:
-	// those of a batch starting beside the one planned.
-	alsoGone sets.Set[string]
+	// those of a batch starting beside the one planned; alsoMoving are their pods.
+	alsoGone   sets.Set[string]
+	alsoMoving []*corev1.Pod
 }
 
 func newTrial(cl *Cluster) *trial {
@@ -93,7 +94,7 @@ func newTrial(cl *Cluster) *trial {
 // left without a place.
 func (t *trial) solve(cands []*Candidate, launch bool) *scheduling.Results {
 	gone := t.alsoGone.Clone()
-	pods := append([]*corev1.Pod(nil), t.cl.Moving...)
+	pods := append(append([]*corev1.Pod(nil), t.cl.Moving...), t.alsoMoving...)
 	for _, c := range cands {
 		gone.Insert(c.Node.Name, c.Claim.Name)
 		pods = append(pods, c.Pods...)

@@ -187,8 +187,16 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	}
 	validated := c.proposed.validated(now.Add(-c.opts.ValidationDelay), now)
 	var errs []error
+	// The emptiness batch goes in this pass too (what of it has held), so a
+	// replanned part puts no pod on its nodes.
+	var emptying []*candidate
+	for _, b := range plan.Batches {
+		if b.Reason == v1.DisruptionReasonEmpty {
+			emptying = b.Candidates
+		}
+	}
 	replan := func(held []*candidate) *consolidation.Batch {
-		return consolidation.Replan(s.cluster, held, consolidation.Options{Now: now, SpotToSpot: c.opts.SpotToSpotConsolidation})
+		return consolidation.Replan(s.cluster, held, emptying, consolidation.Options{Now: now, SpotToSpot: c.opts.SpotToSpotConsolidation})
 	}
 	for _, b := range plan.Batches {
 		if b = heldPart(b, validated, replan); b == nil {
