@@ -96,28 +96,36 @@ func RunController(t testing.TB, cfg *rest.Config, dir string, opts operator.Opt
 			t.Errorf("controller did not stop within 15s")
 		}
 		_ = logFile.Close()
-		if keep := os.Getenv("DEBUG_CONTROLLER_LOG_DIR"); keep != "" {
-			if raw, err := os.ReadFile(logPath); err == nil {
-				// -count=N runs a test N times: each run keeps a file of its own.
-				name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
-				if f, err := os.CreateTemp(keep, name+"-*-controller.log"); err == nil {
-					_, _ = f.Write(raw)
-					_ = f.Close()
-				}
-			}
-		}
-		if t.Failed() {
-			raw, _ := os.ReadFile(logPath)
-			if len(raw) > 6000 {
-				raw = raw[len(raw)-6000:]
-			}
-			t.Logf("last controller output:\n%s", raw)
-		}
+		reportLog(t, logPath, "controller", 6000)
 	})
 	select {
 	case err := <-done:
 		t.Fatalf("controller exited at start: %v", err)
 	case <-time.After(500 * time.Millisecond):
+	}
+}
+
+// reportLog keeps a controller's whole log in DEBUG_CONTROLLER_LOG_DIR when set,
+// for diagnosis (one file per run: -count=N runs a test N times), and prints its
+// last tail bytes when the test failed.
+func reportLog(t testing.TB, path, what string, tail int) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Logf("reading the %s log: %v", what, err)
+		return
+	}
+	if keep := os.Getenv("DEBUG_CONTROLLER_LOG_DIR"); keep != "" {
+		name := strings.NewReplacer("/", "_", " ", "_").Replace(t.Name())
+		if f, err := os.CreateTemp(keep, name+"-*-"+filepath.Base(path)); err == nil {
+			_, _ = f.Write(raw)
+			_ = f.Close()
+		}
+	}
+	if t.Failed() {
+		if len(raw) > tail {
+			raw = raw[len(raw)-tail:]
+		}
+		t.Logf("last %s output:\n%s", what, raw)
 	}
 }
 

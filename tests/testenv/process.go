@@ -145,19 +145,7 @@ func startControllerProcess(t testing.TB, raw *clientcmdapi.Config, dir string, 
 	p.Start()
 	t.Cleanup(func() {
 		p.Kill()
-		// DEBUG_CONTROLLER_LOG_DIR keeps every process's whole log, for diagnosis.
-		if dir := os.Getenv("DEBUG_CONTROLLER_LOG_DIR"); dir != "" {
-			if raw, err := os.ReadFile(p.logPath); err == nil {
-				_ = os.WriteFile(filepath.Join(dir, filepath.Base(p.logPath)), raw, 0o644)
-			}
-		}
-		if t.Failed() {
-			raw, _ := os.ReadFile(p.logPath)
-			if len(raw) > 8000 {
-				raw = raw[len(raw)-8000:]
-			}
-			t.Logf("last controller process output:\n%s", raw)
-		}
+		reportLog(t, p.logPath, "controller process", 8000)
 	})
 	return p
 }
