@@ -88,6 +88,20 @@ func (c RequirementCache) In(key string, values ...string) *Requirement {
 	return r
 }
 
+// DoesNotExist is the requirement that a node lacks the label key, shared like In's.
+func (c RequirementCache) DoesNotExist(key string) *Requirement {
+	if c == nil {
+		return MustRequirement(key, v1.OpDoesNotExist)
+	}
+	id := key + "\x00\x01DoesNotExist"
+	if r, ok := c[id]; ok {
+		return r
+	}
+	r := MustRequirement(key, v1.OpDoesNotExist)
+	c[id] = r
+	return r
+}
+
 // InstanceType is NewInstanceType with the requirements shared through the cache.
 func (c RequirementCache) InstanceType(name string, labels map[string]string, capacity corev1.ResourceList, offerings []Offering, settings AllocatableSettings) *InstanceType {
 	capRes := FromResourceList(capacity)
@@ -97,6 +111,11 @@ func (c RequirementCache) InstanceType(name string, labels map[string]string, ca
 		it.Requirements.Add(c.In(k, v))
 	}
 	it.Requirements.Add(c.In(v1.LabelInstanceType, name))
+	for key := range v1.InstanceTypeLabels {
+		if _, ok := labels[key]; !ok {
+			it.Requirements[key] = c.DoesNotExist(key)
+		}
+	}
 	zones, capacityTypes := []string{}, []string{}
 	for _, o := range offerings {
 		zones = append(zones, o.Zone)
@@ -215,16 +234,28 @@ func (it *InstanceType) cheapestOffering(reqs Requirements) (Offering, bool) {
 // compatible reports whether the type's labels and offerings meet the requirements.
 func (it *InstanceType) compatible(reqs Requirements) bool {
 	for key, r := range reqs {
-		mine, ok := it.Requirements[key]
-		if !ok {
-			continue
-		}
-		if !mine.Overlaps(r) {
+		if !it.allows(key, r) {
 			return false
 		}
 	}
 	_, ok := it.cheapestOffering(reqs)
 	return ok
+}
+
+// allows reports whether a node of the type can meet want on key. A key the type
+// does not define is the pool's to set (a template label, a requirement of its
+// own), unless nothing meets want (a template label the pool's own requirement
+// excludes); a label the type defines as absent meets only what absence meets (NotIn,
+// DoesNotExist), as a Node without the label does in Kubernetes.
+func (it *InstanceType) allows(key string, want *Requirement) bool {
+	mine, ok := it.Requirements[key]
+	if !ok {
+		return want.Satisfiable()
+	}
+	if mine.AllowsAbsent() && want.AllowsAbsent() {
+		return true
+	}
+	return mine.Overlaps(want)
 }
 
 // compatibleOn is compatible restricted to some keys; offerings are rechecked when a
@@ -235,8 +266,7 @@ func (it *InstanceType) compatibleOn(reqs Requirements, keys []string) bool {
 		if key == v1.LabelTopologyZone || key == v1.LabelCapacityType {
 			offerings = true
 		}
-		mine, ok := it.Requirements[key]
-		if ok && !mine.Overlaps(reqs[key]) {
+		if !it.allows(key, reqs[key]) {
 			return false
 		}
 	}

@@ -142,11 +142,16 @@ func (r *Requirement) Values() []string {
 }
 
 // AllowsAbsent reports whether a node without the label satisfies the requirement.
+// An In whose values an intersection emptied (In [t4] and In [h100]) allows nothing,
+// absence included: it is not DoesNotExist, though it lists no value either.
 func (r *Requirement) AllowsAbsent() bool {
-	if r.complement {
-		return !r.requireExists
-	}
-	return r.values.Len() == 0
+	return !r.requireExists && (r.complement || r.values.Len() == 0)
+}
+
+// Satisfiable reports whether some node meets the requirement: with some value, or
+// without the label.
+func (r *Requirement) Satisfiable() bool {
+	return !r.Empty() || r.AllowsAbsent()
 }
 
 // Operator returns the operator that describes the set.

@@ -91,6 +91,22 @@ var WellKnownLabels = sets.New(
 	LabelInstanceHypervisor, LabelInstanceEncryptionInTransit, LabelPlacementGroupID, LabelPlacementGroupPartition,
 )
 
+// InstanceTypeLabels are the well-known labels an instance type defines. A node
+// carries one only when its type has it, so a type without one satisfies only NotIn
+// and DoesNotExist on it, as a Node's missing label does in Kubernetes: the engine
+// gives such a type the requirement DoesNotExist, as Karpenter's AWS provider does.
+// (Instance type, zone and capacity type are on every type; the node class and
+// placement group labels come from the class, not the type.)
+var InstanceTypeLabels = sets.New(
+	LabelArch, LabelOS, LabelWindowsBuild,
+	LabelInstanceCategory, LabelInstanceFamily, LabelInstanceGen,
+	LabelInstanceSize, LabelInstanceCPU, LabelInstanceCPUMfr, LabelInstanceCPUClock,
+	LabelInstanceMemory, LabelInstanceEBSBw, LabelInstanceNetBw, LabelInstanceGPUName,
+	LabelInstanceGPUMfr, LabelInstanceGPUCount, LabelInstanceGPUMem, LabelInstanceAccName,
+	LabelInstanceAccMfr, LabelInstanceAccCount, LabelInstanceLocalNVMe,
+	LabelInstanceHypervisor, LabelInstanceEncryptionInTransit,
+)
+
 // RestrictedLabels may not appear in a NodePool's template labels or requirements:
 // the controller sets them itself.
 var RestrictedLabels = sets.New(LabelNodePool, LabelHostname)

@@ -102,10 +102,10 @@ func Labels(info ec2types.InstanceTypeInfo) map[string]string {
 	if g := info.GpuInfo; g != nil && len(g.Gpus) > 0 {
 		gpu := g.Gpus[0]
 		if gpu.Name != nil {
-			labels[v1.LabelInstanceGPUName] = strings.ToLower(*gpu.Name)
+			labels[v1.LabelInstanceGPUName] = lowerKebabCase(*gpu.Name)
 		}
 		if gpu.Manufacturer != nil {
-			labels[v1.LabelInstanceGPUMfr] = strings.ToLower(*gpu.Manufacturer)
+			labels[v1.LabelInstanceGPUMfr] = lowerKebabCase(*gpu.Manufacturer)
 		}
 		if gpu.Count != nil {
 			labels[v1.LabelInstanceGPUCount] = fmt.Sprint(*gpu.Count)
@@ -117,7 +117,7 @@ func Labels(info ec2types.InstanceTypeInfo) map[string]string {
 	if n := info.NeuronInfo; n != nil && len(n.NeuronDevices) > 0 {
 		d := n.NeuronDevices[0]
 		if d.Name != nil {
-			labels[v1.LabelInstanceAccName] = strings.ToLower(*d.Name)
+			labels[v1.LabelInstanceAccName] = lowerKebabCase(*d.Name)
 		}
 		labels[v1.LabelInstanceAccMfr] = "aws"
 		if d.Count != nil {
@@ -125,6 +125,13 @@ func Labels(info ec2types.InstanceTypeInfo) map[string]string {
 		}
 	}
 	return labels
+}
+
+// lowerKebabCase makes a device name a label value as Karpenter does ("Radeon Pro
+// V520" is radeon-pro-v520): a label value cannot hold spaces, and a node selector
+// naming one would match no node, as kube-apiserver would refuse such a label.
+func lowerKebabCase(s string) string {
+	return strings.ToLower(strings.ReplaceAll(s, " ", "-"))
 }
 
 // splitFamily splits "c6gn" into category "c" and generation "6".
