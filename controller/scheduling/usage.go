@@ -1,6 +1,8 @@
 package scheduling
 
 import (
+	corev1 "k8s.io/api/core/v1"
+
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 )
 
@@ -25,6 +27,35 @@ func UsageOfClaims(claims []v1.NodeClaim) map[string]PoolUsage {
 		}
 		u := out[pool]
 		u.Resources = u.Resources.Add(held)
+		u.Nodes++
+		out[pool] = u
+	}
+	return out
+}
+
+// UsageOfClaimsAndNodes is UsageOfClaims plus every Node labelled with a pool that
+// no NodeClaim stands for (by provider ID or node name): a node adopted, launched
+// by another controller, or read from a snapshot without its claim still runs in
+// the pool and counts toward its limits, as Karpenter counts nodes.
+func UsageOfClaimsAndNodes(claims []v1.NodeClaim, nodes []corev1.Node) map[string]PoolUsage {
+	out := UsageOfClaims(claims)
+	claimed := make(map[string]bool, 2*len(claims))
+	for i := range claims {
+		if id := claims[i].Status.ProviderID; id != "" {
+			claimed["id/"+id] = true
+		}
+		if name := claims[i].Status.NodeName; name != "" {
+			claimed["name/"+name] = true
+		}
+	}
+	for i := range nodes {
+		n := &nodes[i]
+		pool := n.Labels[v1.LabelNodePool]
+		if pool == "" || claimed["name/"+n.Name] || (n.Spec.ProviderID != "" && claimed["id/"+n.Spec.ProviderID]) {
+			continue
+		}
+		u := out[pool]
+		u.Resources = u.Resources.Add(FromResourceList(n.Status.Capacity))
 		u.Nodes++
 		out[pool] = u
 	}

@@ -26,6 +26,10 @@ func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *schedul
 	if np == nil {
 		return nil, fmt.Errorf("nodepool %s disappeared", plan.NodePool)
 	}
+	plan, err := hostable(ctx, plan, maxInstanceTypes)
+	if err != nil {
+		return nil, fmt.Errorf("checking the planned nodeclaim, %w", err)
+	}
 	reqs := plan.Requirements.ToNodeSelectorRequirements()
 	for i := range reqs {
 		if reqs[i].Key == v1.LabelInstanceType && len(reqs[i].Values) > maxInstanceTypes {

@@ -2,6 +2,7 @@ package provisioning
 
 import (
 	"context"
+	"maps"
 	"math"
 	"strconv"
 	"strings"
@@ -12,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/utils/clock"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	dovetailv1alpha1 "github.com/dovetail-sh/dovetail/controller/apis/dovetail/v1alpha1"
@@ -60,7 +61,52 @@ func (p *Provisioner) snapshot(ctx context.Context) (*snapshot, error) {
 // instanceTypesOf lists the instance types a pool may launch.
 type instanceTypesOf func(context.Context, *v1.NodePool) ([]*scheduling.InstanceType, error)
 
+// snapshotOf builds the snapshot with the provisioner's nominations, then keeps
+// the provisioner's books: nominations that expired or no longer fit are
+// forgotten, nodes reporting more than their instance are flagged.
 func (p *Provisioner) snapshotOf(ctx context.Context, view *state.View, typesOf instanceTypesOf) (*snapshot, error) {
+	p.mu.Lock()
+	nominations := maps.Clone(p.nominations)
+	now := p.clock.Now()
+	p.mu.Unlock()
+	s, notes := buildSnapshot(ctx, view, typesOf, nominations, now)
+	p.mu.Lock()
+	for _, uid := range notes.expired {
+		// A pod nominated again since the copy keeps its new nomination.
+		if p.nominations[uid] == nominations[uid] {
+			delete(p.nominations, uid)
+		}
+	}
+	p.mu.Unlock()
+	p.forget(notes.void)
+	for _, o := range notes.oversized {
+		p.flagOversized(o.node, o.claim, o.over)
+	}
+	p.forgetOversized(view.Nodes)
+	return s, nil
+}
+
+// snapshotNotes are what building a snapshot found for the provisioner's books.
+type snapshotNotes struct {
+	// expired are the nominations whose target is gone or long ready.
+	expired []types.UID
+	// void are nominated pods that no longer fit their node: pending again.
+	void []*corev1.Pod
+	// oversized are nodes that report more allocatable than their instance has.
+	oversized []oversizedNode
+}
+
+type oversizedNode struct {
+	node  *corev1.Node
+	claim *v1.NodeClaim
+	over  []corev1.ResourceName
+}
+
+// buildSnapshot is the engine's input from a view of the cluster and the
+// nominations in force at now: the one place it is built, for the controller and
+// for every prediction. It changes nothing it reads and keeps no books of its own.
+func buildSnapshot(ctx context.Context, view *state.View, typesOf instanceTypesOf, nominations map[types.UID]nomination, now time.Time) (*snapshot, snapshotNotes) {
+	var notes snapshotNotes
 	pods, nodes, claims, pools := view.Pods, view.Nodes, view.Claims, view.Pools
 	s := &snapshot{poolByName: map[string]*v1.NodePool{}, instanceTypes: map[string][]*scheduling.InstanceType{}}
 	for i := range pools {
@@ -153,23 +199,21 @@ func (p *Provisioner) snapshotOf(ctx context.Context, view *state.View, typesOf 
 		}
 	}
 	nominated := map[string][]*corev1.Pod{}
-	p.mu.Lock()
-	now := p.clock.Now()
-	for uid, nom := range p.nominations {
+	for uid, nom := range nominations {
 		ready, ok := live[nom.claim]
 		if !ok || (!ready.IsZero() && now.Sub(maxTime(ready, nom.at)) > nominationTTL) {
-			delete(p.nominations, uid)
+			notes.expired = append(notes.expired, uid)
 		}
 	}
+	expired := sets.New(notes.expired...)
 	for _, pod := range provisionable {
-		if nom, ok := p.nominations[pod.UID]; ok {
+		if nom, ok := nominations[pod.UID]; ok && !expired.Has(pod.UID) {
 			nominated[nom.claim] = append(nominated[nom.claim], pod)
 			s.nominated++
 			continue
 		}
 		s.pending = append(s.pending, pod)
 	}
-	p.mu.Unlock()
 
 	for i := range nodes {
 		n := &nodes[i]
@@ -186,7 +230,7 @@ func (p *Provisioner) snapshotOf(ctx context.Context, view *state.View, typesOf 
 		if nc := launchedClaim[n.Name]; nc != nil {
 			if over := exceeding(allocatable, nc.Status.Capacity); len(over) > 0 {
 				allocatable = trustedAllocatable(allocatable, nc.Status.Allocatable, over)
-				p.flagOversized(n, nc, over)
+				notes.oversized = append(notes.oversized, oversizedNode{node: n, claim: nc, over: over})
 			}
 		}
 		en := &scheduling.ExistingNode{
@@ -211,10 +255,9 @@ func (p *Provisioner) snapshotOf(ctx context.Context, view *state.View, typesOf 
 		en.Pods = append(append([]*corev1.Pod{}, en.Pods...), kept...)
 		s.pending = append(s.pending, void...)
 		s.nominated -= len(void)
-		p.forget(void)
+		notes.void = append(notes.void, void...)
 		s.nodes = append(s.nodes, en)
 	}
-	p.forgetOversized(nodes)
 	for i := range claims {
 		nc := &claims[i]
 		if nc.DeletionTimestamp != nil {
@@ -226,12 +269,12 @@ func (p *Provisioner) snapshotOf(ctx context.Context, view *state.View, typesOf 
 		s.nodes = append(s.nodes, inFlight(nc, nominated[nc.Name]))
 	}
 	s.daemonSetPods = daemonSetPods(view.DaemonSets)
-	s.usage = scheduling.UsageOfClaims(claims)
+	s.usage = scheduling.UsageOfClaimsAndNodes(claims, nodes)
 	s.claims = make(map[string]*v1.NodeClaim, len(claims))
 	for i := range claims {
 		s.claims[claims[i].Name] = &claims[i]
 	}
-	return s, nil
+	return s, notes
 }
 
 // fitNominations keeps the nominated pods that still fit beside the node's bound pods.
@@ -365,10 +408,9 @@ func (p *Provisioner) SnapshotOf(ctx context.Context, view *state.View) (*schedu
 // (one read from files, or generated): no pod is nominated anywhere, and every pool
 // may launch the instance types typesOf gives it.
 func SnapshotFromView(view *state.View, typesOf func(*v1.NodePool) []*scheduling.InstanceType, costs scheduling.NodeCosts) *scheduling.Snapshot {
-	p := &Provisioner{clock: clock.RealClock{}, costs: costs, nominations: map[types.UID]nomination{}}
-	s, _ := p.snapshotOf(context.Background(), view, func(_ context.Context, np *v1.NodePool) ([]*scheduling.InstanceType, error) {
+	s, _ := buildSnapshot(context.Background(), view, func(_ context.Context, np *v1.NodePool) ([]*scheduling.InstanceType, error) {
 		return typesOf(np), nil
-	})
+	}, nil, time.Time{})
 	return s.public(costs, nil)
 }
 

@@ -209,10 +209,10 @@ func hostsAlone(np *v1.NodePool, types []*scheduling.InstanceType, daemonSets []
 	if daemonSets == nil {
 		daemonSets = []*corev1.Pod{}
 	}
-	c := newClaimCheck(plan, Capacity{DaemonSetPods: daemonSets})
+	c := ForClaim(plan, Capacity{DaemonSetPods: daemonSets})
 	for _, it := range types {
 		// Most types fail on labels; only those that pass are checked whole.
-		if c.labelsFit(it) && len(c.option(it)) == 0 {
+		if c.labelsFit(it) && len(c.Option(it)) == 0 {
 			return it.Name, true
 		}
 	}

@@ -73,10 +73,10 @@ type Capacity struct {
 // Claim checks every instance-type option of a planned NodeClaim and returns the
 // violations of each option that breaks a rule, by option name.
 func Claim(plan *scheduling.NodeClaimPlan, capacity Capacity) map[string][]Violation {
-	c := newClaimCheck(plan, capacity)
+	c := ForClaim(plan, capacity)
 	out := map[string][]Violation{}
 	for _, it := range plan.InstanceTypeOptions {
-		if vs := c.option(it); len(vs) > 0 {
+		if vs := c.Option(it); len(vs) > 0 {
 			out[it.Name] = vs
 		}
 	}
@@ -87,12 +87,12 @@ func Claim(plan *scheduling.NodeClaimPlan, capacity Capacity) map[string][]Viola
 // offering the claim's requirements allow, must meet the claim's requirements and
 // run every pod of the claim.
 func Option(plan *scheduling.NodeClaimPlan, it *scheduling.InstanceType, capacity Capacity) []Violation {
-	return newClaimCheck(plan, capacity).option(it)
+	return ForClaim(plan, capacity).Option(it)
 }
 
-// claimCheck holds what every option of one claim is checked against, compiled
-// once: the claim's requirements and each pod's required node affinity.
-type claimCheck struct {
+// ClaimChecker checks the options of one claim, with what every option is checked
+// against compiled once: the claim's requirements and each pod's node affinity.
+type ClaimChecker struct {
 	plan        *scheduling.NodeClaimPlan
 	capacity    Capacity
 	reqs        []v1.NodeSelectorRequirementWithMinValues
@@ -108,8 +108,9 @@ type claimCheck struct {
 	hasBounds bool
 }
 
-func newClaimCheck(plan *scheduling.NodeClaimPlan, capacity Capacity) *claimCheck {
-	c := &claimCheck{plan: plan, capacity: capacity, reqs: plan.Requirements.ToNodeSelectorRequirements(), claimLabels: plan.Requirements.Labels()}
+// ForClaim compiles the checks of plan's options.
+func ForClaim(plan *scheduling.NodeClaimPlan, capacity Capacity) *ClaimChecker {
+	c := &ClaimChecker{plan: plan, capacity: capacity, reqs: plan.Requirements.ToNodeSelectorRequirements(), claimLabels: plan.Requirements.Labels()}
 	var term corev1.NodeSelectorTerm
 	for _, r := range c.reqs {
 		if r.Operator == v1.OpGte || r.Operator == v1.OpLte {
@@ -128,7 +129,8 @@ func newClaimCheck(plan *scheduling.NodeClaimPlan, capacity Capacity) *claimChec
 	return c
 }
 
-func (c *claimCheck) option(it *scheduling.InstanceType) []Violation {
+// Option checks one option of the claim; it need not be among the plan's options.
+func (c *ClaimChecker) Option(it *scheduling.InstanceType) []Violation {
 	plan := c.plan
 	bad := func(pod, rule, format string, args ...any) Violation {
 		return Violation{Node: plan.Name, InstanceType: it.Name, Pod: pod, Rule: rule, Detail: fmt.Sprintf(format, args...)}
@@ -175,7 +177,7 @@ func (c *claimCheck) option(it *scheduling.InstanceType) []Violation {
 // labelsFit reports whether a node of it, in some offering the claim allows, meets
 // the claim's requirements and every pod's node affinity: option's first test,
 // without the words.
-func (c *claimCheck) labelsFit(it *scheduling.InstanceType) bool {
+func (c *ClaimChecker) labelsFit(it *scheduling.InstanceType) bool {
 	for _, o := range allowedOfferings(c.plan.Requirements, it) {
 		node := c.node(it, o)
 		if c.selector == nil || !c.selector.Match(node) {
@@ -247,7 +249,7 @@ func nodeWith(plan *scheduling.NodeClaimPlan, base map[string]string, o scheduli
 }
 
 // node is the claim's node as it in offering o, good until the next call.
-func (c *claimCheck) node(it *scheduling.InstanceType, o scheduling.Offering) *corev1.Node {
+func (c *ClaimChecker) node(it *scheduling.InstanceType, o scheduling.Offering) *corev1.Node {
 	if c.labelsOf != it {
 		c.labelsOf, c.labels = it, typeLabels(c.claimLabels, c.plan, it)
 	}
@@ -420,7 +422,7 @@ func selects(owner *corev1.Pod, term corev1.PodAffinityTerm, pod *corev1.Pod) bo
 // assumedDomains checks the topology a plan assumed: a pod with a required spread,
 // affinity or anti-affinity over a key other than hostname was counted in one domain
 // of that key, so every node the claim can become must be in that one domain.
-func (c *claimCheck) assumedDomains(it *scheduling.InstanceType, offerings []scheduling.Offering, bad func(pod, rule, format string, args ...any) Violation) []Violation {
+func (c *ClaimChecker) assumedDomains(it *scheduling.InstanceType, offerings []scheduling.Offering, bad func(pod, rule, format string, args ...any) Violation) []Violation {
 	var out []Violation
 	for _, p := range c.plan.Pods {
 		for _, key := range requiredTopologyKeys(p) {

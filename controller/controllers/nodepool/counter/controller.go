@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/handler"
 	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
@@ -110,13 +111,17 @@ func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
 	return builder.ControllerManagedBy(mgr).Named(c.Name()).
 		For(&v1.NodePool{}).
 		Watches(&awsv1.EC2NodeClass{}, handler.EnqueueRequestsFromMapFunc(c.poolsForClass)).
-		Watches(&v1.NodeClaim{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
-			if pool := o.GetLabels()[v1.LabelNodePool]; pool != "" {
-				return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: pool}}}
-			}
-			return nil
-		})).
+		Watches(&v1.NodeClaim{}, handler.EnqueueRequestsFromMapFunc(poolOf)).
+		// A Node counts when it has no claim; its status heartbeats change nothing here.
+		Watches(&corev1.Node{}, handler.EnqueueRequestsFromMapFunc(poolOf), builder.WithPredicates(predicate.LabelChangedPredicate{})).
 		Complete(reconcile.AsReconciler(mgr.GetClient(), c))
+}
+
+func poolOf(_ context.Context, o client.Object) []reconcile.Request {
+	if pool := o.GetLabels()[v1.LabelNodePool]; pool != "" {
+		return []reconcile.Request{{NamespacedName: client.ObjectKey{Name: pool}}}
+	}
+	return nil
 }
 
 func (c *Controller) Reconcile(ctx context.Context, np *v1.NodePool) (reconcile.Result, error) {
@@ -126,12 +131,16 @@ func (c *Controller) Reconcile(ctx context.Context, np *v1.NodePool) (reconcile.
 	if err := c.kube.List(ctx, &claims, client.MatchingLabels{v1.LabelNodePool: np.Name}, client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing nodeclaims of nodepool, %w", err)
 	}
-	resources := Usage(claims.Items)[np.Name]
+	var nodes corev1.NodeList
+	if err := c.kube.List(ctx, &nodes, client.MatchingLabels{v1.LabelNodePool: np.Name}, client.UnsafeDisableDeepCopy); err != nil {
+		return reconcile.Result{}, fmt.Errorf("listing nodes of nodepool, %w", err)
+	}
+	resources := Usage(claims.Items, nodes.Items)[np.Name]
 	if resources == nil {
 		resources = Resources(scheduling.Resources{}, 0)
 	}
-	nodes := resources[v1.ResourceNodes]
-	nodeCount := nodes.Value()
+	count := resources[v1.ResourceNodes]
+	nodeCount := count.Value()
 	for name, q := range resources {
 		metrics.NodePoolUsage.WithLabelValues(np.Name, string(name)).Set(q.AsApproximateFloat64())
 	}
@@ -150,15 +159,15 @@ func (c *Controller) Reconcile(ctx context.Context, np *v1.NodePool) (reconcile.
 	return reconcile.Result{}, client.IgnoreNotFound(c.kube.Status().Patch(ctx, np, patch))
 }
 
-// Usage is what each pool's NodeClaims hold against its limits, by pool name,
-// with the node count as the "nodes" resource. Every claim of the pool counts,
+// Usage is what each pool's NodeClaims (and Nodes no claim stands for) hold
+// against its limits, by pool name, with the node count as the "nodes" resource. Every claim of the pool counts,
 // including claims that are deleting or whose nodes are cordoned or disrupted:
 // their instances run, and are paid for, until they are gone, as Karpenter counts
 // them. A claim not launched yet counts what it asked for (its instance will have
 // at least that), so that a launch in flight does not read as free room.
-func Usage(claims []v1.NodeClaim) map[string]corev1.ResourceList {
+func Usage(claims []v1.NodeClaim, nodes []corev1.Node) map[string]corev1.ResourceList {
 	out := map[string]corev1.ResourceList{}
-	for pool, u := range scheduling.UsageOfClaims(claims) {
+	for pool, u := range scheduling.UsageOfClaimsAndNodes(claims, nodes) {
 		out[pool] = Resources(u.Resources, u.Nodes)
 	}
 	return out

@@ -30,6 +30,9 @@ func setup(t *testing.T, objs ...client.Object) (client.Client, *Controller) {
 	if err := awsv1.AddToScheme(scheme); err != nil {
 		t.Fatal(err)
 	}
+	if err := corev1.AddToScheme(scheme); err != nil {
+		t.Fatal(err)
+	}
 	kube := fakeclient.NewClientBuilder().WithScheme(scheme).WithObjects(objs...).WithStatusSubresource(&v1.NodePool{}, &v1.NodeClaim{}, &awsv1.EC2NodeClass{}).Build()
 	return kube, NewController(kube, clocktesting.NewFakeClock(start), nil)
 }
@@ -105,7 +108,7 @@ func TestUsageCountsEveryClaimOfThePool(t *testing.T) {
 }
 
 func TestUsageByPool(t *testing.T) {
-	usage := Usage([]v1.NodeClaim{*launched("a", "default", "2", "8Gi"), *launched("b", "default", "2", "8Gi", deleting), *launched("c", "other", "1", "1Gi"), *launched("d", "", "8", "8Gi")})
+	usage := Usage([]v1.NodeClaim{*launched("a", "default", "2", "8Gi"), *launched("b", "default", "2", "8Gi", deleting), *launched("c", "other", "1", "1Gi"), *launched("d", "", "8", "8Gi")}, nil)
 	if got := quantity(usage["default"], corev1.ResourceCPU); got != "4" {
 		t.Errorf("default cpu %s, want 4", got)
 	}
@@ -114,6 +117,30 @@ func TestUsageByPool(t *testing.T) {
 	}
 	if len(usage) != 2 {
 		t.Errorf("usage for %d pools, want 2 (a claim with no pool belongs to none)", len(usage))
+	}
+}
+
+func poolNode(name, pool, providerID, cpu string) corev1.Node {
+	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1.LabelNodePool: pool}}}
+	n.Spec.ProviderID = providerID
+	n.Status.Capacity = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("8Gi")}
+	return n
+}
+
+// A Node of the pool with no NodeClaim (adopted, another controller's, a snapshot
+// without its claim) counts toward the pool's limits; a node a claim stands for
+// counts once.
+func TestUsageCountsNodesWithoutClaims(t *testing.T) {
+	usage := Usage([]v1.NodeClaim{*launched("a", "default", "2", "8Gi")}, []corev1.Node{
+		poolNode("node-a", "default", "fake:///a", "2"),
+		poolNode("adopted", "default", "aws:///us-west-2a/i-0abc", "4"),
+		poolNode("unmanaged", "", "aws:///us-west-2a/i-0def", "16"),
+	})
+	if got := quantity(usage["default"], v1.ResourceNodes); got != "2" {
+		t.Errorf("default nodes %s, want 2 (the claim's node once, and the node without a claim)", got)
+	}
+	if got := quantity(usage["default"], corev1.ResourceCPU); got != "6" {
+		t.Errorf("default cpu %s, want 6", got)
 	}
 }
 
