@@ -215,6 +215,28 @@ func TestRenderReadsChartValuesFiles(t *testing.T) {
 	}
 }
 
+// Karpenter's values files leave settings.clusterName empty for --set to fill: an
+// explicit flag wins over every file, as helm's --set does over -f, and a flag left
+// unset leaves the file's value alone.
+func TestRenderFlagsWinOverValuesFiles(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "karpenter-values.yaml")
+	if err := os.WriteFile(file, []byte("settings:\n  clusterName: \"\"\n  interruptionQueue: from-file\nreplicas: 5\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	var out, errOut bytes.Buffer
+	if code := run([]string{"render", "--cluster-name", "prod", "--replicas", "2", "-f", file}, &out, &errOut); code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut.String())
+	}
+	for _, want := range []string{"value: prod", "replicas: 2", "value: from-file"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("render output lacks %q", want)
+		}
+	}
+	if strings.Contains(out.String(), "replicas: 5") {
+		t.Error("the values file's replicas beat --replicas")
+	}
+}
+
 // blockedSnapshot is `kubectl get nodes,nodeclaims,nodepools,pods,pdb,daemonsets -A
 // -o yaml` of a cluster in us-west-2a (see controller/simulate's tests).
 const blockedSnapshot = "../../simulate/testdata/consolidate/blocked.yaml"

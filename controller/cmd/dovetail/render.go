@@ -61,7 +61,7 @@ func renderCmd(args []string, stdout, stderr io.Writer) int {
 	fs.StringVar(&v.CPU, "cpu", v.CPU, "CPU request")
 	fs.StringVar(&v.Memory, "memory", v.Memory, "memory request and limit")
 	var valueFiles stringList
-	fs.Var(&valueFiles, "values", "a values file of charts/dovetail (values.yaml's names: tolerations, nodeSelector, serviceMonitor, ...); repeatable, later files win, and files win over the flags above")
+	fs.Var(&valueFiles, "values", "a values file of charts/dovetail (values.yaml's names: tolerations, nodeSelector, serviceMonitor, ...); repeatable, later files win; a flag given explicitly wins over every file, as helm's --set does over -f")
 	fs.Var(&valueFiles, "f", "short for --values")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
@@ -76,6 +76,21 @@ func renderCmd(args []string, stdout, stderr io.Writer) int {
 			return 2
 		}
 		v.ExtraChartValues = chartutil.CoalesceTables(vals.AsMap(), v.ExtraChartValues)
+	}
+	// A flag given explicitly wins over the files, as helm's --set does over -f: a
+	// Karpenter values file's empty settings.clusterName must not undo
+	// --cluster-name.
+	if len(valueFiles) > 0 {
+		flagged := v
+		flagged.ExtraChartValues = nil
+		fromFlags := flagged.ChartValues()
+		fs.Visit(func(f *flag.Flag) {
+			for _, path := range flagValuePaths[f.Name] {
+				if value, ok := lookPath(fromFlags, path); ok {
+					v.ExtraChartValues = setPath(v.ExtraChartValues, path, value)
+				}
+			}
+		})
 	}
 	if v.Settings.ClusterName == "" {
 		// A values file may name the cluster, as it would for helm install.
@@ -105,4 +120,57 @@ func renderCmd(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// flagValuePaths are the chart values each flag of render sets.
+var flagValuePaths = map[string][]string{
+	"cluster-name":        {"settings.clusterName"},
+	"cluster-endpoint":    {"settings.clusterEndpoint"},
+	"aws-region":          {"settings.awsRegion"},
+	"interruption-queue":  {"settings.interruptionQueue"},
+	"isolated-vpc":        {"settings.isolatedVPC"},
+	"log-level":           {"logLevel"},
+	"batch-idle-duration": {"settings.batchIdleDuration"},
+	"batch-max-duration":  {"settings.batchMaxDuration"},
+	"name":                {"fullnameOverride"},
+	"service-account":     {"serviceAccount.name"},
+	"irsa-role-arn":       {"serviceAccount.annotations"},
+	"image":               {"controller.image"},
+	"replicas":            {"replicas"},
+	"cpu":                 {"controller.resources.requests.cpu"},
+	"memory":              {"controller.resources.requests.memory", "controller.resources.limits.memory"},
+}
+
+// lookPath reads a dotted path of nested maps.
+func lookPath(values map[string]any, path string) (any, bool) {
+	var cur any = values
+	for _, key := range strings.Split(path, ".") {
+		m, ok := cur.(map[string]any)
+		if !ok {
+			return nil, false
+		}
+		if cur, ok = m[key]; !ok {
+			return nil, false
+		}
+	}
+	return cur, true
+}
+
+// setPath writes value at a dotted path, making the maps on the way.
+func setPath(values map[string]any, path string, value any) map[string]any {
+	if values == nil {
+		values = map[string]any{}
+	}
+	keys := strings.Split(path, ".")
+	m := values
+	for _, key := range keys[:len(keys)-1] {
+		next, ok := m[key].(map[string]any)
+		if !ok {
+			next = map[string]any{}
+			m[key] = next
+		}
+		m = next
+	}
+	m[keys[len(keys)-1]] = value
+	return values
 }
