@@ -1,6 +1,7 @@
 package consolidation
 
 import (
+	"math"
 	"sort"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
@@ -24,7 +25,24 @@ const MinSpotToSpotOptions = 15
 // minValues), the cheapest of which it is held to: a spot node is cheap because
 // it may be taken back, and the one cheapest type is the likeliest to be. The
 // options of every new node still satisfy the pool's minValues.
-func narrowToCheaper(plans []*scheduling.NodeClaimPlan, ceilings []float64, replacingSpot, spotToSpot bool) bool {
+//
+// A price is the worst the launch may pay: EC2 launches in any zone the claim
+// allows, so an option is kept only if its dearest offering there (of the capacity
+// type the launch takes first) is under the ceiling, as Karpenter filters them.
+// And no new node is one of the removed nodes' own types unless cheaper than the
+// cheapest removed node of that type (Karpenter's filterOutSameInstanceType):
+// three nodes replaced by one of their own types is churn, when deleting two of
+// them moves fewer pods.
+func narrowToCheaper(plans []*scheduling.NodeClaimPlan, ceilings []float64, removed []*Candidate, replacingSpot, spotToSpot bool) bool {
+	ownPrice := map[string]float64{}
+	for _, c := range removed {
+		if math.IsNaN(c.Price) {
+			continue
+		}
+		if p, ok := ownPrice[c.InstanceType]; !ok || c.Price < p {
+			ownPrice[c.InstanceType] = c.Price
+		}
+	}
 	for i, plan := range plans {
 		reqs := plan.Requirements.Copy()
 		spotToSpotPlan := replacingSpot && reqs.Get(v1.LabelCapacityType).Has(v1.CapacityTypeSpot)
@@ -38,10 +56,16 @@ func narrowToCheaper(plans []*scheduling.NodeClaimPlan, ceilings []float64, repl
 			it    *scheduling.InstanceType
 			price float64
 		}
+		ceiling := ceilings[i]
+		for _, it := range plan.InstanceTypeOptions {
+			if p, ok := ownPrice[it.Name]; ok {
+				ceiling = min(ceiling, p)
+			}
+		}
 		var cheaper []option
 		for _, it := range plan.InstanceTypeOptions {
-			if o, ok := scheduling.CheapestOffering(it, reqs); ok && o.Price < ceilings[i]-1e-9 {
-				cheaper = append(cheaper, option{it, o.Price})
+			if price, ok := scheduling.WorstLaunchPrice(it, reqs); ok && price < ceiling-1e-9 {
+				cheaper = append(cheaper, option{it, price})
 			}
 		}
 		sort.SliceStable(cheaper, func(i, j int) bool { return cheaper[i].price < cheaper[j].price })

@@ -36,17 +36,17 @@ func plan(types ...*scheduling.InstanceType) *scheduling.NodeClaimPlan {
 func TestNarrowToCheaper(t *testing.T) {
 	one := func(price float64) []float64 { return []float64{price} }
 	p := plan(instanceType("small", 0.10, v1.CapacityTypeOnDemand), instanceType("same", 0.20, v1.CapacityTypeOnDemand), instanceType("big", 0.40, v1.CapacityTypeOnDemand))
-	if !narrowToCheaper([]*scheduling.NodeClaimPlan{p}, one(0.20), false, false) {
+	if !narrowToCheaper([]*scheduling.NodeClaimPlan{p}, one(0.20), nil, false, false) {
 		t.Fatal("a cheaper type was not accepted")
 	}
 	if len(p.InstanceTypeOptions) != 1 || p.InstanceTypeOptions[0].Name != "small" || !p.Requirements.Get(v1.LabelInstanceType).Has("small") || p.Requirements.Get(v1.LabelInstanceType).Has("same") {
 		t.Errorf("options narrowed to %v, requirement %v; want only the cheaper small", p.InstanceTypeOptions, p.Requirements.Get(v1.LabelInstanceType))
 	}
-	if narrowToCheaper([]*scheduling.NodeClaimPlan{plan(instanceType("same", 0.20, v1.CapacityTypeOnDemand))}, one(0.20), false, false) {
+	if narrowToCheaper([]*scheduling.NodeClaimPlan{plan(instanceType("same", 0.20, v1.CapacityTypeOnDemand))}, one(0.20), nil, false, false) {
 		t.Error("a replacement at the same price was accepted")
 	}
 	two := []*scheduling.NodeClaimPlan{plan(instanceType("a", 0.10, v1.CapacityTypeOnDemand)), plan(instanceType("b", 0.15, v1.CapacityTypeOnDemand))}
-	if narrowToCheaper(two, []float64{0.10, 0.15}, false, false) {
+	if narrowToCheaper(two, []float64{0.10, 0.15}, nil, false, false) {
 		t.Error("two replacements each at their ceiling were accepted")
 	}
 
@@ -54,42 +54,84 @@ func TestNarrowToCheaper(t *testing.T) {
 	for i := 0; i < MinSpotToSpotOptions+3; i++ {
 		many = append(many, instanceType(fmt.Sprintf("spot-%02d", i), 0.1+float64(i)*0.01, v1.CapacityTypeSpot))
 	}
-	if narrowToCheaper([]*scheduling.NodeClaimPlan{plan(many...)}, one(1.0), true, false) {
+	if narrowToCheaper([]*scheduling.NodeClaimPlan{plan(many...)}, one(1.0), nil, true, false) {
 		t.Error("spot replaced by spot without the SpotToSpotConsolidation gate")
 	}
 	wide := plan(many...)
-	if !narrowToCheaper([]*scheduling.NodeClaimPlan{wide}, one(1.0), true, true) {
+	if !narrowToCheaper([]*scheduling.NodeClaimPlan{wide}, one(1.0), nil, true, true) {
 		t.Errorf("spot-to-spot with %d cheaper options refused behind the gate", len(many))
 	}
 	if len(wide.InstanceTypeOptions) != MinSpotToSpotOptions || wide.InstanceTypeOptions[MinSpotToSpotOptions-1].Name != "spot-14" || !wide.Requirements.Get(v1.LabelCapacityType).Has(v1.CapacityTypeSpot) || wide.Requirements.Get(v1.LabelCapacityType).Has(v1.CapacityTypeOnDemand) {
 		t.Errorf("spot-to-spot launches from %v with capacity type %v; want the %d cheapest, spot only", wide.InstanceTypeOptions, wide.Requirements.Get(v1.LabelCapacityType), MinSpotToSpotOptions)
 	}
-	if narrowToCheaper([]*scheduling.NodeClaimPlan{plan(many[:MinSpotToSpotOptions-1]...)}, one(1.0), true, true) {
+	if narrowToCheaper([]*scheduling.NodeClaimPlan{plan(many[:MinSpotToSpotOptions-1]...)}, one(1.0), nil, true, true) {
 		t.Errorf("spot-to-spot with only %d cheaper options accepted", MinSpotToSpotOptions-1)
 	}
 	// minValues above 15 asks for more cheaper types, and launches from that many.
 	withMin := plan(many...)
 	minValues := MinSpotToSpotOptions + 2
 	withMin.Requirements[v1.LabelInstanceType].MinValues = &minValues
-	if !narrowToCheaper([]*scheduling.NodeClaimPlan{withMin}, one(1.0), true, true) || len(withMin.InstanceTypeOptions) != minValues || *withMin.Requirements.Get(v1.LabelInstanceType).MinValues != minValues {
+	if !narrowToCheaper([]*scheduling.NodeClaimPlan{withMin}, one(1.0), nil, true, true) || len(withMin.InstanceTypeOptions) != minValues || *withMin.Requirements.Get(v1.LabelInstanceType).MinValues != minValues {
 		t.Errorf("minValues %d: launches from %d types (requirement %v); want %d", minValues, len(withMin.InstanceTypeOptions), withMin.Requirements.Get(v1.LabelInstanceType), minValues)
 	}
 	tooFew := plan(many...)
 	minValues = len(many) + 1
 	tooFew.Requirements[v1.LabelInstanceType].MinValues = &minValues
-	if narrowToCheaper([]*scheduling.NodeClaimPlan{tooFew}, one(1.0), true, true) {
+	if narrowToCheaper([]*scheduling.NodeClaimPlan{tooFew}, one(1.0), nil, true, true) {
 		t.Errorf("spot-to-spot accepted with %d cheaper types under minValues %d", len(many), minValues)
 	}
 	// A replacement that may be spot is spot-to-spot even when on-demand is the
 	// cheaper offering today; only a pool that launches no spot replaces spot with
 	// on-demand.
-	if narrowToCheaper([]*scheduling.NodeClaimPlan{plan(instanceType("od", 0.5, v1.CapacityTypeOnDemand))}, one(1.0), true, false) {
+	if narrowToCheaper([]*scheduling.NodeClaimPlan{plan(instanceType("od", 0.5, v1.CapacityTypeOnDemand))}, one(1.0), nil, true, false) {
 		t.Error("a spot node was replaced, spot-to-spot off, by a node that may be spot")
 	}
 	onDemand := plan(instanceType("od", 0.5, v1.CapacityTypeOnDemand))
 	onDemand.Requirements.Add(scheduling.MustRequirement(v1.LabelCapacityType, v1.OpIn, v1.CapacityTypeOnDemand))
-	if !narrowToCheaper([]*scheduling.NodeClaimPlan{onDemand}, one(1.0), true, false) {
+	if !narrowToCheaper([]*scheduling.NodeClaimPlan{onDemand}, one(1.0), nil, true, false) {
 		t.Error("a spot node of a pool that now launches only on-demand could not be replaced by cheaper on-demand")
+	}
+}
+
+// A replacement priced at its cheapest offering (spot in zone b at $0.20) may
+// launch in zone a at $1.00 when its requirements allow both zones: EC2 picks.
+// An option is kept only if its worst launch price is under the ceiling.
+func TestReplacementIsPricedAtItsWorstLaunch(t *testing.T) {
+	zonal := scheduling.NewInstanceType("zonal", map[string]string{v1.LabelArch: "amd64"},
+		corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi"), corev1.ResourcePods: resource.MustParse("29")},
+		[]scheduling.Offering{{Zone: "a", CapacityType: v1.CapacityTypeOnDemand, Price: 1.0, Available: true}, {Zone: "b", CapacityType: v1.CapacityTypeOnDemand, Price: 0.2, Available: true}},
+		scheduling.DefaultAllocatableSettings())
+	if narrowToCheaper([]*scheduling.NodeClaimPlan{plan(zonal)}, []float64{0.5}, nil, false, false) {
+		t.Error("a replacement that may launch at $1.00/h was taken for a $0.50/h node")
+	}
+	pinned := plan(zonal)
+	pinned.Requirements.Add(scheduling.MustRequirement(v1.LabelTopologyZone, v1.OpIn, "b"))
+	if !narrowToCheaper([]*scheduling.NodeClaimPlan{pinned}, []float64{0.5}, nil, false, false) {
+		t.Error("a replacement pinned to the zone where it costs $0.20/h was refused for a $0.50/h node")
+	}
+}
+
+// Karpenter's filterOutSameInstanceType: a replacement of several nodes may not be
+// one of their own types unless it is cheaper than the cheapest removed node of
+// that type; the other options stay.
+func TestReplacementIsNotTheRemovedNodesOwnType(t *testing.T) {
+	removed := []*Candidate{{InstanceType: "m.large", Price: 0.2}, {InstanceType: "m.xlarge", Price: 0.4}}
+	p := plan(instanceType("c.large", 0.15, v1.CapacityTypeOnDemand), instanceType("m.large", 0.2, v1.CapacityTypeOnDemand), instanceType("r.large", 0.25, v1.CapacityTypeOnDemand))
+	if !narrowToCheaper([]*scheduling.NodeClaimPlan{p}, []float64{0.6}, removed, false, false) {
+		t.Fatal("a cheaper type of another kind was refused")
+	}
+	for _, it := range p.InstanceTypeOptions {
+		if it.Name != "c.large" {
+			t.Errorf("option %s kept: it is a removed node's own type, or no cheaper than one", it.Name)
+		}
+	}
+	if narrowToCheaper([]*scheduling.NodeClaimPlan{plan(instanceType("m.large", 0.2, v1.CapacityTypeOnDemand))}, []float64{0.6}, removed, false, false) {
+		t.Error("two nodes were replaced by one of their own types")
+	}
+	spot := plan(instanceType("m.large", 0.08, v1.CapacityTypeSpot))
+	spot.Requirements.Add(scheduling.MustRequirement(v1.LabelCapacityType, v1.OpIn, v1.CapacityTypeSpot))
+	if !narrowToCheaper([]*scheduling.NodeClaimPlan{spot}, []float64{0.6}, removed, false, false) {
+		t.Error("the same type as spot, cheaper than the on-demand node it replaces, was refused")
 	}
 }
 

@@ -59,7 +59,7 @@ func singleReplacementSavings(t *trial, removed []*Candidate, opts Options) (flo
 	if r == nil || len(r.NodeClaims) > 1 {
 		return 0, false
 	}
-	if len(r.NodeClaims) == 1 && !narrowToCheaper(r.NodeClaims, []float64{priceOf(removed)}, allSpot(removed), opts.SpotToSpot) {
+	if len(r.NodeClaims) == 1 && !narrowToCheaper(r.NodeClaims, []float64{priceOf(removed)}, removed, allSpot(removed), opts.SpotToSpot) {
 		return 0, false
 	}
 	return priceOf(removed) - scheduling.PriceOf(r.NodeClaims), true

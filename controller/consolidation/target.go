@@ -93,13 +93,69 @@ func newTrial(cl *Cluster) *trial {
 // the candidates; with launch it may add nodes. It returns nil when a pod would be
 // left without a place.
 func (t *trial) solve(cands []*Candidate, launch bool) *scheduling.Results {
+	return t.solveOn(t.cl.Snapshot, cands, launch)
+}
+
+// solveWithoutOwnTypes is solve with the candidates' own instance types left out
+// of what new nodes may be: the replacement a plan that would launch one of them
+// again has instead (see narrowToCheaper).
+func (t *trial) solveWithoutOwnTypes(cands []*Candidate) *scheduling.Results {
+	own := sets.New[string]()
+	for _, c := range cands {
+		own.Insert(c.InstanceType)
+	}
+	snap := *t.cl.Snapshot
+	snap.InstanceTypes = make(map[string][]*scheduling.InstanceType, len(t.cl.Snapshot.InstanceTypes))
+	for pool, types := range t.cl.Snapshot.InstanceTypes {
+		snap.InstanceTypes[pool] = slices.DeleteFunc(slices.Clone(types), func(it *scheduling.InstanceType) bool { return own.Has(it.Name) })
+	}
+	return t.solveOn(&snap, cands, true)
+}
+
+// launchesOwnType reports whether some new node may be one of the removed nodes'
+// own types.
+func launchesOwnType(r *scheduling.Results, removed []*Candidate) bool {
+	for _, c := range removed {
+		for _, nc := range r.NodeClaims {
+			if slices.ContainsFunc(nc.InstanceTypeOptions, func(it *scheduling.InstanceType) bool { return it.Name == c.InstanceType }) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// replacementFor plans the removed nodes' pods with new nodes allowed, at most
+// maxNew of them, narrowed to what is cheaper (narrowToCheaper); with again, a
+// plan refused because it would launch one of the removed nodes' own types again
+// is planned once more without those types. nil when there is no such plan.
+func (t *trial) replacementFor(removed []*Candidate, maxNew int, again bool, opts Options) (r *scheduling.Results, placed bool) {
+	r = t.solve(removed, true)
+	if r == nil || len(r.NodeClaims) > maxNew {
+		return nil, false
+	}
+	if len(r.NodeClaims) == 0 || narrowToCheaper(r.NodeClaims, ceilings(removed, r), removed, allSpot(removed), opts.SpotToSpot) {
+		return r, true
+	}
+	if !again || !launchesOwnType(r, removed) {
+		return nil, true
+	}
+	other := t.solveWithoutOwnTypes(removed)
+	if other == nil || len(other.NodeClaims) > maxNew || len(other.NodeClaims) == 0 ||
+		!narrowToCheaper(other.NodeClaims, ceilings(removed, other), removed, allSpot(removed), opts.SpotToSpot) {
+		return nil, true
+	}
+	return other, true
+}
+
+func (t *trial) solveOn(snap *scheduling.Snapshot, cands []*Candidate, launch bool) *scheduling.Results {
 	gone := t.alsoGone.Clone()
 	pods := append(append([]*corev1.Pod(nil), t.cl.Moving...), t.alsoMoving...)
 	for _, c := range cands {
 		gone.Insert(c.Node.Name, c.Claim.Name)
 		pods = append(pods, c.Pods...)
 	}
-	r := t.cl.Snapshot.Plan(gone, pods, launch)
+	r := snap.Plan(gone, pods, launch)
 	for _, u := range r.Unschedulable {
 		if !t.stuck.Has(u.Pod.UID) {
 			return nil
@@ -328,11 +384,8 @@ func (t *trial) replace(removed []*Candidate, opts Options) candidateRun {
 	if len(removed) == 0 {
 		return run
 	}
-	r := t.solve(removed, true)
-	if r == nil || len(r.NodeClaims) > len(removed) {
-		return run
-	}
-	if len(r.NodeClaims) > 0 && !narrowToCheaper(r.NodeClaims, ceilings(removed, r), allSpot(removed), opts.SpotToSpot) {
+	r, _ := t.replacementFor(removed, len(removed), true, opts)
+	if r == nil {
 		return run
 	}
 	savings := priceOf(removed) - scheduling.PriceOf(r.NodeClaims)
@@ -384,10 +437,10 @@ func (t *trial) bestSingleReplacement(order, byCost []*Candidate, floor float64,
 	}
 	trials := max(SingleReplacementWork/max(len(t.cl.Snapshot.Nodes), 1), 1)
 	// try reports whether the candidates' pods have a place with at most one new
-	// node, whether or not that saves.
-	try := func(removed []*Candidate) bool {
+	// node, and whether that is a decision (it saves), as Karpenter's search asks.
+	try := func(removed []*Candidate) (placed, decided bool) {
 		if trials <= 0 || len(removed) > MaxMultiNodeCandidates {
-			return false
+			return false, false
 		}
 		trials--
 		run, placed := t.replaceWithOne(removed, opts)
@@ -397,7 +450,7 @@ func (t *trial) bestSingleReplacement(order, byCost []*Candidate, floor float64,
 		if run.results != nil && run.savings > best.savings+1e-9 {
 			best = run
 		}
-		return placed
+		return placed, run.results != nil
 	}
 	if len(order) <= MaxExhaustiveCandidates {
 		for mask := 1; mask < 1<<len(order); mask++ {
@@ -412,11 +465,13 @@ func (t *trial) bestSingleReplacement(order, byCost []*Candidate, floor float64,
 	} else {
 		// Karpenter's multi-node run, in its order (cheapest to disrupt first) and
 		// in ours: the longest prefix that places its pods.
-		for _, o := range [][]*Candidate{byCost, order} {
+		// Karpenter's run goes on while it finds a decision; ours while the pods
+		// have a place.
+		for i, o := range [][]*Candidate{byCost, order} {
 			lo, hi := 2, min(len(o), MaxMultiNodeCandidates)
 			for lo <= hi {
 				mid := (lo + hi) / 2
-				if try(o[:mid]) {
+				if placed, decided := try(o[:mid]); (i == 0 && decided) || (i == 1 && placed) {
 					lo = mid + 1
 				} else {
 					hi = mid - 1
@@ -481,12 +536,10 @@ func ceilingOfSingle(order []*Candidate) float64 {
 // whether the pods have a place that way at all, cheaper or not.
 func (t *trial) replaceWithOne(removed []*Candidate, opts Options) (run candidateRun, placed bool) {
 	run = candidateRun{removed: removed}
-	r := t.solve(removed, true)
-	if r == nil || len(r.NodeClaims) > 1 {
-		return run, false
-	}
-	if len(r.NodeClaims) == 1 && !narrowToCheaper(r.NodeClaims, ceilings(removed, r), allSpot(removed), opts.SpotToSpot) {
-		return run, true
+	// Karpenter's shape: its single replacement filtered, not planned again.
+	r, placed := t.replacementFor(removed, 1, false, opts)
+	if r == nil {
+		return run, placed
 	}
 	if failing := failingScores(removed, r, t.cl.Totals); len(failing) > 0 {
 		// A Balanced pool rejects it: not a decision, though its pods have a place.

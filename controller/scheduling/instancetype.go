@@ -287,6 +287,31 @@ func sortByPrice(its []*InstanceType) {
 	})
 }
 
+// launchOrder is the order in which a launch takes the capacity types a claim
+// allows: a reservation it has, then spot, then on-demand.
+var launchOrder = []string{v1.CapacityTypeReserved, v1.CapacityTypeSpot, v1.CapacityTypeOnDemand}
+
+// WorstLaunchPrice is the most a launch of it under reqs may pay: EC2 picks the
+// zone, so the dearest available offering reqs allow, of the capacity type the
+// launch takes first. ok is false when no offering is allowed.
+func WorstLaunchPrice(it *InstanceType, reqs Requirements) (price float64, ok bool) {
+	zone, ct := reqs.Get(v1.LabelTopologyZone), reqs.Get(v1.LabelCapacityType)
+	for _, want := range launchOrder {
+		if !ct.Has(want) {
+			continue
+		}
+		for _, o := range it.Offerings {
+			if o.Available && o.CapacityType == want && zone.Has(o.Zone) && (!ok || o.Price > price) {
+				price, ok = o.Price, true
+			}
+		}
+		if ok {
+			return price, true
+		}
+	}
+	return 0, false
+}
+
 // CheapestOffering is the cheapest available offering of it that reqs allow.
 func CheapestOffering(it *InstanceType, reqs Requirements) (Offering, bool) {
 	return it.cheapestOffering(reqs)

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/buffer"
 	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
@@ -47,6 +48,9 @@ type PlannedNodeClaim struct {
 	CoveredBy           string   `json:"coveredBy,omitempty"`
 	InstanceTypeOptions int      `json:"instanceTypeOptions"`
 	Pods                []string `json:"pods"`
+	// Requirements are the NodeClaim's requirements as the controller writes
+	// them: what EC2 is asked for (any of these types, in any of these zones).
+	Requirements []v1.NodeSelectorRequirementWithMinValues `json:"requirements"`
 }
 
 type PlannedExisting struct {
@@ -126,7 +130,8 @@ func Run(in *Inputs, instanceTypes []*scheduling.InstanceType, costs scheduling.
 
 func plannedNodeClaim(nc *scheduling.NodeClaimPlan) PlannedNodeClaim {
 	return PlannedNodeClaim{NodePool: nc.NodePool, InstanceType: nc.InstanceType.Name, Zone: nc.Offering.Zone, CapacityType: nc.Offering.CapacityType,
-		PricePerHour: round(nc.Offering.Price), ListPricePerHour: round(nc.ListPrice), CoveredBy: nc.CoveredBy, InstanceTypeOptions: len(nc.InstanceTypeOptions), Pods: podNames(nc.Pods)}
+		PricePerHour: round(nc.Offering.Price), ListPricePerHour: round(nc.ListPrice), CoveredBy: nc.CoveredBy, InstanceTypeOptions: len(nc.InstanceTypeOptions), Pods: podNames(nc.Pods),
+		Requirements: provisioning.NodeClaimRequirements(nc)}
 }
 
 func round(f float64) float64 { return math.Round(f*1e6) / 1e6 }

@@ -156,3 +156,41 @@ func TestPoolLimitsCountNodesWithoutClaims(t *testing.T) {
 		t.Errorf("unschedulable %v, want the pod with the pool's limit named", plan.Unschedulable)
 	}
 }
+
+// simulate's JSON lists each new NodeClaim's requirements as the controller writes
+// them, so a user sees what EC2 is asked for: here the GPU name the pod selects,
+// and only types that have it.
+func TestPlanListsTheNodeClaimsRequirements(t *testing.T) {
+	in := &Inputs{}
+	doc := strings.Replace(oversizedSnapshot[:strings.Index(oversizedSnapshot, "---")], "requirements:\n      - {key: kubernetes.io/arch, operator: In, values: [amd64]}", "requirements: []", 1) + `---
+apiVersion: v1
+kind: Pod
+metadata: {name: trainer, namespace: default}
+spec:
+  nodeSelector: {karpenter.k8s.aws/instance-gpu-name: t4}
+  containers:
+  - {name: c, image: trainer, resources: {requests: {cpu: "1", memory: 1Gi}}}
+`
+	if err := in.Read(strings.NewReader(doc), "gpu.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := Run(in, westTypes(t), scheduling.DefaultNodeCosts(), clocktesting.NewFakeClock(fakeNow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.NodeClaims) != 1 {
+		t.Fatalf("planned %d claims, want 1 (unschedulable: %v)", len(plan.NodeClaims), plan.Unschedulable)
+	}
+	got := map[string][]string{}
+	for _, r := range plan.NodeClaims[0].Requirements {
+		got[r.Key] = r.Values
+	}
+	if v := got["karpenter.k8s.aws/instance-gpu-name"]; len(v) != 1 || v[0] != "t4" {
+		t.Errorf("requirements %v lack instance-gpu-name In [t4]", plan.NodeClaims[0].Requirements)
+	}
+	for _, name := range got["node.kubernetes.io/instance-type"] {
+		if !strings.HasPrefix(name, "g4dn.") {
+			t.Errorf("the claim offers EC2 %s, which has no T4", name)
+		}
+	}
+}

@@ -21,15 +21,10 @@ import (
 // cheapest 60 leave the cloud plenty of choice and keep the object small.
 const maxInstanceTypes = 60
 
-// create writes one planned NodeClaim.
-func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *scheduling.NodeClaimPlan, reason string) (*v1.NodeClaim, error) {
-	if np == nil {
-		return nil, fmt.Errorf("nodepool %s disappeared", plan.NodePool)
-	}
-	plan, err := hostable(ctx, plan, maxInstanceTypes)
-	if err != nil {
-		return nil, fmt.Errorf("checking the planned nodeclaim, %w", err)
-	}
+// NodeClaimRequirements are the requirements the NodeClaim of a plan is written
+// with: what EC2 is asked for, the cheapest maxInstanceTypes options among them.
+// simulate shows these too.
+func NodeClaimRequirements(plan *scheduling.NodeClaimPlan) []v1.NodeSelectorRequirementWithMinValues {
 	reqs := plan.Requirements.ToNodeSelectorRequirements()
 	for i := range reqs {
 		if reqs[i].Key == v1.LabelInstanceType && len(reqs[i].Values) > maxInstanceTypes {
@@ -41,6 +36,19 @@ func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *schedul
 			reqs[i].Values = names
 		}
 	}
+	return reqs
+}
+
+// create writes one planned NodeClaim.
+func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *scheduling.NodeClaimPlan, reason string) (*v1.NodeClaim, error) {
+	if np == nil {
+		return nil, fmt.Errorf("nodepool %s disappeared", plan.NodePool)
+	}
+	plan, err := hostable(ctx, plan, maxInstanceTypes)
+	if err != nil {
+		return nil, fmt.Errorf("checking the planned nodeclaim, %w", err)
+	}
+	reqs := NodeClaimRequirements(plan)
 	// The pool comes from the cache uncopied; the create's response is decoded into
 	// the new claim, so it must not share the pool's slices and pointers.
 	tmpl := np.Spec.Template.DeepCopy()
