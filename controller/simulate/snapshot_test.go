@@ -194,3 +194,65 @@ spec:
 		}
 	}
 }
+
+// A DaemonSet whose template asks 4 CPU while its running pods ask 1 (a vertical
+// autoscaler set them, or the template changed since): a new node holds what a
+// running pod asks, as Karpenter reads it, not the template.
+const liveDaemonSetSnapshot = `
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: default}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: default}
+      requirements:
+      - {key: karpenter.k8s.aws/instance-family, operator: In, values: [m5]}
+---
+apiVersion: apps/v1
+kind: DaemonSet
+metadata: {name: agent, namespace: kube-system, uid: 5a1d2c3e-0000-4000-8000-000000000001}
+spec:
+  selector: {matchLabels: {app: agent}}
+  template:
+    metadata: {labels: {app: agent}}
+    spec:
+      containers:
+      - {name: agent, image: agent, resources: {requests: {cpu: "4", memory: 1Gi}}}
+---
+apiVersion: v1
+kind: Pod
+metadata:
+  name: agent-x1
+  namespace: kube-system
+  labels: {app: agent}
+  creationTimestamp: "2026-11-21T00:00:00Z"
+  ownerReferences:
+  - {apiVersion: apps/v1, kind: DaemonSet, name: agent, uid: 5a1d2c3e-0000-4000-8000-000000000001, controller: true}
+spec:
+  nodeName: elsewhere
+  containers:
+  - {name: agent, image: agent, resources: {requests: {cpu: "1", memory: 1Gi}}}
+status: {phase: Running}
+---
+apiVersion: v1
+kind: Pod
+metadata: {name: app, namespace: default}
+spec:
+  containers:
+  - {name: app, image: app, resources: {requests: {cpu: "2", memory: 2Gi}}}
+`
+
+func TestDaemonSetOverheadIsWhatItsPodsAsk(t *testing.T) {
+	in := &Inputs{}
+	if err := in.Read(strings.NewReader(liveDaemonSetSnapshot), "daemonset.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	plan, err := Run(in, westTypes(t), scheduling.DefaultNodeCosts(), clocktesting.NewFakeClock(fakeNow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.NodeClaims) != 1 || plan.NodeClaims[0].InstanceType != "m5.xlarge" {
+		t.Errorf("planned %+v; want one m5.xlarge (2 CPU for the pod, 1 for the agent's running pods), not a node sized for the template's 4", plan.NodeClaims)
+	}
+}

@@ -135,8 +135,16 @@ func buildSnapshot(ctx context.Context, view *state.View, typesOf instanceTypesO
 	if view.VolumesUnknown {
 		volumesOf = func(*corev1.Pod) (scheduling.VolumeTopology, error) { return nil, nil }
 	}
+	// The newest running pod of each DaemonSet says what it asks of a node (a
+	// vertical autoscaler, or a template changed since), as Karpenter reads it.
+	daemonPods := map[types.UID]*corev1.Pod{}
 	for i := range pods {
 		pod := pods[i]
+		if owner := metav1.GetControllerOf(pod); owner != nil && owner.Kind == "DaemonSet" && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
+			if newest, ok := daemonPods[owner.UID]; !ok || newest.CreationTimestamp.Before(&pod.CreationTimestamp) {
+				daemonPods[owner.UID] = pod
+			}
+		}
 		switch {
 		case pod.Spec.NodeName != "" && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed:
 			bound[pod.Spec.NodeName] = append(bound[pod.Spec.NodeName], pod)
@@ -268,7 +276,7 @@ func buildSnapshot(ctx context.Context, view *state.View, typesOf instanceTypesO
 		}
 		s.nodes = append(s.nodes, inFlight(nc, nominated[nc.Name]))
 	}
-	s.daemonSetPods = daemonSetPods(view.DaemonSets)
+	s.daemonSetPods = daemonSetPods(view.DaemonSets, daemonPods)
 	s.usage = scheduling.UsageOfClaimsAndNodes(claims, nodes)
 	s.claims = make(map[string]*v1.NodeClaim, len(claims))
 	for i := range claims {
@@ -383,13 +391,19 @@ func inFlight(nc *v1.NodeClaim, pods []*corev1.Pod) *scheduling.ExistingNode {
 	}
 }
 
-func daemonSetPods(list []appsv1.DaemonSet) []*corev1.Pod {
+func daemonSetPods(list []appsv1.DaemonSet, running map[types.UID]*corev1.Pod) []*corev1.Pod {
 	out := make([]*corev1.Pod, 0, len(list))
 	for i := range list {
 		ds := &list[i]
 		// The template is not a Pod the API server has defaulted: a container
 		// that sets only limits requests them.
-		out = append(out, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: ds.Name, Namespace: ds.Namespace, Labels: ds.Spec.Template.Labels}, Spec: scheduling.WithRequestsFromLimits(ds.Spec.Template.Spec)})
+		spec := scheduling.WithRequestsFromLimits(ds.Spec.Template.Spec)
+		if pod, ok := running[ds.UID]; ok {
+			// Where it runs is the template's to say (the DaemonSet controller pins
+			// each pod to its node); what it asks is the running pod's.
+			spec.Containers, spec.InitContainers, spec.Overhead, spec.Resources = pod.Spec.Containers, pod.Spec.InitContainers, pod.Spec.Overhead, pod.Spec.Resources
+		}
+		out = append(out, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: ds.Name, Namespace: ds.Namespace, Labels: ds.Spec.Template.Labels}, Spec: spec})
 	}
 	return out
 }
