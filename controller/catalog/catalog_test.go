@@ -1,6 +1,7 @@
 package catalog
 
 import (
+	"k8s.io/apimachinery/pkg/util/validation"
 	"testing"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
@@ -62,5 +63,21 @@ func TestRequirementCacheIn(t *testing.T) {
 	var none scheduling.RequirementCache
 	if none.In(v1.LabelArch, "amd64") == none.In(v1.LabelArch, "amd64") {
 		t.Error("a nil cache shared a requirement")
+	}
+}
+
+// Every label the embedded catalog gives a node is one kube-apiserver accepts and
+// a node selector can name: "Radeon Pro V520" or "u-" could be neither.
+func TestEmbeddedCatalogLabelsAreValid(t *testing.T) {
+	f, err := EmbeddedAWS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range f.InstanceTypes {
+		for k, v := range e.NodeLabels() {
+			if errs := validation.IsValidLabelValue(v); len(errs) > 0 {
+				t.Errorf("%s: label %s=%q: %v", e.Name, k, v, errs)
+			}
+		}
 	}
 }

@@ -387,15 +387,25 @@ func (s *solver) openClaim(ps *poolState, p *podInfo) (*claim, error) {
 		s.optionCache[k] = compatible
 	}
 	overSpend := false
-	for _, it := range compatible {
-		if !need.Fits(it.Allocatable) {
-			continue
+	collect := func(types []*InstanceType) {
+		for _, it := range types {
+			if !need.Fits(it.Allocatable) {
+				continue
+			}
+			within, spend := s.withinLimits(ps, it, reqs)
+			if within {
+				c.options = append(c.options, it)
+			}
+			overSpend = overSpend || spend
 		}
-		within, spend := s.withinLimits(ps, it, reqs)
-		if within {
-			c.options = append(c.options, it)
+	}
+	collect(compatible)
+	if len(c.options) == 0 {
+		// Burstable types are left out while another type can take the pod; when
+		// none can, a burstable one is better than a pod left pending.
+		if burstable := s.burstablesFor(k, ps, reqs); len(burstable) > 0 {
+			collect(burstable)
 		}
-		overSpend = overSpend || spend
 	}
 	if len(c.options) == 0 {
 		// Only when the spend limit is why nothing is left does the pool report it.
@@ -441,6 +451,19 @@ func (s *solver) openClaim(ps *poolState, p *podInfo) (*claim, error) {
 	}
 	s.topology.record(s.topology.matchingPod(p), p.topology, claimDomain(c), claimCounts(c))
 	return c, nil
+}
+
+// burstablesFor are the pool's burstable types compatible with reqs that the
+// option cache for k left out.
+func (s *solver) burstablesFor(k admitKey, ps *poolState, reqs Requirements) []*InstanceType {
+	var out []*InstanceType
+	kept := s.optionCache[k]
+	for _, it := range ps.instanceTypes {
+		if it.burstable() && !containsType(kept, it) && it.compatible(reqs) {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 // withinLimits reports whether one more node of the type keeps the pool within

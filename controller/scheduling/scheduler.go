@@ -197,11 +197,16 @@ func (s *solver) placeWaiting(waiting []*podInfo) {
 }
 
 // sortPods orders pods largest first (cpu, then memory): first-fit decreasing,
-// after the pods whose replicas must spread over nodes.
+// after the pods whose replicas must spread over nodes. Among pods of one size,
+// those with required topology rules (which others may count on) go before those
+// without, and those whose rules are only preferences last, so the plan does not
+// depend on which sorts first by name.
 func sortPods(pods []*podInfo) {
 	first := make(map[*podInfo]bool, len(pods))
+	rank := make(map[*podInfo]int, len(pods))
 	for _, p := range pods {
 		first[p] = p.spreadsOverHosts()
+		rank[p] = topologyRank(p)
 	}
 	sort.SliceStable(pods, func(i, j int) bool {
 		if hi, hj := first[pods[i]], first[pods[j]]; hi != hj {
@@ -214,8 +219,25 @@ func sortPods(pods []*podInfo) {
 		if a.Memory != b.Memory {
 			return a.Memory > b.Memory
 		}
+		if ri, rj := rank[pods[i]], rank[pods[j]]; ri != rj {
+			return ri < rj
+		}
 		return pods[i].key < pods[j].key
 	})
+}
+
+// topologyRank is 0 for a pod with a required topology rule, 1 for one with none,
+// 2 for one whose rules are all preferences.
+func topologyRank(p *podInfo) int {
+	if len(p.topology) == 0 {
+		return 1
+	}
+	for _, g := range p.topology {
+		if !g.preference {
+			return 0
+		}
+	}
+	return 2
 }
 
 func (s *solver) buildPools(in Input) {

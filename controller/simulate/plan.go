@@ -80,9 +80,15 @@ type Summary struct {
 // away by themselves, NodeClaims still launching as capacity in flight, and which
 // pods' volumes keep them off every node.
 func Run(in *Inputs, instanceTypes []*scheduling.InstanceType, costs scheduling.NodeCosts, clk clock.PassiveClock) (*Plan, error) {
+	plan, _, _, err := run(in, instanceTypes, costs, clk)
+	return plan, err
+}
+
+// run is Run with the engine's input and results, for checking them.
+func run(in *Inputs, instanceTypes []*scheduling.InstanceType, costs scheduling.NodeCosts, clk clock.PassiveClock) (*Plan, scheduling.Input, *scheduling.Results, error) {
 	view, err := viewOf(in)
 	if err != nil {
-		return nil, err
+		return nil, scheduling.Input{}, nil, err
 	}
 	// Workload files seldom list the claims, volumes and classes their pods name;
 	// without any of them, volumes are not evaluated rather than every claim
@@ -94,7 +100,10 @@ func Run(in *Inputs, instanceTypes []*scheduling.InstanceType, costs scheduling.
 	snap.Commitments = ledger
 	virtual, buffers := bufferPods(in)
 	start := clk.Now()
-	results := snap.PlanOn(snap.Nodes, nil, append(snap.Pending[:len(snap.Pending):len(snap.Pending)], virtual...), true)
+	pending := append(snap.Pending[:len(snap.Pending):len(snap.Pending)], virtual...)
+	results := snap.PlanOn(snap.Nodes, nil, pending, true)
+	engineInput := scheduling.Input{Pods: pending, Nodes: snap.Nodes, NodePools: snap.Pools, InstanceTypes: snap.InstanceTypes,
+		DaemonSetPods: snap.DaemonSetPods, VolumeRequirements: snap.VolumeRequirements}
 	elapsed := clk.Since(start)
 	placeBuffers(buffers, results)
 	plan := &Plan{Overlays: overlays, Buffers: buffers, NodeClaims: []PlannedNodeClaim{}, ExistingNodes: []PlannedExisting{}, Unschedulable: []Unschedulable{}}
@@ -125,7 +134,7 @@ func Run(in *Inputs, instanceTypes []*scheduling.InstanceType, costs scheduling.
 	plan.Summary.ListPricePerHour = round(plan.Summary.ListPricePerHour)
 	plan.NodePrices, plan.Commitments = commitmentReport(snap, terms, results.NodeClaims)
 	plan.Summary.SolveSeconds = elapsed.Seconds()
-	return plan, nil
+	return plan, engineInput, results, nil
 }
 
 func plannedNodeClaim(nc *scheduling.NodeClaimPlan) PlannedNodeClaim {

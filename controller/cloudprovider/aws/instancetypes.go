@@ -134,17 +134,25 @@ func lowerKebabCase(s string) string {
 	return strings.ToLower(strings.ReplaceAll(s, " ", "-"))
 }
 
-// splitFamily splits "c6gn" into category "c" and generation "6".
+// splitFamily splits "c6gn" into category "c" and generation "6", and a
+// high-memory family "u-6tb1" into "u" and "1", as Karpenter reads it (a label
+// value cannot end in "-").
 func splitFamily(family string) (category, generation string) {
-	i := strings.IndexFunc(family, unicode.IsDigit)
+	i := strings.IndexFunc(family, func(r rune) bool { return !unicode.IsLetter(r) })
 	if i < 0 {
 		return family, ""
 	}
-	j := i
-	for j < len(family) && unicode.IsDigit(rune(family[j])) {
+	category, rest := family[:i], family[i:]
+	if strings.HasPrefix(rest, "-") {
+		// "-6tb" names the memory, not the generation.
+		rest = strings.TrimLeftFunc(rest[1:], unicode.IsDigit)
+		rest = strings.TrimPrefix(rest, "tb")
+	}
+	j := 0
+	for j < len(rest) && unicode.IsDigit(rune(rest[j])) {
 		j++
 	}
-	return family[:i], family[i:j]
+	return category, rest[:j]
 }
 
 // ExtendedResources are the device-plugin resources a node of the type advertises.
