@@ -115,4 +115,3 @@ func FuzzSimulatedPlanHoldsItsPods(f *testing.F) {
 		}
 	})
 }
-
