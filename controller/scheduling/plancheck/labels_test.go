@@ -126,3 +126,23 @@ func firstOptions(r *scheduling.Results) []string {
 	}
 	return names
 }
+
+// A label a type may take several values of (a placement group's partition, set
+// by the AWS provider) is one of them on the node: a claim that allows them all is
+// sound.
+func TestPartitionLabelTakesOneOfItsValues(t *testing.T) {
+	it := scheduling.NewInstanceType("c5.large", map[string]string{v1.LabelArch: "amd64", v1.LabelOS: "linux"}, corev1.ResourceList{
+		corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi"), corev1.ResourcePods: resource.MustParse("29"), corev1.ResourceEphemeralStorage: resource.MustParse("20Gi"),
+	}, []scheduling.Offering{{Zone: "a", CapacityType: v1.CapacityTypeOnDemand, Price: 0.1, Available: true}}, scheduling.DefaultAllocatableSettings())
+	it.Requirements[v1.LabelPlacementGroupPartition] = scheduling.MustRequirement(v1.LabelPlacementGroupPartition, v1.OpIn, "1", "2", "3")
+	reqs := scheduling.NewRequirements(scheduling.MustRequirement(v1.LabelPlacementGroupPartition, v1.OpIn, "1", "2", "3"), scheduling.MustRequirement(v1.LabelInstanceType, v1.OpIn, "c5.large"))
+	plan := &scheduling.NodeClaimPlan{Name: "pg-1", NodePool: "pg", Requirements: reqs, InstanceTypeOptions: []*scheduling.InstanceType{it}, Pods: []*corev1.Pod{smallPod("p")}}
+	plan.Requests = scheduling.PodRequests(plan.Pods[0])
+	if vs := plancheck.Claim(plan, plancheck.Capacity{}); len(vs) > 0 {
+		t.Errorf("a claim over the type's partitions was refused: %v", vs)
+	}
+	plan.Requirements = scheduling.NewRequirements(scheduling.MustRequirement(v1.LabelPlacementGroupPartition, v1.OpIn, "4"), scheduling.MustRequirement(v1.LabelInstanceType, v1.OpIn, "c5.large"))
+	if vs := plancheck.Claim(plan, plancheck.Capacity{}); len(vs) == 0 {
+		t.Error("a claim for a partition the type does not have was accepted")
+	}
+}

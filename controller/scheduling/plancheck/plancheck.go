@@ -225,8 +225,21 @@ func typeLabels(claimLabels map[string]string, plan *scheduling.NodeClaimPlan, i
 		}
 	}
 	for k, r := range it.Requirements {
-		if r.Operator() == v1.OpIn && r.Len() == 1 {
+		if r.Operator() != v1.OpIn {
+			continue
+		}
+		if r.Len() == 1 {
 			nodeLabels[k], _ = r.Any()
+			continue
+		}
+		// A label the type may take several values of (a placement group's
+		// partition) gets one the claim allows; zone and capacity type come
+		// from the offering.
+		for _, v := range r.Values() {
+			if plan.Requirements.Get(k).Has(v) {
+				nodeLabels[k] = v
+				break
+			}
 		}
 	}
 	for k, v := range plan.Labels {
