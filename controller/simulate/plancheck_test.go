@@ -2,7 +2,6 @@ package simulate
 
 import (
 	"strings"
-	"sync"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
@@ -11,26 +10,17 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/scheduling/plancheck"
 	"github.com/dovetail-sh/dovetail/controller/scheduling/plancheck/plangen"
 )
 
-var (
-	simUniverseOnce sync.Once
-	simUniverse     *plangen.Universe
-)
-
 func simulateUniverse(t testing.TB) *plangen.Universe {
-	simUniverseOnce.Do(func() {
-		f, err := catalog.EmbeddedAWS()
-		if err != nil {
-			t.Fatal(err)
-		}
-		simUniverse = plangen.NewUniverse(f.InZones([]string{"us-west-2a", "us-west-2b", "us-west-2c"}).ForEngine(scheduling.DefaultAllocatableSettings()))
-	})
-	return simUniverse
+	u, err := plangen.Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
 
 // asObjects turns a generated engine input into the objects a user's snapshot

@@ -4,30 +4,20 @@ import (
 	"fmt"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
 
-	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/scheduling/plancheck"
 	"github.com/dovetail-sh/dovetail/controller/scheduling/plancheck/plangen"
 )
 
-var (
-	universeOnce sync.Once
-	universe     *plangen.Universe
-)
-
 // embeddedUniverse is the embedded AWS catalog in three zones, as the engine gets it.
 func embeddedUniverse(t testing.TB) *plangen.Universe {
-	universeOnce.Do(func() {
-		f, err := catalog.EmbeddedAWS()
-		if err != nil {
-			t.Fatal(err)
-		}
-		universe = plangen.NewUniverse(f.InZones([]string{"us-west-2a", "us-west-2b", "us-west-2c"}).ForEngine(scheduling.DefaultAllocatableSettings()))
-	})
-	return universe
+	u, err := plangen.Embedded()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
 }
 
 // checkCase solves one generated case and returns what the plan breaks.

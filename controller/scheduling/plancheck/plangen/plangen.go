@@ -13,6 +13,7 @@ import (
 	"slices"
 	"sort"
 	"strconv"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -21,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
@@ -57,6 +59,26 @@ func NewUniverse(types []*scheduling.InstanceType) *Universe {
 	}
 	sort.Strings(u.Keys)
 	return u
+}
+
+var (
+	embeddedOnce     sync.Once
+	embeddedUniverse *Universe
+	embeddedErr      error
+)
+
+// Embedded is the universe of the embedded AWS catalog in three zones of
+// us-west-2, as the engine gets it; built once.
+func Embedded() (*Universe, error) {
+	embeddedOnce.Do(func() {
+		f, err := catalog.EmbeddedAWS()
+		if err != nil {
+			embeddedErr = err
+			return
+		}
+		embeddedUniverse = NewUniverse(f.InZones([]string{"us-west-2a", "us-west-2b", "us-west-2c"}).ForEngine(scheduling.DefaultAllocatableSettings()))
+	})
+	return embeddedUniverse, embeddedErr
 }
 
 // Case is one generated input; Seed makes it again.
