@@ -134,10 +134,12 @@ func (t *trial) replacementFor(removed []*Candidate, maxNew int, again bool, opt
 	if r == nil || len(r.NodeClaims) > maxNew {
 		return nil, false
 	}
+	// Asked before narrowing, which changes the plans it passes.
+	ownType := again && launchesOwnType(r, removed)
 	if len(r.NodeClaims) == 0 || narrowToCheaper(r.NodeClaims, ceilings(removed, r), removed, allSpot(removed), opts.SpotToSpot) {
 		return r, true
 	}
-	if !again || !launchesOwnType(r, removed) {
+	if !ownType {
 		return nil, true
 	}
 	other := t.solveWithoutOwnTypes(removed)

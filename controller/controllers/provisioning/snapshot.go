@@ -71,14 +71,18 @@ func (p *Provisioner) snapshotOf(ctx context.Context, view *state.View, typesOf 
 	p.mu.Unlock()
 	s, notes := buildSnapshot(ctx, view, typesOf, nominations, now)
 	p.mu.Lock()
+	// A pod nominated again since the copy keeps its new nomination.
 	for _, uid := range notes.expired {
-		// A pod nominated again since the copy keeps its new nomination.
 		if p.nominations[uid] == nominations[uid] {
 			delete(p.nominations, uid)
 		}
 	}
+	for _, pod := range notes.void {
+		if p.nominations[pod.UID] == nominations[pod.UID] {
+			delete(p.nominations, pod.UID)
+		}
+	}
 	p.mu.Unlock()
-	p.forget(notes.void)
 	for _, o := range notes.oversized {
 		p.flagOversized(o.node, o.claim, o.over)
 	}
@@ -137,12 +141,15 @@ func buildSnapshot(ctx context.Context, view *state.View, typesOf instanceTypesO
 	}
 	// The newest running pod of each DaemonSet says what it asks of a node (a
 	// vertical autoscaler, or a template changed since), as Karpenter reads it.
-	daemonPods := map[types.UID]*corev1.Pod{}
+	// They are found by the DaemonSet's namespace and name: a snapshot written by
+	// hand may carry no UIDs.
+	daemonPods := map[string]*corev1.Pod{}
 	for i := range pods {
 		pod := pods[i]
 		if owner := metav1.GetControllerOf(pod); owner != nil && owner.Kind == "DaemonSet" && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed {
-			if newest, ok := daemonPods[owner.UID]; !ok || newest.CreationTimestamp.Before(&pod.CreationTimestamp) {
-				daemonPods[owner.UID] = pod
+			key := pod.Namespace + "/" + owner.Name
+			if newest, ok := daemonPods[key]; !ok || newest.CreationTimestamp.Before(&pod.CreationTimestamp) {
+				daemonPods[key] = pod
 			}
 		}
 		switch {
@@ -391,14 +398,14 @@ func inFlight(nc *v1.NodeClaim, pods []*corev1.Pod) *scheduling.ExistingNode {
 	}
 }
 
-func daemonSetPods(list []appsv1.DaemonSet, running map[types.UID]*corev1.Pod) []*corev1.Pod {
+func daemonSetPods(list []appsv1.DaemonSet, running map[string]*corev1.Pod) []*corev1.Pod {
 	out := make([]*corev1.Pod, 0, len(list))
 	for i := range list {
 		ds := &list[i]
 		// The template is not a Pod the API server has defaulted: a container
 		// that sets only limits requests them.
 		spec := scheduling.WithRequestsFromLimits(ds.Spec.Template.Spec)
-		if pod, ok := running[ds.UID]; ok {
+		if pod, ok := running[ds.Namespace+"/"+ds.Name]; ok {
 			// Where it runs is the template's to say (the DaemonSet controller pins
 			// each pod to its node); what it asks is the running pod's.
 			spec.Containers, spec.InitContainers, spec.Overhead, spec.Resources = pod.Spec.Containers, pod.Spec.InitContainers, pod.Spec.Overhead, pod.Spec.Resources

@@ -146,3 +146,28 @@ func TestPartitionLabelTakesOneOfItsValues(t *testing.T) {
 		t.Error("a claim for a partition the type does not have was accepted")
 	}
 }
+
+// What a real node carries beyond the engine's model must not read as a broken
+// plan: the deprecated keys beside the stable ones, and a pool's own key that no
+// type defines ("team Exists") while no pod names it. The controller refuses a
+// NodeClaim the checker flags, so a false alarm would strand pods.
+func TestCheckerAcceptsWhatRealNodesCarry(t *testing.T) {
+	u := embeddedUniverse(t)
+	legacy := smallPod("legacy")
+	legacy.Spec.NodeSelector = map[string]string{"beta.kubernetes.io/os": "linux", "failure-domain.beta.kubernetes.io/zone": "us-west-2a"}
+	teams := openPool()
+	teams.Spec.Template.Spec.Requirements = []v1.NodePoolRequirement{{Key: "example.com/team", RequirementBody: v1.RequirementBody{Operator: v1.OpExists}}}
+	for name, in := range map[string]scheduling.Input{
+		"deprecated keys": {Pods: []*corev1.Pod{legacy}, NodePools: []*v1.NodePool{openPool()}, InstanceTypes: map[string][]*scheduling.InstanceType{"default": u.Types}},
+		"pool's own key":  {Pods: []*corev1.Pod{smallPod("any")}, NodePools: []*v1.NodePool{teams}, InstanceTypes: map[string][]*scheduling.InstanceType{"default": u.Types}},
+	} {
+		r := scheduling.Solve(in)
+		if len(r.NodeClaims) != 1 {
+			t.Errorf("%s: want one claim, got %d (unschedulable: %v)", name, len(r.NodeClaims), r.Unschedulable)
+			continue
+		}
+		if vs := plancheck.Plan(in, r); len(vs) > 0 {
+			t.Errorf("%s: a sound plan was flagged: %v", name, vs[0])
+		}
+	}
+}

@@ -10,6 +10,7 @@ package plancheck
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -103,6 +104,11 @@ type ClaimChecker struct {
 	// labels are labelsOf's node labels: the offerings of one option share them.
 	labelsOf *scheduling.InstanceType
 	labels   map[string]string
+	// shared are the violations of what the claim's pods must agree on, once.
+	shared        []Violation
+	sharedChecked bool
+	// unjudged are requirement keys no node label of the model stands for.
+	unjudged map[string]bool
 	// hasBounds is set when some requirement is Gte or Lte, which node selectors
 	// do not have: the selector leaves them out.
 	hasBounds bool
@@ -110,9 +116,17 @@ type ClaimChecker struct {
 
 // ForClaim compiles the checks of plan's options.
 func ForClaim(plan *scheduling.NodeClaimPlan, capacity Capacity) *ClaimChecker {
-	c := &ClaimChecker{plan: plan, capacity: capacity, reqs: plan.Requirements.ToNodeSelectorRequirements(), claimLabels: plan.Requirements.Labels()}
+	c := &ClaimChecker{plan: plan, capacity: capacity, reqs: plan.Requirements.ToNodeSelectorRequirements(), claimLabels: claimLabels(plan.Requirements)}
 	var term corev1.NodeSelectorTerm
+	c.unjudged = map[string]bool{}
 	for _, r := range c.reqs {
+		if _, known := c.claimLabels[r.Key]; !known && !typedAnywhere(plan, r.Key) && r.Key != v1.LabelTopologyZone && r.Key != v1.LabelCapacityType {
+			// A key neither the types, the offerings nor an In of the claim give a
+			// value (a pool's "team Exists"): how the node gets it is not the
+			// plan's doing; the pods' own rules on it are still judged.
+			c.unjudged[r.Key] = true
+			continue
+		}
 		if r.Operator == v1.OpGte || r.Operator == v1.OpLte {
 			c.hasBounds = true
 		} else {
@@ -148,6 +162,9 @@ func (c *ClaimChecker) Option(it *scheduling.InstanceType) []Violation {
 		node := c.node(it, o)
 		if c.selector == nil || !c.selector.Match(node) || c.hasBounds {
 			for _, r := range c.reqs {
+				if c.unjudged[r.Key] {
+					continue
+				}
 				if !meets(node.Labels, r.Key, r.Operator, r.Values) {
 					out = append(out, bad("", RuleRequirements, "the node's labels do not meet the claim's %s %s %v (the node has %s)", r.Key, r.Operator, r.Values, labelOf(node.Labels, r.Key)))
 				}
@@ -156,22 +173,42 @@ func (c *ClaimChecker) Option(it *scheduling.InstanceType) []Violation {
 		for i, p := range plan.Pods {
 			out = append(out, podRuns(p, c.affinities[i], node, bad)...)
 		}
-		need, pods := plan.Requests, plan.Pods
+		need := plan.Requests
 		if c.capacity.DaemonSetPods != nil {
 			daemons := daemonSetsOn(c.capacity.DaemonSetPods, node)
 			need = c.requests
 			for _, ds := range daemons {
 				need = need.Add(scheduling.PodRequests(ds))
 			}
-			pods = append(daemons, plan.Pods...)
+			out = append(out, sharedNode(append(daemons, plan.Pods...), bad)...)
+		} else {
+			// The same pods on every option: what they must agree on is found once.
+			if !c.sharedChecked {
+				c.shared, c.sharedChecked = sharedNode(plan.Pods, func(pod, rule, format string, args ...any) Violation {
+					return Violation{Node: plan.Name, Pod: pod, Rule: rule, Detail: fmt.Sprintf(format, args...)}
+				}), true
+			}
+			for _, v := range c.shared {
+				v.InstanceType = it.Name
+				out = append(out, v)
+			}
 		}
 		if !need.Fits(allocatable) {
 			out = append(out, bad("", RuleResources, "the pods and DaemonSets request %s, more than its allocatable %s (%s)", need, allocatable, strings.Join(need.Exceeding(allocatable), ", ")))
 		}
-		out = append(out, sharedNode(pods, bad)...)
 	}
 	out = append(out, c.assumedDomains(it, offerings, bad)...)
 	return dedupe(out)
+}
+
+// typedAnywhere reports whether some option of the plan defines key.
+func typedAnywhere(plan *scheduling.NodeClaimPlan, key string) bool {
+	for _, it := range plan.InstanceTypeOptions {
+		if _, ok := it.Requirements[key]; ok {
+			return true
+		}
+	}
+	return v1.InstanceTypeLabels.Has(key)
 }
 
 // labelsFit reports whether a node of it, in some offering the claim allows, meets
@@ -251,11 +288,39 @@ func typeLabels(claimLabels map[string]string, plan *scheduling.NodeClaimPlan, i
 	return nodeLabels
 }
 
+// claimLabels are the labels a claim's requirements give a node for keys its
+// type does not define: one of the values of each In (a template label, a pool's
+// own key narrowed by its pods, the zone ID or region a pod names).
+func claimLabels(reqs scheduling.Requirements) map[string]string {
+	out := map[string]string{}
+	for k, r := range reqs {
+		if k == v1.LabelHostname || r.Operator() != v1.OpIn {
+			continue
+		}
+		if v, ok := r.Any(); ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// withAliases adds the deprecated keys a node carries beside the stable ones
+// (beta.kubernetes.io/os, failure-domain.beta.kubernetes.io/zone, ...), which pods
+// may still select and the engine reads as the stable ones.
+func withAliases(nodeLabels map[string]string) {
+	for alias, stable := range v1.NormalizedLabels {
+		if v, ok := nodeLabels[stable]; ok {
+			nodeLabels[alias] = v
+		}
+	}
+}
+
 // nodeWith is a node with the type's labels and the offering's: it writes them
 // into base, which the node then holds, so a node is good until the next one.
 func nodeWith(plan *scheduling.NodeClaimPlan, base map[string]string, o scheduling.Offering) *corev1.Node {
 	base[v1.LabelTopologyZone] = o.Zone
 	base[v1.LabelCapacityType] = o.CapacityType
+	withAliases(base)
 	node := &corev1.Node{Spec: corev1.NodeSpec{Taints: plan.Taints}}
 	node.Name, node.Labels = plan.Name, base
 	return node
@@ -412,16 +477,16 @@ func repels(p, q *corev1.Pod) (corev1.PodAffinityTerm, bool) {
 // namespaces (the owner's own when none are listed; a namespace selector is taken
 // as selecting every namespace) and its label selector.
 func selects(owner *corev1.Pod, term corev1.PodAffinityTerm, pod *corev1.Pod) bool {
-	if term.NamespaceSelector == nil {
+	// Namespace labels are not known here: an empty namespace selector selects
+	// every namespace; one with labels is taken as the listed namespaces and the
+	// owner's, as the engine takes it, so the check is never stricter than the plan.
+	everyNamespace := term.NamespaceSelector != nil && len(term.NamespaceSelector.MatchLabels) == 0 && len(term.NamespaceSelector.MatchExpressions) == 0
+	if !everyNamespace {
 		namespaces := term.Namespaces
-		if len(namespaces) == 0 {
-			namespaces = []string{owner.Namespace}
+		if len(namespaces) == 0 || term.NamespaceSelector != nil {
+			namespaces = append(slices.Clone(namespaces), owner.Namespace)
 		}
-		found := false
-		for _, ns := range namespaces {
-			found = found || ns == pod.Namespace
-		}
-		if !found {
+		if !slices.Contains(namespaces, pod.Namespace) {
 			return false
 		}
 	}
