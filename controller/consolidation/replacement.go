@@ -2,6 +2,7 @@ package consolidation
 
 import (
 	"math"
+	"slices"
 	"sort"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
@@ -63,10 +64,22 @@ func narrowToCheaper(plans []*scheduling.NodeClaimPlan, ceilings []float64, remo
 			}
 		}
 		var cheaper []option
+		spotPriced := false
 		for _, it := range plan.InstanceTypeOptions {
-			if price, ok := scheduling.WorstLaunchPrice(it, reqs); ok && price < ceiling-1e-9 {
+			if price, ct, ok := scheduling.WorstLaunch(it, reqs); ok && price < ceiling-1e-9 {
 				cheaper = append(cheaper, option{it, price})
+				spotPriced = spotPriced || ct == v1.CapacityTypeSpot
 			}
+		}
+		if ct := reqs.Get(v1.LabelCapacityType); spotPriced && ct.Has(v1.CapacityTypeOnDemand) {
+			// Priced as spot, it is launched as spot, as Karpenter pins it: when spot
+			// runs short the launch fails and the node stays, rather than coming
+			// back as on-demand dearer than what it replaced.
+			reqs.Add(scheduling.MustRequirement(v1.LabelCapacityType, v1.OpIn, v1.CapacityTypeSpot))
+			cheaper = slices.DeleteFunc(cheaper, func(o option) bool {
+				_, ok := scheduling.CheapestOffering(o.it, reqs)
+				return !ok
+			})
 		}
 		sort.SliceStable(cheaper, func(i, j int) bool { return cheaper[i].price < cheaper[j].price })
 		types := make([]*scheduling.InstanceType, len(cheaper))

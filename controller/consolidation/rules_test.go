@@ -111,6 +111,22 @@ func TestReplacementIsPricedAtItsWorstLaunch(t *testing.T) {
 	}
 }
 
+// A replacement priced as spot is launched as spot: were spot short, an
+// on-demand launch would cost more than the node it replaces.
+func TestReplacementPricedAsSpotIsPinnedToSpot(t *testing.T) {
+	both := scheduling.NewInstanceType("both", map[string]string{v1.LabelArch: "amd64"},
+		corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("4Gi"), corev1.ResourcePods: resource.MustParse("29")},
+		[]scheduling.Offering{{Zone: "a", CapacityType: v1.CapacityTypeSpot, Price: 0.04, Available: true}, {Zone: "a", CapacityType: v1.CapacityTypeOnDemand, Price: 0.12, Available: true}},
+		scheduling.DefaultAllocatableSettings())
+	p := plan(both)
+	if !narrowToCheaper([]*scheduling.NodeClaimPlan{p}, []float64{0.10}, nil, false, false) {
+		t.Fatal("a replacement at $0.04/h spot was refused for a $0.10/h node")
+	}
+	if ct := p.Requirements.Get(v1.LabelCapacityType); !ct.Has(v1.CapacityTypeSpot) || ct.Has(v1.CapacityTypeOnDemand) {
+		t.Errorf("capacity type %v; want spot only", ct)
+	}
+}
+
 // Karpenter's filterOutSameInstanceType: a replacement of several nodes may not be
 // one of their own types unless it is cheaper than the cheapest removed node of
 // that type; the other options stay.

@@ -295,6 +295,12 @@ var launchOrder = []string{v1.CapacityTypeReserved, v1.CapacityTypeSpot, v1.Capa
 // zone, so the dearest available offering reqs allow, of the capacity type the
 // launch takes first. ok is false when no offering is allowed.
 func WorstLaunchPrice(it *InstanceType, reqs Requirements) (price float64, ok bool) {
+	price, _, ok = WorstLaunch(it, reqs)
+	return price, ok
+}
+
+// WorstLaunch is WorstLaunchPrice with the capacity type the launch takes.
+func WorstLaunch(it *InstanceType, reqs Requirements) (price float64, capacityType string, ok bool) {
 	zone, ct := reqs.Get(v1.LabelTopologyZone), reqs.Get(v1.LabelCapacityType)
 	for _, want := range launchOrder {
 		if !ct.Has(want) {
@@ -306,10 +312,10 @@ func WorstLaunchPrice(it *InstanceType, reqs Requirements) (price float64, ok bo
 			}
 		}
 		if ok {
-			return price, true
+			return price, want, true
 		}
 	}
-	return 0, false
+	return 0, "", false
 }
 
 // CheapestOffering is the cheapest available offering of it that reqs allow.
