@@ -73,9 +73,11 @@ func hostable(ctx context.Context, plan *scheduling.NodeClaimPlan, limit int) (*
 		return nil, fmt.Errorf("the instance-type options that can run the planned nodeclaim's pods no longer meet its minValues (%s)", first)
 	}
 	if out.InstanceType != kept[0] {
-		out.InstanceType = kept[0]
+		// The commitment the plan charged was for the dropped type: the kept one
+		// is priced at its list price.
+		out.InstanceType, out.CoveredBy = kept[0], ""
 		if o, ok := scheduling.CheapestOffering(kept[0], out.Requirements); ok {
-			out.Offering = o
+			out.Offering, out.ListPrice = o, o.Price
 		}
 	}
 	return &out, nil
