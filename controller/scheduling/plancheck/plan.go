@@ -205,7 +205,7 @@ func hostsAlone(np *v1.NodePool, types []*scheduling.InstanceType, daemonSets []
 		return "", false
 	}
 	plan := &scheduling.NodeClaimPlan{Name: "alone", NodePool: np.Name, Requirements: reqs, Labels: np.Spec.Template.Labels,
-		Taints: np.Spec.Template.Spec.Taints, Pods: []*corev1.Pod{p}}
+		Taints: np.Spec.Template.Spec.Taints, Pods: []*corev1.Pod{p}, InstanceTypeOptions: types}
 	if daemonSets == nil {
 		daemonSets = []*corev1.Pod{}
 	}

@@ -208,7 +208,7 @@ func typedAnywhere(plan *scheduling.NodeClaimPlan, key string) bool {
 			return true
 		}
 	}
-	return v1.InstanceTypeLabels.Has(key)
+	return v1.InstanceTypeLabels.Has(key) || key == v1.LabelInstanceType
 }
 
 // labelsFit reports whether a node of it, in some offering the claim allows, meets

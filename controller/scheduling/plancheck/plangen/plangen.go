@@ -185,7 +185,12 @@ func (g *gen) nodePool(i int) *v1.NodePool {
 	for range g.r.IntN(3) {
 		r := g.requirement()
 		if r.Key == customKey {
-			r = corev1.NodeSelectorRequirement{Key: customKey, Operator: corev1.NodeSelectorOpIn, Values: []string{g.pick([]string{"a", "b"})}}
+			// The pool's own key: one value, or either (a node gets one of them).
+			values := []string{g.pick([]string{"a", "b"})}
+			if g.chance(0.5) {
+				values = []string{"a", "b"}
+			}
+			r = corev1.NodeSelectorRequirement{Key: customKey, Operator: corev1.NodeSelectorOpIn, Values: values}
 		}
 		np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements, v1.NodePoolRequirement{
 			Key: r.Key, RequirementBody: v1.RequirementBody{Operator: v1.RequirementOperator(r.Operator), Values: r.Values}})
