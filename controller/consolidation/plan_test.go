@@ -132,23 +132,6 @@ func names(cands []*Candidate) []string {
 	return out
 }
 
-// mustNotLaunchOwnType checks that no replacement may be one of the removed
-// nodes' own types (at their price or dearer): that is churn.
-func mustNotLaunchOwnType(t *testing.T, plan *Plan) {
-	t.Helper()
-	for _, r := range plan.Replacements {
-		for _, it := range r.InstanceTypeOptions {
-			for _, c := range plan.Remove {
-				if it.Name == c.InstanceType {
-					if price, _ := scheduling.WorstLaunchPrice(it, r.Requirements); price >= c.Price {
-						t.Errorf("a replacement may launch %s again, the type of removed node %s", it.Name, c.Node.Name)
-					}
-				}
-			}
-		}
-	}
-}
-
 // mustPlaceEveryPod checks that the target gives every pod of a removed node a place.
 func mustPlaceEveryPod(t *testing.T, plan *Plan) {
 	t.Helper()
@@ -506,9 +489,10 @@ func TestNodesReplaceableAloneAreReplacedTogether(t *testing.T) {
 // no more new nodes than removed allow, rather than one a pass. Six nodes of two
 // large and seven small pods each: fourteen nodes pinned to their own pod have
 // room for one small pod each, and the other large nodes for two each. All six
-// together would need more new nodes than they remove; three would fit only by
-// launching one of their own type (r.4xlarge) again, which Karpenter's
-// filterOutSameInstanceType refuses as churn; two go together.
+// together would need more new nodes than they remove; the best decision of
+// Karpenter's shape (one new node) takes two; three fit (an r.4xlarge and an
+// r.2xlarge: a repack onto several new nodes may launch a removed node's type
+// with other pods, which is not churn).
 func TestNodesReplaceableAloneAreReplacedTogetherAsFarAsTheClusterHoldsThem(t *testing.T) {
 	sized := func(name, cpu, memory string, price float64) *scheduling.InstanceType {
 		return scheduling.NewInstanceType(name, map[string]string{v1.LabelArch: "amd64", v1.LabelOS: "linux"},
@@ -534,10 +518,9 @@ func TestNodesReplaceableAloneAreReplacedTogetherAsFarAsTheClusterHoldsThem(t *t
 	}
 	plan, _ := tc.decide(t)
 	t.Logf("removes %v, launches %s, saves $%.2f/h", names(plan.Remove), typeNames(plan.Replacements), plan.Savings())
-	if len(plan.Remove) < 2 || len(plan.Replacements) > len(plan.Remove) {
-		t.Errorf("removes %v and launches %s; want two of the large nodes replaced at once, with no more new nodes than removed", names(plan.Remove), typeNames(plan.Replacements))
+	if len(plan.Remove) < 3 || len(plan.Replacements) > len(plan.Remove) {
+		t.Errorf("removes %v and launches %s; want three of the large nodes replaced at once, with no more new nodes than removed", names(plan.Remove), typeNames(plan.Replacements))
 	}
-	mustNotLaunchOwnType(t, plan)
 	mustPlaceEveryPod(t, plan)
 }
 

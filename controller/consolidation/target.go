@@ -134,12 +134,23 @@ func (t *trial) replacementFor(removed []*Candidate, maxNew int, again bool, opt
 	if r == nil || len(r.NodeClaims) > maxNew {
 		return nil, false
 	}
-	// Asked before narrowing, which changes the plans it passes.
-	ownType := again && launchesOwnType(r, removed)
+	// Asked before narrowing, which changes the plans it passes: whether the
+	// plan launches one of the removed nodes' own types, and whether that is all
+	// that stops it (narrowed without the rule, on copies, it would pass). Only
+	// then is a plan without those types worth a solve.
+	ownTypeStops := false
+	if again && launchesOwnType(r, removed) {
+		copies := make([]*scheduling.NodeClaimPlan, len(r.NodeClaims))
+		for i, nc := range r.NodeClaims {
+			c := *nc
+			copies[i] = &c
+		}
+		ownTypeStops = narrowToCheaper(copies, ceilings(removed, r), nil, allSpot(removed), opts.SpotToSpot)
+	}
 	if len(r.NodeClaims) == 0 || narrowToCheaper(r.NodeClaims, ceilings(removed, r), removed, allSpot(removed), opts.SpotToSpot) {
 		return r, true
 	}
-	if !ownType {
+	if !ownTypeStops {
 		return nil, true
 	}
 	other := t.solveWithoutOwnTypes(removed)
