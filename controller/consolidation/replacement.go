@@ -41,7 +41,7 @@ func narrowToCheaper(plans []*scheduling.NodeClaimPlan, ceilings []float64, remo
 		// node's type with other pods on it: not churn. Measured on
 		// BenchmarkConsolidationDecision over 2,000 nodes, holding such plans to
 		// the rule left the fleet at 1.070 times the lower bound, not 1.036, and
-		// took 3.0 s a decision, not 2.1.
+		// took 3.0 s a decision, not 2.0.
 		removed = nil
 	}
 	for _, c := range removed {

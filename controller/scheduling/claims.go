@@ -376,15 +376,24 @@ func (s *solver) openClaim(ps *poolState, p *podInfo) (*claim, error) {
 	c := &claim{name: fmt.Sprintf("%s-%d", ps.np.Name, len(s.claims)+1), pool: ps, reqs: reqs}
 	need := p.requests.Add(ps.daemonOverhead)
 	k := admitKey{p.class, p.term, p.vterm, p.preferred, ps.index}
-	compatible, ok := s.optionCache[k]
+	cached, ok := s.optionCache[k]
 	if !ok {
+		var all []*InstanceType
 		for _, it := range ps.instanceTypes {
 			if it.compatible(reqs) {
-				compatible = append(compatible, it)
+				all = append(all, it)
 			}
 		}
-		compatible = withoutUnnamedBurstables(compatible, reqs)
-		s.optionCache[k] = compatible
+		cached.kept = withoutUnnamedBurstables(all, reqs)
+		// What it left out, in order (it keeps the rest of all, in order).
+		for i, j := 0, 0; i < len(all); i++ {
+			if j < len(cached.kept) && cached.kept[j] == all[i] {
+				j++
+				continue
+			}
+			cached.burstable = append(cached.burstable, all[i])
+		}
+		s.optionCache[k] = cached
 	}
 	overSpend := false
 	collect := func(types []*InstanceType) {
@@ -399,13 +408,11 @@ func (s *solver) openClaim(ps *poolState, p *podInfo) (*claim, error) {
 			overSpend = overSpend || spend
 		}
 	}
-	collect(compatible)
+	collect(cached.kept)
 	if len(c.options) == 0 {
 		// Burstable types are left out while another type can take the pod; when
 		// none can, a burstable one is better than a pod left pending.
-		if burstable := s.burstablesFor(k, ps, reqs); len(burstable) > 0 {
-			collect(burstable)
-		}
+		collect(cached.burstable)
 	}
 	if len(c.options) == 0 {
 		// Only when the spend limit is why nothing is left does the pool report it.
@@ -451,19 +458,6 @@ func (s *solver) openClaim(ps *poolState, p *podInfo) (*claim, error) {
 	}
 	s.topology.record(s.topology.matchingPod(p), p.topology, claimDomain(c), claimCounts(c))
 	return c, nil
-}
-
-// burstablesFor are the pool's burstable types compatible with reqs that the
-// option cache for k left out.
-func (s *solver) burstablesFor(k admitKey, ps *poolState, reqs Requirements) []*InstanceType {
-	var out []*InstanceType
-	kept := s.optionCache[k]
-	for _, it := range ps.instanceTypes {
-		if it.burstable() && !containsType(kept, it) && it.compatible(reqs) {
-			out = append(out, it)
-		}
-	}
-	return out
 }
 
 // withinLimits reports whether one more node of the type keeps the pool within

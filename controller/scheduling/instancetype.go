@@ -291,15 +291,9 @@ func sortByPrice(its []*InstanceType) {
 // allows: a reservation it has, then spot, then on-demand.
 var launchOrder = []string{v1.CapacityTypeReserved, v1.CapacityTypeSpot, v1.CapacityTypeOnDemand}
 
-// WorstLaunchPrice is the most a launch of it under reqs may pay: EC2 picks the
-// zone, so the dearest available offering reqs allow, of the capacity type the
-// launch takes first. ok is false when no offering is allowed.
-func WorstLaunchPrice(it *InstanceType, reqs Requirements) (price float64, ok bool) {
-	price, _, ok = WorstLaunch(it, reqs)
-	return price, ok
-}
-
-// WorstLaunch is WorstLaunchPrice with the capacity type the launch takes.
+// WorstLaunch is the most a launch of it under reqs may pay, and the capacity type
+// it takes: EC2 picks the zone, so the dearest available offering reqs allow, of
+// the capacity type the launch takes first. ok is false when no offering is allowed.
 func WorstLaunch(it *InstanceType, reqs Requirements) (price float64, capacityType string, ok bool) {
 	zone, ct := reqs.Get(v1.LabelTopologyZone), reqs.Get(v1.LabelCapacityType)
 	for _, want := range launchOrder {

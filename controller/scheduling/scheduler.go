@@ -60,6 +60,13 @@ type claim struct {
 	use   commitment.Use
 }
 
+// poolOptions are a pool's types compatible with a pod class's requirements:
+// those the engine plans with, and the burstable ones it leaves out unless no other
+// type can hold the pod.
+type poolOptions struct {
+	kept, burstable []*InstanceType
+}
+
 type nodeState struct {
 	node      *ExistingNode
 	remaining Resources
@@ -82,7 +89,7 @@ type solver struct {
 	shapes     []*shape
 	// optionCache holds, per pod class and pool, the pool's types compatible with
 	// the pod's requirements, before resources: replicas reuse it.
-	optionCache map[admitKey][]*InstanceType
+	optionCache map[admitKey]poolOptions
 	catalogs    map[string][]*InstanceType
 	costs       NodeCosts
 	// universes caches the domains of a spread by key and node filter: groups
@@ -106,7 +113,7 @@ func Solve(in Input) *Results {
 }
 
 func plan(in Input, firstFit bool) (*Results, *solver) {
-	s := &solver{topology: newTopology(), admitCache: map[admitKey]error{}, optionCache: map[admitKey][]*InstanceType{}, catalogs: in.InstanceTypes, costs: DefaultNodeCosts(), firstFit: firstFit,
+	s := &solver{topology: newTopology(), admitCache: map[admitKey]error{}, optionCache: map[admitKey]poolOptions{}, catalogs: in.InstanceTypes, costs: DefaultNodeCosts(), firstFit: firstFit,
 		universes: map[string]sets.Set[string]{}}
 	if in.NodeCosts != nil {
 		s.costs = *in.NodeCosts

@@ -55,6 +55,12 @@ func (s *Snapshot) Plan(gone sets.Set[string], pods []*corev1.Pod, launch bool) 
 // that fits), with the claims named in gone taken out of their pools' usage: how
 // consolidation tries the cluster with some nodes emptied.
 func (s *Snapshot) PlanOn(nodes []*ExistingNode, gone sets.Set[string], pods []*corev1.Pod, launch bool) *Results {
+	return Solve(s.InputOn(nodes, gone, pods, launch))
+}
+
+// InputOn is the engine's input PlanOn solves: for a caller that checks a plan
+// against what it was made from.
+func (s *Snapshot) InputOn(nodes []*ExistingNode, gone sets.Set[string], pods []*corev1.Pod, launch bool) Input {
 	// The claims planned away are going: their replacements take their place
 	// toward the pools' limits, as in Karpenter.
 	usage := s.PoolUsage
@@ -79,8 +85,8 @@ func (s *Snapshot) PlanOn(nodes []*ExistingNode, gone sets.Set[string], pods []*
 	if !launch {
 		pools = nil
 	}
-	return Solve(Input{Pods: pods, Nodes: nodes, NodePools: pools, InstanceTypes: s.InstanceTypes, DaemonSetPods: s.DaemonSetPods,
-		NodeCosts: &s.NodeCosts, PoolUsage: usage, VolumeRequirements: s.VolumeRequirements, Commitments: s.Commitments})
+	return Input{Pods: pods, Nodes: nodes, NodePools: pools, InstanceTypes: s.InstanceTypes, DaemonSetPods: s.DaemonSetPods,
+		NodeCosts: &s.NodeCosts, PoolUsage: usage, VolumeRequirements: s.VolumeRequirements, Commitments: s.Commitments}
 }
 
 // Pool returns the ready pool of that name, or nil.

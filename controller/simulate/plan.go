@@ -101,9 +101,8 @@ func run(in *Inputs, instanceTypes []*scheduling.InstanceType, costs scheduling.
 	virtual, buffers := bufferPods(in)
 	start := clk.Now()
 	pending := append(snap.Pending[:len(snap.Pending):len(snap.Pending)], virtual...)
-	results := snap.PlanOn(snap.Nodes, nil, pending, true)
-	engineInput := scheduling.Input{Pods: pending, Nodes: snap.Nodes, NodePools: snap.Pools, InstanceTypes: snap.InstanceTypes,
-		DaemonSetPods: snap.DaemonSetPods, VolumeRequirements: snap.VolumeRequirements}
+	engineInput := snap.InputOn(snap.Nodes, nil, pending, true)
+	results := scheduling.Solve(engineInput)
 	elapsed := clk.Since(start)
 	placeBuffers(buffers, results)
 	plan := &Plan{Overlays: overlays, Buffers: buffers, NodeClaims: []PlannedNodeClaim{}, ExistingNodes: []PlannedExisting{}, Unschedulable: []Unschedulable{}}

@@ -310,14 +310,6 @@ func fitNominations(n *scheduling.ExistingNode, nominated []*corev1.Pod) (kept, 
 	return kept, void
 }
 
-func (p *Provisioner) forget(pods []*corev1.Pod) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	for _, pod := range pods {
-		delete(p.nominations, pod.UID)
-	}
-}
-
 func maxTime(a, b time.Time) time.Time {
 	if a.After(b) {
 		return a
