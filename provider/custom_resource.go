@@ -32,7 +32,7 @@ import (
 
 	"github.com/dovetail-sh/dovetail/controller/simulate"
 	"github.com/dovetail-sh/dovetail/provider/crdschema"
-	"github.com/dovetail-sh/dovetail/templates"
+	"github.com/dovetail-sh/dovetail/templates/crds"
 )
 
 // FieldManager owns what the provider applies with server-side apply.
@@ -40,7 +40,7 @@ const FieldManager = "terraform-provider-dovetail"
 
 // kinds are Dovetail's CRDs, read once: the provider's schema is the cluster's schema.
 var kinds = sync.OnceValues(func() (map[string]*crdschema.Kind, error) {
-	crds, err := templates.CRDs()
+	crds, err := crds.CRDs()
 	if err != nil {
 		return nil, err
 	}

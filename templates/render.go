@@ -5,6 +5,7 @@ import (
 	"bytes"
 	_ "embed"
 	"fmt"
+	"github.com/dovetail-sh/dovetail/templates/crds"
 	"io"
 	"math"
 	"sort"
@@ -185,7 +186,7 @@ func decodeAll(raw []byte) ([]*unstructured.Unstructured, error) {
 
 // CRDObjects are the CRDs as unstructured objects, ready to apply.
 func CRDObjects() ([]*unstructured.Unstructured, error) {
-	files, err := CRDYAML()
+	files, err := crds.CRDYAML()
 	if err != nil {
 		return nil, err
 	}

@@ -11,7 +11,7 @@ import (
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 
 	"github.com/dovetail-sh/dovetail/provider/crdschema"
-	"github.com/dovetail-sh/dovetail/templates"
+	"github.com/dovetail-sh/dovetail/templates/crds"
 )
 
 // resourceTypes are the Terraform resources of the kinds migrate writes.
@@ -81,7 +81,7 @@ func writeHCL(w io.Writer, res *Result) error {
 }
 
 func specSchemas() (map[string]*structuralschema.Structural, error) {
-	crds, err := templates.CRDs()
+	crds, err := crds.CRDs()
 	if err != nil {
 		return nil, err
 	}

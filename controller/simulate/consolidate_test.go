@@ -407,3 +407,27 @@ func TestConsolidateReservesDaemonSetsOnReplacements(t *testing.T) {
 		}
 	}
 }
+
+// A NodePool written for Karpenter v1.15 may leave consolidateAfter out; the API
+// server stores the default 0s, and a file read by simulate must mean the same, not
+// "Never": the recent node is no longer held by consolidateAfter.
+func TestConsolidateAfterLeftOutMeansZero(t *testing.T) {
+	raw, err := os.ReadFile(filepath.Join("testdata", "consolidate", "blocked.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := &Inputs{}
+	v115 := strings.ReplaceAll(string(raw), "      consolidateAfter: 5m\n", "")
+	if err := in.Read(strings.NewReader(v115), "blocked.yaml without consolidateAfter"); err != nil {
+		t.Fatal(err)
+	}
+	for _, np := range in.NodePools {
+		if got := np.Spec.Disruption.ConsolidateAfter.String(); got != "0s" {
+			t.Errorf("NodePool %s: consolidateAfter = %s, want the CRD's default 0s", np.Name, got)
+		}
+	}
+	kept := keptReasons(consolidate(t, in, fakeNow))
+	if strings.Contains(kept[nodeRecent], "consolidateAfter") {
+		t.Errorf("%s is held by consolidateAfter, which the pool left at its default 0s: %q", nodeRecent, kept[nodeRecent])
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
@@ -18,6 +19,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
@@ -28,6 +30,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/apis/v1alpha1"
 	"github.com/dovetail-sh/dovetail/controller/commitment"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
+	"github.com/dovetail-sh/dovetail/templates/crds"
 )
 
 // Inputs are the objects read from the files.
@@ -138,6 +141,9 @@ func (in *Inputs) add(raw []byte, where string, listAllowed bool) error {
 	decode := func(obj any) error {
 		strictErr := yaml.UnmarshalStrict(raw, obj)
 		if strictErr == nil {
+			if err := applyCRDDefaults(raw, meta, obj); err != nil {
+				return fmt.Errorf("%s: %s %s: %w", where, meta.APIVersion, meta.Kind, err)
+			}
 			return nil
 		}
 		if strings.HasPrefix(meta.APIVersion, v1.Group) || strings.HasPrefix(meta.APIVersion, awsv1.Group) {
@@ -333,6 +339,35 @@ func (in *Inputs) add(raw []byte, where string, listAllowed bool) error {
 		return fmt.Errorf("%s: unsupported kind %s %s; simulate reads Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets, Nodes, NodePools, NodeClaims, EC2NodeClasses, NodeOverlays, CapacityBuffers, Commitments, PodTemplates, PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes, StorageClasses and Lists of them", where, meta.APIVersion, meta.Kind)
 	}
 	return nil
+}
+
+// crdDefaulter applies our CRDs' defaults; built once, on the first object of ours.
+var crdDefaulter = sync.OnceValues(crds.NewDefaulter)
+
+// applyCRDDefaults decodes raw again into obj with the defaults our CRD for its kind
+// declares filled in, as the API server would have stored it: a v1.15 NodePool may
+// leave consolidateAfter out and mean 0s. Kinds our CRDs do not define are left as
+// decoded.
+func applyCRDDefaults(raw []byte, meta metav1.TypeMeta, obj any) error {
+	gvk := schema.FromAPIVersionAndKind(meta.APIVersion, meta.Kind)
+	d, err := crdDefaulter()
+	if err != nil {
+		return fmt.Errorf("reading the embedded CRDs, %w", err)
+	}
+	u := map[string]any{}
+	if err := yaml.Unmarshal(raw, &u); err != nil {
+		return err
+	}
+	if !d.Default(gvk, u) {
+		return nil
+	}
+	defaulted, err := json.Marshal(u)
+	if err != nil {
+		return err
+	}
+	// Through sigs.k8s.io/yaml, as the first decode was: it reads a YAML scalar as
+	// the Go type of its field (name: true is the string "true").
+	return yaml.Unmarshal(defaulted, obj)
 }
 
 func replicas(p *int32, def int32) int32 {

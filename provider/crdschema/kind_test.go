@@ -11,12 +11,12 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/types"
 
 	"github.com/dovetail-sh/dovetail/provider/crdschema"
-	"github.com/dovetail-sh/dovetail/templates"
+	"github.com/dovetail-sh/dovetail/templates/crds"
 )
 
 func loadKinds(t *testing.T) map[string]*crdschema.Kind {
 	t.Helper()
-	crds, err := templates.CRDs()
+	crds, err := crds.CRDs()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,18 +5,21 @@ package crds
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/yaml"
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	ourcrds "github.com/dovetail-sh/dovetail/templates/crds"
 	"github.com/dovetail-sh/dovetail/tests/compat"
 	"github.com/dovetail-sh/dovetail/tests/testenv"
 )
@@ -133,6 +136,27 @@ func TestCRDs(t *testing.T) {
 		}
 	})
 
+	defaulter, err := ourcrds.NewDefaulter()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Run("consolidateAfter is optional, as in Karpenter v1.15", func(t *testing.T) {
+		u := decode(t, strings.Replace(mixedPool, "    consolidateAfter: 1m\n", "", 1))
+		u.SetName("v115-no-consolidate-after")
+		fromFile := u.DeepCopy()
+		if err := create(ctx, c, u); err != nil {
+			t.Fatalf("a NodePool with budgets and no consolidateAfter is refused: %v", err)
+		}
+		sameDefaultsAsTheServer(t, defaulter, fromFile, u)
+		np := &v1.NodePool{}
+		if err := c.Get(ctx, client.ObjectKey{Name: u.GetName()}, np); err != nil {
+			t.Fatal(err)
+		}
+		if got := np.Spec.Disruption.ConsolidateAfter.String(); got != "0s" {
+			t.Errorf("consolidateAfter = %s, want the default 0s", got)
+		}
+	})
+
 	t.Run("compat corpus is accepted unchanged", func(t *testing.T) {
 		compat.Each(t, func(t *testing.T, corpus compat.Corpus) {
 			files, _ := corpus.Files(t)
@@ -152,9 +176,12 @@ func TestCRDs(t *testing.T) {
 					}
 					// Files reuse names such as "default"; suffix them to apply all.
 					u.SetName(fmt.Sprintf("%s-%s-%d", u.GetName(), corpus.Name, i))
+					fromFile := u.DeepCopy()
 					if err := create(ctx, c, u); err != nil {
 						t.Errorf("%s: %s %s refused: %v", filepath.Base(f), u.GetKind(), u.GetName(), err)
+						continue
 					}
+					sameDefaultsAsTheServer(t, defaulter, fromFile, u)
 					switch u.GetKind() {
 					case "NodePool":
 						pools++
@@ -238,6 +265,35 @@ func TestCRDs(t *testing.T) {
 			t.Errorf("want spec is immutable, got %v", err)
 		}
 	})
+}
+
+// sameDefaultsAsTheServer fails when the defaults `dovetail simulate` fills into an
+// object read from a file (templates/crds.Defaulter) differ from what the API server
+// stored for the same object: a file must mean what the cluster would make of it.
+func sameDefaultsAsTheServer(t *testing.T, d *ourcrds.Defaulter, fromFile, created *unstructured.Unstructured) {
+	t.Helper()
+	if !d.Default(fromFile.GroupVersionKind(), fromFile.Object) {
+		t.Errorf("%s: the defaulter does not know %s", fromFile.GetName(), fromFile.GroupVersionKind())
+		return
+	}
+	if diff := cmp.Diff(asJSON(t, created.Object["spec"]), asJSON(t, fromFile.Object["spec"])); diff != "" {
+		t.Errorf("%s %s: defaults from the file differ from the API server's (-server +file):\n%s", fromFile.GetKind(), fromFile.GetName(), diff)
+	}
+}
+
+// asJSON is v as encoding/json decodes it, so integers the API server returns and
+// numbers read from YAML compare as the same numbers.
+func asJSON(t *testing.T, v any) any {
+	t.Helper()
+	raw, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 func nodePoolWithRequirement(req string) string {

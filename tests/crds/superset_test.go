@@ -2,7 +2,6 @@ package crds
 
 import (
 	"os"
-	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -12,25 +11,17 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/yaml"
 
-	"github.com/dovetail-sh/dovetail/templates"
+	ourcrds "github.com/dovetail-sh/dovetail/templates/crds"
+	"github.com/dovetail-sh/dovetail/tests/karpenterrelease"
 )
 
-// karpenterVersion is the release whose CRDs ours must accept every manifest of:
-// hack/build-tools.sh (make tools) downloads its modules into the module cache.
-const karpenterVersion = "v1.14.1"
-
 // TestCRDsAreASupersetOfKarpenters reads the CRDs of Karpenter (sigs.k8s.io/karpenter)
-// and of its AWS provider at karpenterVersion from the module cache, and fails on
+// and of its AWS provider at karpenterrelease.Version from the module cache, and fails on
 // any kind or served version, any property path, or any enum value of theirs that
 // ours lack. An enum value counts only where our schema restricts the field to an
 // enum: a field we leave free accepts every value.
 func TestCRDsAreASupersetOfKarpenters(t *testing.T) {
-	out, err := exec.Command("go", "env", "GOMODCACHE").Output()
-	if err != nil {
-		t.Fatalf("go env GOMODCACHE: %v", err)
-	}
-	cache := strings.TrimSpace(string(out))
-	ours, err := templates.CRDs()
+	ours, err := ourcrds.CRDs()
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -38,11 +29,15 @@ func TestCRDsAreASupersetOfKarpenters(t *testing.T) {
 	for _, crd := range ours {
 		byKind[crd.Spec.Group+"/"+crd.Spec.Names.Kind] = crd
 	}
-	for _, module := range []string{"sigs.k8s.io/karpenter", "github.com/aws/karpenter-provider-aws"} {
-		dir := filepath.Join(cache, module+"@"+karpenterVersion, "pkg", "apis", "crds")
+	for _, module := range karpenterrelease.Modules {
+		root, err := karpenterrelease.ModuleDir(module, karpenterrelease.Version)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dir := filepath.Join(root, "pkg", "apis", "crds")
 		files, err := filepath.Glob(filepath.Join(dir, "*.yaml"))
 		if err != nil || len(files) == 0 {
-			t.Fatalf("no CRDs in %s: `make tools` downloads %s@%s into the module cache (hack/build-tools.sh karpenter-crds)", dir, module, karpenterVersion)
+			t.Fatalf("no CRDs in %s", dir)
 		}
 		for _, f := range files {
 			raw, err := os.ReadFile(f)
@@ -60,7 +55,7 @@ func TestCRDsAreASupersetOfKarpenters(t *testing.T) {
 					t.Fatalf("no CRD for %s (%s) in charts/dovetail/crds", key, filepath.Base(f))
 				}
 				if missing := missingFrom(theirs, crd); len(missing) > 0 {
-					t.Errorf("%s of Karpenter %s is not in ours:\n  %s", key, karpenterVersion, strings.Join(missing, "\n  "))
+					t.Errorf("%s of Karpenter %s is not in ours:\n  %s", key, karpenterrelease.Version, strings.Join(missing, "\n  "))
 				}
 			})
 		}

@@ -25,7 +25,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/envtest"
 
 	"github.com/dovetail-sh/dovetail/controller/operator"
-	"github.com/dovetail-sh/dovetail/templates"
+	"github.com/dovetail-sh/dovetail/templates/crds"
 )
 
 //go:embed kwok-stages.yaml
@@ -77,7 +77,7 @@ func Start(ctx context.Context, opts Options) (s *Stack, err error) {
 			return nil, fmt.Errorf("%s not found in %s: run `make tools` (it builds the pinned control plane into bin/)", name, opts.BinDir)
 		}
 	}
-	crds, err := templates.CRDs()
+	crds, err := crds.CRDs()
 	if err != nil {
 		return nil, err
 	}

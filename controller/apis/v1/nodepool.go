@@ -41,11 +41,12 @@ type NodePoolSpec struct {
 // disruption.
 type Disruption struct {
 	// ConsolidateAfter is how long a node must stay consolidatable before it is
-	// consolidated, or "Never".
+	// consolidated, or "Never". Optional since Karpenter v1.15, defaulting to 0s.
 	// +kubebuilder:validation:Pattern=`^(([0-9]+(s|m|h))+|Never)$`
 	// +kubebuilder:validation:Type="string"
 	// +kubebuilder:validation:Schemaless
-	// +required
+	// +kubebuilder:default:="0s"
+	// +optional
 	ConsolidateAfter NillableDuration `json:"consolidateAfter"`
 	// ConsolidationPolicy is which nodes consolidation may remove: only empty ones, or
 	// underutilized ones too. Balanced (Karpenter v1.15) is accepted by the CRD and
