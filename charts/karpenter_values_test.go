@@ -1,10 +1,8 @@
 package charts_test
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -13,29 +11,25 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"sigs.k8s.io/yaml"
+
+	"github.com/dovetail-sh/dovetail/tests/karpenterrelease"
 )
 
 // karpenterChartVersions are the releases of Karpenter's chart whose published
 // values files must install: its first v1 release and the current one. The files
-// are read from the karpenter-provider-aws Go module in the module cache (fetched
-// with `go mod download`), not copied into this repository.
-var karpenterChartVersions = []string{"v1.0.0", "v1.14.1"}
+// are read from the karpenter-provider-aws Go module in the module cache, not copied
+// into this repository.
+var karpenterChartVersions = []string{"v1.0.0", karpenterrelease.Version}
 
 // karpenterValues reads charts/karpenter/values.yaml of a karpenter-provider-aws
 // release.
 func karpenterValues(t *testing.T, version string) map[string]any {
 	t.Helper()
-	cmd := exec.Command("go", "mod", "download", "-json", "github.com/aws/karpenter-provider-aws@"+version)
-	cmd.Dir = t.TempDir()
-	out, err := cmd.Output()
+	dir, err := karpenterrelease.ModuleDir("github.com/aws/karpenter-provider-aws", version)
 	if err != nil {
-		t.Fatalf("go mod download github.com/aws/karpenter-provider-aws@%s: %v\n%s", version, err, out)
+		t.Fatal(err)
 	}
-	var mod struct{ Dir, Error string }
-	if err := json.Unmarshal(out, &mod); err != nil || mod.Dir == "" {
-		t.Fatalf("go mod download github.com/aws/karpenter-provider-aws@%s: %s %v", version, mod.Error, err)
-	}
-	raw, err := os.ReadFile(filepath.Join(mod.Dir, "charts", "karpenter", "values.yaml"))
+	raw, err := os.ReadFile(filepath.Join(dir, "charts", "karpenter", "values.yaml"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -97,6 +91,17 @@ func TestKarpenterValuesFilesInstall(t *testing.T) {
 			if env["AMI_REFRESH_INTERVAL"] != "2m" || env["SUBNET_REFRESH_INTERVAL"] != "3m" {
 				t.Errorf("refresh intervals in the controller's env: %q, %q", env["AMI_REFRESH_INTERVAL"], env["SUBNET_REFRESH_INTERVAL"])
 			}
+			if version == karpenterrelease.Version {
+				// The keys v1.15 added: its file's defaults, carried to the controller.
+				if env["SECURITY_GROUP_REFRESH_INTERVAL"] != "1m" || env["LEGACY_NODE_REPAIR"] != "false" {
+					t.Errorf("v1.15 settings in the controller's env: SECURITY_GROUP_REFRESH_INTERVAL %q, LEGACY_NODE_REPAIR %q; want 1m and false", env["SECURITY_GROUP_REFRESH_INTERVAL"], env["LEGACY_NODE_REPAIR"])
+				}
+				for _, gate := range []string{"TerminateFirstDrift=false", "TerminateFirstRepair=false", "PodDeletionCostManagement=false"} {
+					if !strings.Contains(env["FEATURE_GATES"], gate) {
+						t.Errorf("FEATURE_GATES %q lacks %s", env["FEATURE_GATES"], gate)
+					}
+				}
+			}
 			var monitor map[string]any
 			for _, o := range objs {
 				if o.GetKind() == "ServiceMonitor" {
@@ -113,15 +118,40 @@ func TestKarpenterValuesFilesInstall(t *testing.T) {
 			}
 
 			// Values Dovetail does not support are refused, naming the key.
-			for path, want := range map[string]string{
+			refused := map[string]string{
 				"settings.enableZonalShift": "settings.enableZonalShift: true is not supported yet",
-			} {
+			}
+			if version == karpenterrelease.Version {
+				for path, want := range map[string]string{
+					"settings.featureGates.terminateFirstDrift":       "settings.featureGates.terminateFirstDrift: true is not supported yet",
+					"settings.featureGates.terminateFirstRepair":      "settings.featureGates.terminateFirstRepair: true is not supported yet",
+					"settings.featureGates.podDeletionCostManagement": "settings.featureGates.podDeletionCostManagement: true is not supported yet",
+					"settings.awsFeatureGates.nodeClassCEL":           "settings.awsFeatureGates.nodeClassCEL: true is not supported yet",
+					"settings.awsFeatureGates.draNVIDIAGPU":           "settings.awsFeatureGates.draNVIDIAGPU: true is not supported yet",
+					"settings.awsFeatureGates.draEFA":                 "settings.awsFeatureGates.draEFA: true is not supported yet",
+					"settings.awsFeatureGates.rebootForRepair":        "settings.awsFeatureGates.rebootForRepair: true is not supported yet",
+					"settings.enableDRA":                              "settings.enableDRA: true is not supported yet",
+					// The file's legacyNodeRepair: false, with repair turned on.
+					"settings.featureGates.nodeRepair": "settings.legacyNodeRepair: false with featureGates.nodeRepair is not supported yet",
+				} {
+					refused[path] = want
+				}
+			}
+			for path, want := range refused {
 				vals := karpenterValues(t, version)
 				setting(vals, "settings.clusterName", "demo")
 				setting(vals, path, true)
 				if _, err := helmTemplate(t, "karpenter", "kube-system", vals); err == nil || !strings.Contains(err.Error(), want) {
 					t.Errorf("%s: true gave %v; want %q", path, err, want)
 				}
+			}
+			// Node repair as Dovetail does it, which v1.15 calls legacy, installs.
+			vals = karpenterValues(t, version)
+			setting(vals, "settings.clusterName", "demo")
+			setting(vals, "settings.featureGates.nodeRepair", true)
+			setting(vals, "settings.legacyNodeRepair", true)
+			if _, err := helmTemplate(t, "karpenter", "kube-system", vals); err != nil {
+				t.Errorf("nodeRepair with legacyNodeRepair: true is refused: %v", err)
 			}
 		})
 	}

@@ -5,7 +5,6 @@ import (
 	"bytes"
 	_ "embed"
 	"fmt"
-	"github.com/dovetail-sh/dovetail/templates/crds"
 	"io"
 	"math"
 	"sort"
@@ -18,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
+	"github.com/dovetail-sh/dovetail/templates/crds"
 )
 
 //go:embed manifests/kwok-provider.yaml.tmpl

@@ -61,13 +61,15 @@ func newAWSCloud(ctx context.Context, opts Options, cfg *rest.Config, mgr manage
 	amis := &nodeclass.AMIResolver{EC2: clients.EC2, SSM: clients.SSM, SSMPrefix: settings.SSMPrefix, KubernetesVersion: version}
 	classStatus := status.NewController(mgr.GetClient(), clients.EC2, amis, clients.IAM, settings.ClusterName, settings.Region, clk)
 	classStatus.LaunchTemplates = provider.LaunchTemplates()
-	// The class's status is resolved as a whole, as often as the shorter asks;
-	// unset (zero) leaves the controller's default.
+	// A class's security groups are resolved on their own interval, the rest of it
+	// as often as the shorter of the image and subnet intervals asks; unset (zero)
+	// leaves the controller's defaults.
 	for _, d := range []time.Duration{opts.AMIRefreshInterval, opts.SubnetRefreshInterval} {
 		if d > 0 && (classStatus.Refresh == 0 || d < classStatus.Refresh) {
 			classStatus.Refresh = d
 		}
 	}
+	classStatus.SecurityGroupRefresh = opts.SecurityGroupRefreshInterval
 	cloud := &Cloud{
 		Provider: provider,
 		Controllers: []Controller{classStatus, launchtemplates.NewController(mgr.GetClient(), provider.LaunchTemplates(), clk),

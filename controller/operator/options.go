@@ -18,6 +18,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 	"github.com/go-logr/logr"
 	"go.uber.org/zap/zapcore"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/dovetail-sh/dovetail/controller/operator/nodecosts"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
@@ -99,6 +100,14 @@ type Options struct {
 	// again; the class is looked at as often as the shorter asks.
 	AMIRefreshInterval    time.Duration
 	SubnetRefreshInterval time.Duration
+	// SecurityGroupRefreshInterval is how often a Ready class's security groups are
+	// resolved again, on their own (Karpenter v1.15).
+	SecurityGroupRefreshInterval time.Duration
+	// AWSFeatureGates are Karpenter's AWS gates, each taken only turned off.
+	AWSFeatureGates AWSFeatureGates
+	// LegacyNodeRepair is Karpenter v1.15's switch back to its standalone node repair
+	// controller, which is what Dovetail's node repair is; nil when not given.
+	LegacyNodeRepair *bool
 	// AWSAPIOptions are added to every AWS client's middleware stack; not a flag:
 	// tests record the controller's AWS calls with them.
 	AWSAPIOptions []func(*middleware.Stack) error
@@ -169,19 +178,32 @@ type FeatureGates struct {
 	CapacityBuffer   bool
 	// reservedCapacitySet records that ReservedCapacity was given.
 	reservedCapacitySet bool
+	// notYetOn are gates of Karpenter's that Dovetail takes only turned off, given
+	// as true: Validate refuses them.
+	notYetOn []string
 }
 
-// ReservedCapacityOn says whether reserved capacity is offered: on by default, as
-// in Karpenter since v1.6.
-func (f *FeatureGates) ReservedCapacityOn() bool { return !f.reservedCapacitySet || f.ReservedCapacity }
-
-func (f *FeatureGates) String() string {
-	return fmt.Sprintf("SpotToSpotConsolidation=%t,NodeRepair=%t,ReservedCapacity=%t,NodeOverlay=%t,StaticCapacity=%t,CapacityBuffer=%t",
-		f.SpotToSpotConsolidation, f.NodeRepair, f.ReservedCapacityOn(), f.NodeOverlay, f.StaticCapacity, f.CapacityBuffer)
+// notYetGates are Karpenter v1.15's gates Dovetail accepts only at their default,
+// false, with what turning one on would ask for. Accepting them keeps a Karpenter
+// configuration carrying over; refusing true keeps a setting from being ignored.
+var notYetGates = map[string]string{
+	"TerminateFirstDrift":       "terminating a drifted node before its replacement launches",
+	"TerminateFirstRepair":      "terminating an unhealthy node before its replacement launches",
+	"PodDeletionCostManagement": "managing ReplicaSet pods' pod-deletion-cost annotations",
 }
 
-// Set parses "Name=bool,Name=bool".
-func (f *FeatureGates) Set(v string) error {
+// notYetAWSGates are Karpenter v1.15's AWS feature gates (--aws-feature-gates),
+// all accepted only at false.
+var notYetAWSGates = map[string]string{
+	"NodeClassCEL":    "CEL expressions in an EC2NodeClass's kubelet settings",
+	"DRANVIDIAGPU":    "planning for the NVIDIA GPU driver's DRA devices",
+	"DRAEFA":          "planning for the dranet driver's EFA devices",
+	"RebootForRepair": "rebooting a node in place to repair it",
+}
+
+// parseGates reads "Name=bool,..." and calls set for each; unknown names are
+// refused with the known ones listed.
+func parseGates(v string, known []string, set func(name string, on bool) bool) error {
 	for _, part := range strings.Split(v, ",") {
 		part = strings.TrimSpace(part)
 		if part == "" {
@@ -195,6 +217,47 @@ func (f *FeatureGates) Set(v string) error {
 		if err != nil {
 			return fmt.Errorf("feature gate %s: %q is not true or false", name, val)
 		}
+		if !set(name, b) {
+			return fmt.Errorf("unknown feature gate %q; known gates are %s", name, strings.Join(known, ", "))
+		}
+	}
+	return nil
+}
+
+// AWSFeatureGates are Karpenter's AWS provider gates (AWS_FEATURE_GATES); none is
+// carried out yet, so each is taken only turned off.
+type AWSFeatureGates struct {
+	notYetOn []string
+}
+
+func (g *AWSFeatureGates) String() string { return strings.Join(g.notYetOn, ",") }
+
+// Set parses "Name=bool,Name=bool".
+func (g *AWSFeatureGates) Set(v string) error {
+	return parseGates(v, sets.List(sets.KeySet(notYetAWSGates)), func(name string, on bool) bool {
+		if _, ok := notYetAWSGates[name]; !ok {
+			return false
+		}
+		if on {
+			g.notYetOn = append(g.notYetOn, name)
+		}
+		return true
+	})
+}
+
+// ReservedCapacityOn says whether reserved capacity is offered: on by default, as
+// in Karpenter since v1.6.
+func (f *FeatureGates) ReservedCapacityOn() bool { return !f.reservedCapacitySet || f.ReservedCapacity }
+
+func (f *FeatureGates) String() string {
+	return fmt.Sprintf("SpotToSpotConsolidation=%t,NodeRepair=%t,ReservedCapacity=%t,NodeOverlay=%t,StaticCapacity=%t,CapacityBuffer=%t",
+		f.SpotToSpotConsolidation, f.NodeRepair, f.ReservedCapacityOn(), f.NodeOverlay, f.StaticCapacity, f.CapacityBuffer)
+}
+
+// Set parses "Name=bool,Name=bool".
+func (f *FeatureGates) Set(v string) error {
+	known := append([]string{"SpotToSpotConsolidation", "NodeRepair", "ReservedCapacity", "NodeOverlay", "StaticCapacity", "CapacityBuffer"}, sets.List(sets.KeySet(notYetGates))...)
+	return parseGates(v, known, func(name string, b bool) bool {
 		switch name {
 		case "SpotToSpotConsolidation":
 			f.SpotToSpotConsolidation = b
@@ -209,10 +272,15 @@ func (f *FeatureGates) Set(v string) error {
 		case "CapacityBuffer":
 			f.CapacityBuffer = b
 		default:
-			return fmt.Errorf("unknown feature gate %q; known gates are SpotToSpotConsolidation, NodeRepair, ReservedCapacity, NodeOverlay, StaticCapacity and CapacityBuffer", name)
+			if _, ok := notYetGates[name]; !ok {
+				return false
+			}
+			if b {
+				f.notYetOn = append(f.notYetOn, name)
+			}
 		}
-	}
-	return nil
+		return true
+	})
 }
 
 // AddFlags registers the options on fs with their environment defaults.
@@ -231,6 +299,10 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&o.EnableZonalShift, "enable-zonal-shift", envBool("ENABLE_ZONAL_SHIFT", false), "avoid zones under an ARC zonal shift: only false is supported yet [ENABLE_ZONAL_SHIFT]")
 	fs.DurationVar(&o.AMIRefreshInterval, "ami-refresh-interval", envDuration("AMI_REFRESH_INTERVAL", 5*time.Minute), "how often a Ready EC2NodeClass's images are resolved again, at least 1m [AMI_REFRESH_INTERVAL]")
 	fs.DurationVar(&o.SubnetRefreshInterval, "subnet-refresh-interval", envDuration("SUBNET_REFRESH_INTERVAL", 5*time.Minute), "how often a Ready EC2NodeClass's subnets are resolved again, at least 1m [SUBNET_REFRESH_INTERVAL]")
+	fs.DurationVar(&o.SecurityGroupRefreshInterval, "security-group-refresh-interval", envDuration("SECURITY_GROUP_REFRESH_INTERVAL", time.Minute), "how often a Ready EC2NodeClass's security groups are resolved again, at least 1m [SECURITY_GROUP_REFRESH_INTERVAL]")
+	fs.Var(&o.AWSFeatureGates, "aws-feature-gates", "Karpenter's AWS gates, Name=bool,... (NodeClassCEL, DRANVIDIAGPU, DRAEFA, RebootForRepair): only false is supported yet [AWS_FEATURE_GATES]")
+	o.LegacyNodeRepair = nil
+	fs.Var(optionalBool{&o.LegacyNodeRepair}, "legacy-node-repair", "node repair (gate NodeRepair) as Karpenter's standalone controller, which is how Dovetail repairs; false with NodeRepair on (repair as a disruption method, Karpenter v1.15's default) is not supported yet [LEGACY_NODE_REPAIR]")
 	fs.StringVar(&o.MinValuesPolicy, "min-values-policy", env("MIN_VALUES_POLICY", "Strict"), "a requirement's minValues that cannot be met: Strict (nothing is launched); BestEffort is not supported yet [MIN_VALUES_POLICY]")
 	o.PlanDRARequests = !envBool("IGNORE_DRA_REQUESTS", true)
 	fs.Var(invertedBool{&o.PlanDRARequests}, "ignore-dra-requests", "pods' dynamic resource allocation claims are not planned for; false is not supported yet [IGNORE_DRA_REQUESTS]")
@@ -310,7 +382,8 @@ func (o *Options) Validate() error {
 	if o.EnableZonalShift {
 		errs = append(errs, "--enable-zonal-shift (ENABLE_ZONAL_SHIFT): avoiding zones under an ARC zonal shift is not supported yet; remove it or set false")
 	}
-	for flagName, d := range map[string]time.Duration{"--ami-refresh-interval (AMI_REFRESH_INTERVAL)": o.AMIRefreshInterval, "--subnet-refresh-interval (SUBNET_REFRESH_INTERVAL)": o.SubnetRefreshInterval} {
+	for flagName, d := range map[string]time.Duration{"--ami-refresh-interval (AMI_REFRESH_INTERVAL)": o.AMIRefreshInterval, "--subnet-refresh-interval (SUBNET_REFRESH_INTERVAL)": o.SubnetRefreshInterval,
+		"--security-group-refresh-interval (SECURITY_GROUP_REFRESH_INTERVAL)": o.SecurityGroupRefreshInterval} {
 		if d != 0 && d < time.Minute {
 			errs = append(errs, flagName+" must be at least 1m, as in Karpenter")
 		}
@@ -370,8 +443,38 @@ func (o *Options) unsupportedKarpenterSettings() []string {
 	if o.DisableClusterStateObservability {
 		errs = append(errs, "--disable-cluster-state-observability (DISABLE_CLUSTER_STATE_OBSERVABILITY): turning cluster state metrics off is not supported yet; remove it or set false")
 	}
+	for _, name := range o.FeatureGates.notYetOn {
+		errs = append(errs, fmt.Sprintf("--feature-gates (FEATURE_GATES) %s=true: %s is not supported yet; remove it or set false", name, notYetGates[name]))
+	}
+	for _, name := range o.AWSFeatureGates.notYetOn {
+		errs = append(errs, fmt.Sprintf("--aws-feature-gates (AWS_FEATURE_GATES) %s=true: %s is not supported yet; remove it or set false", name, notYetAWSGates[name]))
+	}
+	if o.FeatureGates.NodeRepair && o.LegacyNodeRepair != nil && !*o.LegacyNodeRepair {
+		errs = append(errs, "--legacy-node-repair=false (LEGACY_NODE_REPAIR) with the NodeRepair gate: repair as a disruption method (replacement first, reboots) is not supported yet; Dovetail repairs as Karpenter's standalone node repair controller does: set it true or remove it")
+	}
 	return errs
 }
+
+// optionalBool is a bool flag that records whether it was given.
+type optionalBool struct{ p **bool }
+
+func (b optionalBool) String() string {
+	if b.p == nil || *b.p == nil {
+		return ""
+	}
+	return strconv.FormatBool(**b.p)
+}
+
+func (b optionalBool) Set(v string) error {
+	parsed, err := strconv.ParseBool(v)
+	if err != nil {
+		return fmt.Errorf("%q is not true or false", v)
+	}
+	*b.p = &parsed
+	return nil
+}
+
+func (b optionalBool) IsBoolFlag() bool { return true }
 
 // LogStreams reads a log output path list; empty is stderr. Files are refused: in a
 // pod the container log collects stdout and stderr, and a file would need a volume.

@@ -86,8 +86,27 @@ checks the same settings when they reach it as env. */}}
 {{- if eq $s.minValuesPolicy "BestEffort" -}}
 {{- fail "settings.minValuesPolicy: BestEffort is not supported yet; minValues that cannot be met launch nothing, as Karpenter's Strict does. Remove it or set Strict." -}}
 {{- end -}}
-{{- if not $s.ignoreDRARequests -}}
+{{- if and (not (kindIs "invalid" $s.ignoreDRARequests)) (not $s.ignoreDRARequests) -}}
 {{- fail "settings.ignoreDRARequests: false is not supported yet; Dovetail does not plan for pods' dynamic resource allocation claims. Remove it or set true." -}}
+{{- end -}}
+{{- if $s.enableDRA -}}
+{{- fail "settings.enableDRA: true is not supported yet; Dovetail does not plan for pods' dynamic resource allocation claims. Remove it or set false." -}}
+{{- end -}}
+{{- $notYet := dict "terminateFirstDrift" "terminating a drifted node before its replacement launches" "terminateFirstRepair" "terminating an unhealthy node before its replacement launches" "podDeletionCostManagement" "managing ReplicaSet pods' pod-deletion-cost annotations" -}}
+{{- range $gate, $what := $notYet -}}
+{{- if or (index ($s.featureGates | default dict) $gate) (index ($s.featureGates | default dict) (printf "%s%s" (substr 0 1 $gate | upper) (substr 1 -1 $gate))) -}}
+{{- fail (printf "settings.featureGates.%s: true is not supported yet; %s is not implemented. Remove it or set false." $gate $what) -}}
+{{- end -}}
+{{- end -}}
+{{- $awsNotYet := dict "nodeClassCEL" "CEL expressions in an EC2NodeClass's kubelet settings are" "draNVIDIAGPU" "planning for the NVIDIA GPU driver's DRA devices is" "draEFA" "planning for the dranet driver's EFA devices is" "rebootForRepair" "rebooting a node in place to repair it is" -}}
+{{- range $gate, $what := $awsNotYet -}}
+{{- if index ($s.awsFeatureGates | default dict) $gate -}}
+{{- fail (printf "settings.awsFeatureGates.%s: true is not supported yet; %s not implemented. Remove it or set false." $gate $what) -}}
+{{- end -}}
+{{- end -}}
+{{- $gates := $s.featureGates | default dict -}}
+{{- if and (or $gates.nodeRepair $gates.NodeRepair) (not (kindIs "invalid" $s.legacyNodeRepair)) (not $s.legacyNodeRepair) -}}
+{{- fail "settings.legacyNodeRepair: false with featureGates.nodeRepair is not supported yet; repair as a disruption method (Karpenter v1.15's default) is not implemented, and Dovetail repairs nodes as Karpenter's standalone node repair controller does. Set legacyNodeRepair: true or remove it." -}}
 {{- end -}}
 {{- if $s.disableClusterStateObservability -}}
 {{- fail "settings.disableClusterStateObservability: true is not supported yet; cluster state metrics are always exposed. Remove it or set false." -}}

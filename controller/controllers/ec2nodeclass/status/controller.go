@@ -11,11 +11,13 @@
 package status
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -23,6 +25,7 @@ import (
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/builder"
@@ -73,14 +76,83 @@ type Controller struct {
 	LaunchTemplates interface {
 		DeleteForClass(ctx context.Context, class string) error
 	}
-	// Refresh is how often a Ready class is resolved again (Karpenter's
+	// Refresh is how often a Ready class's subnets, images, instance profile,
+	// reservations and placement group are resolved again (Karpenter's
 	// amiRefreshInterval and subnetRefreshInterval, the shorter of them); zero
 	// means DefaultRefresh.
 	Refresh time.Duration
+	// SecurityGroupRefresh is how often a Ready class's security groups are
+	// resolved again (Karpenter v1.15's securityGroupRefreshInterval); zero means
+	// DefaultSecurityGroupRefresh.
+	SecurityGroupRefresh time.Duration
+
+	mu sync.Mutex
+	// resolved is when each class's parts were last resolved, at which generation.
+	// It is memory only: after a restart every class is resolved at once.
+	resolved map[types.UID]resolution
+}
+
+// resolution is when a class's two refresh groups were last resolved.
+type resolution struct {
+	generation   int64
+	rest, groups time.Time
 }
 
 // DefaultRefresh is how often a Ready class is resolved again unless told.
 const DefaultRefresh = 5 * time.Minute
+
+// DefaultSecurityGroupRefresh is Karpenter's securityGroupRefreshInterval default.
+const DefaultSecurityGroupRefresh = time.Minute
+
+func (c *Controller) intervals() (rest, groups time.Duration) {
+	return cmp.Or(c.Refresh, DefaultRefresh), cmp.Or(c.SecurityGroupRefresh, DefaultSecurityGroupRefresh)
+}
+
+// due says which parts of a class to resolve now: all of them for a class not yet
+// resolved by this process, changed since, or not Ready; otherwise each group once
+// its interval has passed.
+func (c *Controller) due(nc *awsv1.EC2NodeClass, now time.Time) (rest, groups bool) {
+	c.mu.Lock()
+	r, ok := c.resolved[nc.UID]
+	c.mu.Unlock()
+	if !ok || r.generation != nc.Generation || !meta.IsStatusConditionTrue(nc.Status.Conditions, awsv1.ConditionTypeReady) {
+		return true, true
+	}
+	restEvery, groupsEvery := c.intervals()
+	return !now.Before(r.rest.Add(restEvery)), !now.Before(r.groups.Add(groupsEvery))
+}
+
+// recordResolved notes what was resolved at now, and returns how long until the next part
+// is due.
+func (c *Controller) recordResolved(nc *awsv1.EC2NodeClass, now time.Time, rest, groups bool) time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.resolved == nil {
+		c.resolved = map[types.UID]resolution{}
+	}
+	r := c.resolved[nc.UID]
+	r.generation = nc.Generation
+	if rest {
+		r.rest = now
+	}
+	if groups {
+		r.groups = now
+	}
+	c.resolved[nc.UID] = r
+	return c.untilDue(r, now)
+}
+
+// untilDue is how long until the first of r's groups is due again.
+func (c *Controller) untilDue(r resolution, now time.Time) time.Duration {
+	restEvery, groupsEvery := c.intervals()
+	return max(time.Second, min(r.rest.Add(restEvery).Sub(now), r.groups.Add(groupsEvery).Sub(now)))
+}
+
+func (c *Controller) forget(nc *awsv1.EC2NodeClass) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	delete(c.resolved, nc.UID)
+}
 
 // NewController wires the controller.
 func NewController(kube client.Client, ec2 EC2API, amis *nodeclass.AMIResolver, iam nodeclass.IAMAPI, clusterName, region string, clk clock.Clock) *Controller {
@@ -106,9 +178,21 @@ func (c *Controller) Reconcile(ctx context.Context, nc *awsv1.EC2NodeClass) (rec
 			return reconcile.Result{}, client.IgnoreNotFound(err)
 		}
 	}
+	now := c.clock.Now()
+	resolveRest, resolveGroups := c.due(nc, now)
+	if !resolveRest && !resolveGroups {
+		c.mu.Lock()
+		r := c.resolved[nc.UID]
+		c.mu.Unlock()
+		return reconcile.Result{RequeueAfter: c.untilDue(r, now)}, nil
+	}
 	// The profile comes first: switching it records the old one (a metadata write)
 	// before the status patch below names the new one.
-	profile, profileErr := c.instanceProfile(ctx, nc)
+	var profile string
+	var profileErr error
+	if resolveRest {
+		profile, profileErr = c.instanceProfile(ctx, nc)
+	}
 
 	patch := client.MergeFrom(nc.DeepCopy())
 	ready := true
@@ -125,16 +209,40 @@ func (c *Controller) Reconcile(ctx context.Context, nc *awsv1.EC2NodeClass) (rec
 			Message: message, ObservedGeneration: nc.Generation, LastTransitionTime: metav1.NewTime(c.clock.Now())})
 	}
 
+	if resolveGroups {
+		groups, err := nodeclass.SecurityGroups(ctx, c.ec2, nc.Spec.SecurityGroupSelectorTerms)
+		nc.Status.SecurityGroups = groups
+		record(awsv1.ConditionTypeSecurityGroupsReady, err)
+	}
+	if resolveRest {
+		c.resolveRest(ctx, nc, profile, profileErr, record)
+	}
+
+	readyErr := error(nil)
+	if !ready {
+		readyErr = fmt.Errorf("one or more of SubnetsReady, SecurityGroupsReady, AMIsReady, InstanceProfileReady, CapacityReservationsReady, PlacementGroupReady, ValidationSucceeded is False; see their messages")
+	}
+	record(awsv1.ConditionTypeReady, readyErr)
+	if err := c.kube.Status().Patch(ctx, nc, patch); err != nil {
+		return reconcile.Result{}, client.IgnoreNotFound(err)
+	}
+	next := c.recordResolved(nc, now, resolveRest, resolveGroups)
+	// Selectors match cloud resources that change without telling us: look again.
+	if ready {
+		return reconcile.Result{RequeueAfter: next}, nil
+	}
+	return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
+}
+
+// resolveRest resolves everything of the class but its security groups: subnets,
+// images, instance profile, reservations, placement group, kubelet validation.
+func (c *Controller) resolveRest(ctx context.Context, nc *awsv1.EC2NodeClass, profile string, profileErr error, record func(string, error)) {
 	subnets, err := nodeclass.Subnets(ctx, c.ec2, nc.Spec.SubnetSelectorTerms)
 	nc.Status.Subnets = nil
 	for _, s := range subnets {
 		nc.Status.Subnets = append(nc.Status.Subnets, s.Subnet)
 	}
 	record(awsv1.ConditionTypeSubnetsReady, err)
-
-	groups, err := nodeclass.SecurityGroups(ctx, c.ec2, nc.Spec.SecurityGroupSelectorTerms)
-	nc.Status.SecurityGroups = groups
-	record(awsv1.ConditionTypeSecurityGroupsReady, err)
 
 	amis, err := c.amis.Resolve(ctx, nc.Spec.AMISelectorTerms)
 	nc.Status.AMIs = amis
@@ -177,23 +285,6 @@ func (c *Controller) Reconcile(ctx context.Context, nc *awsv1.EC2NodeClass) (rec
 	}
 
 	record(awsv1.ConditionTypeValidationSucceeded, kubeletErrors(nc))
-
-	readyErr := error(nil)
-	if !ready {
-		readyErr = fmt.Errorf("one or more of SubnetsReady, SecurityGroupsReady, AMIsReady, InstanceProfileReady, CapacityReservationsReady, PlacementGroupReady, ValidationSucceeded is False; see their messages")
-	}
-	record(awsv1.ConditionTypeReady, readyErr)
-	if err := c.kube.Status().Patch(ctx, nc, patch); err != nil {
-		return reconcile.Result{}, client.IgnoreNotFound(err)
-	}
-	// Selectors match cloud resources that change without telling us: look again.
-	if ready {
-		if c.Refresh > 0 {
-			return reconcile.Result{RequeueAfter: c.Refresh}, nil
-		}
-		return reconcile.Result{RequeueAfter: DefaultRefresh}, nil
-	}
-	return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
 }
 
 // reasoned is an error with Karpenter's condition reason for it.
@@ -384,6 +475,7 @@ func (c *Controller) writeRetiring(ctx context.Context, nc *awsv1.EC2NodeClass, 
 
 // finalize waits for the class's NodeClaims to go, then removes what it created.
 func (c *Controller) finalize(ctx context.Context, nc *awsv1.EC2NodeClass) (reconcile.Result, error) {
+	c.forget(nc)
 	if !controllerutil.ContainsFinalizer(nc, Finalizer) {
 		return reconcile.Result{}, nil
 	}

@@ -152,10 +152,11 @@ func TestRoleChangeKeepsRunningNodesCredentials(t *testing.T) {
 		t.Errorf("the old profile holds %v while a node still uses it; want %s", got, oldRole)
 	}
 
-	// The node goes: so does its profile.
+	// The node goes: so does its profile, at the class's next refresh.
 	if _, err := clients.EC2.TerminateInstances(ctx, &ec2.TerminateInstancesInput{InstanceIds: []string{node}}); err != nil {
 		t.Fatal(err)
 	}
+	clk.Step(status.DefaultRefresh)
 	reconcile(nc)
 	if _, exists := roles(t, clients.IAM, oldProfile); exists {
 		t.Errorf("the old profile %s is still there with no node using it", oldProfile)
