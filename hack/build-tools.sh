@@ -16,9 +16,6 @@ KWOK_VERSION=${KWOK_VERSION:-v0.8.0}
 CONTROLLER_TOOLS_VERSION=${CONTROLLER_TOOLS_VERSION:-v0.19.0}
 TFPLUGINDOCS_VERSION=${TFPLUGINDOCS_VERSION:-v0.22.0}
 TERRAFORM_VERSION=${TERRAFORM_VERSION:-v1.11.4}
-# The Karpenter release whose CRDs ours must be a superset of (tests/crds reads them
-# from the module cache; v1.14.3 and later need a newer Go than these machines have).
-KARPENTER_VERSION=${KARPENTER_VERSION:-v1.14.1}
 mkdir -p "$BIN" "$SCRATCH"
 export GOFLAGS=-buildvcs=false CGO_ENABLED=0
 
@@ -100,15 +97,6 @@ ensure_terraform() {
   stamp terraform "$TERRAFORM_VERSION"
 }
 
-# karpenter_crds: Karpenter's and its AWS provider's modules, into the module cache.
-karpenter_crds() {
-  local dir
-  dir=$(go env GOMODCACHE)/github.com/aws/karpenter-provider-aws@$KARPENTER_VERSION/pkg/apis/crds
-  [ -d "$dir" ] && [ -d "$(go env GOMODCACHE)/sigs.k8s.io/karpenter@$KARPENTER_VERSION/pkg/apis/crds" ] && return
-  echo "tools: downloading Karpenter $KARPENTER_VERSION's CRDs into the module cache"
-  (cd "$SCRATCH" && go mod download "sigs.k8s.io/karpenter@$KARPENTER_VERSION" "github.com/aws/karpenter-provider-aws@$KARPENTER_VERSION")
-}
-
 targets=${*:-all}
 for t in $targets; do
   case $t in
@@ -118,12 +106,10 @@ for t in $targets; do
     controller-gen) go_install controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_TOOLS_VERSION" ;;
     tfplugindocs) go_install tfplugindocs github.com/hashicorp/terraform-plugin-docs/cmd/tfplugindocs "$TFPLUGINDOCS_VERSION" ;;
     terraform) ensure_terraform ;;
-    karpenter-crds) karpenter_crds ;;
     all)
       (build_etcd); (build_kube)
       go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
       go_install controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_TOOLS_VERSION"
-      karpenter_crds
       ensure_terraform ;;
     *) echo "tools: unknown target $t" >&2; exit 2 ;;
   esac
