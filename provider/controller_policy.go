@@ -85,7 +85,7 @@ func ControllerPolicy(in ControllerPolicyInput) (string, error) {
 				"StringLike":   {"aws:ResourceTag/karpenter.sh/nodepool": "*"},
 			}},
 		{Sid: "AllowRegionalReadActions", Effect: "Allow",
-			Action: []string{"ec2:DescribeAvailabilityZones", "ec2:DescribeCapacityReservations", "ec2:DescribeImages", "ec2:DescribeInstances", "ec2:DescribePlacementGroups",
+			Action: []string{"ec2:DescribeAvailabilityZones", "ec2:DescribeCapacityReservations", "ec2:DescribeImages", "ec2:DescribeInstances", "ec2:DescribeInstanceStatus", "ec2:DescribePlacementGroups",
 				"ec2:DescribeInstanceTypeOfferings", "ec2:DescribeInstanceTypes", "ec2:DescribeLaunchTemplates", "ec2:DescribeSecurityGroups",
 				"ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets"},
 			Resource:  []string{"*"},

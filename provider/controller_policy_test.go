@@ -63,7 +63,7 @@ func TestControllerPolicyIsScoped(t *testing.T) {
 	}
 	// Every AWS call the controller makes is allowed.
 	for _, a := range []string{"ec2:DescribeInstanceTypes", "ec2:DescribeInstanceTypeOfferings", "ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets",
-		"ec2:DescribeSecurityGroups", "ec2:DescribeImages", "ec2:DescribeInstances", "ec2:DescribeLaunchTemplates", "ssm:GetParameter", "pricing:GetProducts",
+		"ec2:DescribeSecurityGroups", "ec2:DescribeImages", "ec2:DescribeInstances", "ec2:DescribeInstanceStatus", "ec2:DescribeLaunchTemplates", "ssm:GetParameter", "pricing:GetProducts",
 		"iam:GetInstanceProfile", "eks:DescribeCluster"} {
 		if !reads[a] {
 			t.Errorf("the controller calls %s, which the policy does not allow", a)

@@ -120,6 +120,10 @@ var (
 		Namespace: "karpenter", Subsystem: "interruption", Name: "deleted_messages_total",
 		Help: "Count of messages deleted from the SQS queue.",
 	})
+	InterruptionInstanceStatusUnhealthy = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "karpenter", Subsystem: "interruption", Name: "instance_status_unhealthy_total",
+		Help: "Count of unhealthy instances of the cluster EC2 instance status reported, once per instance and category (InstanceStatus, SystemStatus, EventStatus) while it stays unhealthy.",
+	}, []string{"category"})
 	InterruptionQueueDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
 		Namespace: "karpenter", Subsystem: "interruption", Name: "message_queue_duration_seconds",
 		Help:    "Amount of time an interruption message is on the queue before it is processed by karpenter.",
@@ -181,7 +185,7 @@ var Static = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated, Nod
 	NodePoolUsage, NodePoolLimit, NodePoolCost, NodePoolCostTrackerErrors, NodePoolNodesConsumingBudgets,
 	NodeClaimsDisrupted, NodeClaimsUnhealthyDisrupted, VoluntaryDisruptionDecisions, VoluntaryDisruptionDecisionsByNodePool, VoluntaryDisruptionQueueFailures,
 	VoluntaryDisruptionFailedValidations, VoluntaryDisruptionConsolidationTimeouts, VoluntaryDisruptionEligibleNodes, NodePoolAllowedDisruptions, ConsolidationScore, ConsolidationMoves,
-	InterruptionReceivedMessages, InterruptionDeletedMessages, InterruptionQueueDuration, PodsEvictionRequests, PodsDrained, PodsSchedulingDecisionDuration,
+	InterruptionReceivedMessages, InterruptionDeletedMessages, InterruptionInstanceStatusUnhealthy, InterruptionQueueDuration, PodsEvictionRequests, PodsDrained, PodsSchedulingDecisionDuration,
 	NodesCreated, NodesDrained, NodesTerminated, NodesTerminationDuration, NodesLifetime, DecisionEvaluationDuration}
 
 func init() {

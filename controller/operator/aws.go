@@ -84,12 +84,18 @@ func newAWSCloud(ctx context.Context, opts Options, cfg *rest.Config, mgr manage
 			return nil
 		})},
 	}
-	if opts.InterruptionQueue != "" {
-		cloud.WithProvisioner = func(p *provisioning.Provisioner, recorder record.EventRecorder) []Controller {
-			return []Controller{interruption.NewController(mgr.GetClient(), clients.SQS, opts.InterruptionQueue, p, provider.Unavailable(), recorder, clk)}
+	// EC2's instance status is read with or without a queue; with one, both act
+	// through the same controller, so a claim both report is acted on once.
+	cloud.WithProvisioner = func(p *provisioning.Provisioner, recorder record.EventRecorder) []Controller {
+		c := interruption.NewController(mgr.GetClient(), clients.SQS, opts.InterruptionQueue, p, provider.Unavailable(), recorder, clk)
+		out := []Controller{interruption.NewInstanceStatus(c, clients.EC2)}
+		if opts.InterruptionQueue != "" {
+			out = append(out, c)
 		}
-	} else {
-		logger.Info("no --interruption-queue: spot interruptions and scheduled maintenance are not handled ahead of time")
+		return out
+	}
+	if opts.InterruptionQueue == "" {
+		logger.Info("no --interruption-queue: spot interruptions and AWS Health scheduled changes are not handled ahead of time")
 	}
 	return cloud, nil
 }

@@ -130,9 +130,8 @@ var karpenterV114 = map[string]karpenterMetric{
 
 // notServed are Karpenter's metrics of features Dovetail does not have, each with why.
 var notServed = map[string]string{
-	"karpenter_interruption_instance_status_unhealthy_total": "node repair's instance status checks are not implemented yet",
-	"karpenter_cloudprovider_batcher_batch_time_seconds":     "Dovetail does not batch cloud provider calls across NodeClaims",
-	"karpenter_cloudprovider_batcher_batch_size":             "Dovetail does not batch cloud provider calls across NodeClaims",
+	"karpenter_cloudprovider_batcher_batch_time_seconds": "Dovetail does not batch cloud provider calls across NodeClaims",
+	"karpenter_cloudprovider_batcher_batch_size":         "Dovetail does not batch cloud provider calls across NodeClaims",
 }
 
 // served gathers every metric the controller registers: the collectors of its

@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -19,10 +20,12 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/iam"
 	"github.com/aws/aws-sdk-go-v2/service/sqs"
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
+	"github.com/aws/smithy-go/middleware"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
@@ -141,6 +144,48 @@ func TestAWSEndToEnd(t *testing.T) {
 		}
 	})
 
+	t.Run("an instance failing its EC2 status check is replaced at once", func(t *testing.T) {
+		pods, err := podsOf(c, "inflate")
+		must(t, err)
+		victim := claimOfNode(t, c, pods[0].Spec.NodeName)
+		id := victim.Status.ProviderID[strings.LastIndex(victim.Status.ProviderID, "/")+1:]
+		category := metrics.InterruptionInstanceStatusUnhealthy.WithLabelValues("InstanceStatus")
+		reason := metrics.NodeClaimsDisrupted.WithLabelValues("instance_status", victim.Labels[v1.LabelNodePool], victim.Labels[v1.LabelCapacityType])
+		counted, disrupted := testutil.ToFloat64(category), testutil.ToFloat64(reason)
+		cluster.impaired.Store(id)
+		t.Cleanup(func() { cluster.impaired.Store("") })
+		eventually(t, 3*time.Minute, "the impaired instance's nodeclaim gone and the instance terminated", func() error {
+			if err := c.Get(ctx, client.ObjectKeyFromObject(victim), victim); err == nil {
+				return fmt.Errorf("nodeclaim %s still exists (termination timestamp %q)", victim.Name, victim.Annotations[v1.NodeClaimTerminationTimestampAnnotationKey])
+			}
+			desc, err := clients.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+			if err != nil {
+				return err
+			}
+			if state := desc.Reservations[0].Instances[0].State.Name; state != ec2types.InstanceStateNameTerminated && state != ec2types.InstanceStateNameShuttingDown {
+				return fmt.Errorf("instance %s is %s", id, state)
+			}
+			return nil
+		})
+		for _, p := range allRunning(t, c, "inflate", 50, 120*time.Second) {
+			if p.Spec.NodeName == victim.Status.NodeName {
+				t.Errorf("pod %s still runs on the impaired node", p.Name)
+			}
+		}
+		if got := testutil.ToFloat64(category); got != counted+1 {
+			t.Errorf("instance status unhealthy count went from %v to %v; want one more", counted, got)
+		}
+		if got := testutil.ToFloat64(reason); got != disrupted+1 {
+			t.Errorf("nodeclaims disrupted for instance_status went from %v to %v; want one more", disrupted, got)
+		}
+		eventually(t, 30*time.Second, "an InstanceUnhealthy event on the nodeclaim", func() error {
+			if len(eventsFor(t, c, metav1.NamespaceDefault, victim.Name, "InstanceUnhealthy")) == 0 {
+				return fmt.Errorf("no InstanceUnhealthy event on nodeclaim %s", victim.Name)
+			}
+			return nil
+		})
+	})
+
 	t.Run("a malformed message is deleted and counted", func(t *testing.T) {
 		malformed := testutil.ToFloat64(metrics.InterruptionReceivedMessages.WithLabelValues("malformed"))
 		_, err := clients.SQS.SendMessage(ctx, &sqs.SendMessageInput{QueueUrl: cluster.queueURL, MessageBody: aws.String("this is not an event")})
@@ -209,6 +254,33 @@ type awsCluster struct {
 	events   *eventbridge.Client
 	queueURL *string
 	region   string
+	// impaired is an instance ID EC2's instance status reports failing its
+	// reachability check (moto reports every instance passing): the controller's
+	// DescribeInstanceStatus answers are changed on their way back to it.
+	impaired *atomic.Value
+}
+
+// reportImpaired makes DescribeInstanceStatus answer, for the instance ID held in
+// impaired, what EC2 answers for an instance whose status check has failed for ten
+// minutes. The call still goes to the emulator, and through the IAM check.
+func reportImpaired(impaired *atomic.Value) func(*middleware.Stack) error {
+	return func(stack *middleware.Stack) error {
+		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("e2eReportImpaired", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			out, md, err := next.HandleInitialize(ctx, in)
+			id, _ := impaired.Load().(string)
+			status, ok := out.Result.(*ec2.DescribeInstanceStatusOutput)
+			if err != nil || !ok || id == "" {
+				return out, md, err
+			}
+			for i := range status.InstanceStatuses {
+				if aws.ToString(status.InstanceStatuses[i].InstanceId) == id {
+					status.InstanceStatuses[i].InstanceStatus = &ec2types.InstanceStatusSummary{Status: ec2types.SummaryStatusImpaired,
+						Details: []ec2types.InstanceStatusDetails{{Name: ec2types.StatusNameReachability, Status: ec2types.StatusTypeFailed, ImpairedSince: aws.Time(time.Now().Add(-10 * time.Minute))}}}
+				}
+			}
+			return out, md, err
+		}), middleware.After)
+	}
 }
 
 // instanceTypes are the types the AWS provider offers the pool, as the controller
@@ -222,10 +294,15 @@ func (a *awsCluster) instanceTypes(t *testing.T, pool *v1.NodePool) []*schedulin
 
 func startAWSCluster(t *testing.T) *awsCluster {
 	t.Helper()
-	return prepareAWSCluster(t, func(env awsEnv) {
+	impaired := &atomic.Value{}
+	impaired.Store("")
+	cluster := prepareAWSCluster(t, func(env awsEnv) {
 		checkIAM(t, &env.opts, env.clients, env.nodeRole, env.queueARN)
+		env.opts.AWSAPIOptions = append(env.opts.AWSAPIOptions, reportImpaired(impaired))
 		env.stack.RunController(t, env.opts)
 	})
+	cluster.impaired = impaired
+	return cluster
 }
 
 // awsEnv is what a controller for the AWS cluster is started with.

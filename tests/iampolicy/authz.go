@@ -39,6 +39,7 @@ var mappings = map[string]map[string]builder{
 		"DescribeCapacityReservations":  regional("ec2:DescribeCapacityReservations"),
 		"DescribeImages":                regional("ec2:DescribeImages"),
 		"DescribeInstances":             regional("ec2:DescribeInstances"),
+		"DescribeInstanceStatus":        regional("ec2:DescribeInstanceStatus"),
 		"DescribeInstanceTypes":         regional("ec2:DescribeInstanceTypes"),
 		"DescribeInstanceTypeOfferings": regional("ec2:DescribeInstanceTypeOfferings"),
 		"DescribePlacementGroups":       regional("ec2:DescribePlacementGroups"),

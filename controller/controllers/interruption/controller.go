@@ -222,8 +222,20 @@ func (c *Controller) handle(ctx context.Context, body string) error {
 		return nil
 	}
 	metrics.InterruptionReceivedMessages.WithLabelValues(string(msg.Kind)).Inc()
+	return c.handleMessage(ctx, msg)
+}
+
+// handleMessage acts on what a message announces for its instances' claims.
+func (c *Controller) handleMessage(ctx context.Context, msg Message) error {
+	_, err := c.actOnClaims(ctx, msg)
+	return err
+}
+
+// actOnClaims acts on the claims of the message's instances and reports whether
+// it found any.
+func (c *Controller) actOnClaims(ctx context.Context, msg Message) (bool, error) {
 	if msg.Kind == Unknown || len(msg.InstanceIDs) == 0 {
-		return nil
+		return false, nil
 	}
 	// One message acts at a time: each plans its node's pods onto the cluster, and
 	// two planning at once would each count the other's node as room and hold a
@@ -234,13 +246,31 @@ func (c *Controller) handle(ctx context.Context, body string) error {
 	}
 	view, err := c.cluster.Read(ctx, state.ReadOnly)
 	if err != nil {
-		return err
+		return false, err
 	}
-	for _, nc := range view.ClaimsOfInstances(msg.InstanceIDs...) {
+	claims := view.ClaimsOfInstances(msg.InstanceIDs...)
+	for _, nc := range claims {
 		// The view is the cache itself: act gets its own copy of what it acts on.
 		if err := c.act(ctx, msg, nc.DeepCopy(), view); err != nil {
-			return err
+			return true, err
 		}
+	}
+	return len(claims) > 0, nil
+}
+
+// annotateTerminationNow sets the claim's karpenter.sh/nodeclaim-termination-timestamp
+// to now, unless it has one: termination then drains no longer.
+func (c *Controller) annotateTerminationNow(ctx context.Context, nc *v1.NodeClaim) error {
+	if _, ok := nc.Annotations[v1.NodeClaimTerminationTimestampAnnotationKey]; ok {
+		return nil
+	}
+	patch := client.MergeFrom(nc.DeepCopy())
+	if nc.Annotations == nil {
+		nc.Annotations = map[string]string{}
+	}
+	nc.Annotations[v1.NodeClaimTerminationTimestampAnnotationKey] = c.clock.Now().UTC().Format(time.RFC3339)
+	if err := c.kube.Patch(ctx, nc, patch); client.IgnoreNotFound(err) != nil {
+		return fmt.Errorf("setting the termination timestamp of nodeclaim %s, %w", nc.Name, err)
 	}
 	return nil
 }
@@ -271,6 +301,13 @@ func (c *Controller) act(ctx context.Context, msg Message, nc *v1.NodeClaim, vie
 		// The instance goes regardless; draining it now still beats waiting.
 		logger.Error(err, "launching replacements; draining anyway")
 	}
+	if msg.Forceful() {
+		// An instance that fails its status checks cannot drain: like Karpenter,
+		// its pods get no grace beyond now.
+		if err := c.annotateTerminationNow(ctx, nc); err != nil {
+			return err
+		}
+	}
 	patch := client.MergeFrom(nc.DeepCopy())
 	if nc.SetDisruptionReason("Interrupted", c.clock.Now()) {
 		if err := c.kube.Status().Patch(ctx, nc, patch); client.IgnoreNotFound(err) != nil {
@@ -281,7 +318,7 @@ func (c *Controller) act(ctx context.Context, msg Message, nc *v1.NodeClaim, vie
 		return fmt.Errorf("deleting interrupted nodeclaim %s, %w", nc.Name, err)
 	}
 	c.recorder.Eventf(nc, corev1.EventTypeWarning, eventReason(msg.Kind), "%s; draining the node and launching %d replacement(s)", describe(msg), launched)
-	metrics.NodeClaimsDisrupted.WithLabelValues("interrupted", nc.Labels[v1.LabelNodePool], nc.Labels[v1.LabelCapacityType]).Inc()
+	metrics.NodeClaimsDisrupted.WithLabelValues(msg.disruptedReason(), nc.Labels[v1.LabelNodePool], nc.Labels[v1.LabelCapacityType]).Inc()
 	logger.Info("interrupted: draining", "replacements", launched)
 	return nil
 }
@@ -354,6 +391,8 @@ func eventReason(k Kind) string {
 		return "InstanceScheduledChange"
 	case CapacityReservationInterruption:
 		return "CapacityReservationInterrupted"
+	case InstanceStatusFailed, SystemStatusFailed, ScheduledEvent:
+		return "InstanceUnhealthy"
 	}
 	return "Interruption"
 }
@@ -370,6 +409,12 @@ func describe(m Message) string {
 		return "AWS Health scheduled maintenance affects the instance"
 	case CapacityReservationInterruption:
 		return "the capacity reservation is reclaiming the instance"
+	case InstanceStatusFailed:
+		return "EC2 reports the instance's status check failed"
+	case SystemStatusFailed:
+		return "EC2 reports the instance's system status check failed"
+	case ScheduledEvent:
+		return "EC2 has scheduled an event (reboot, maintenance, retirement or stop) for the instance"
 	}
 	return string(m.Kind)
 }

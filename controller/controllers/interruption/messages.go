@@ -17,6 +17,11 @@ const (
 	ScheduledChange                 Kind = "scheduled_change"
 	CapacityReservationInterruption Kind = "capacity_reservation_interrupted"
 	Unknown                         Kind = "unknown"
+	// The kinds EC2's instance status reports (DescribeInstanceStatus), not the
+	// queue: Karpenter names them so in karpenter_nodeclaims_disrupted_total.
+	InstanceStatusFailed Kind = "instance_status"
+	SystemStatusFailed   Kind = "system_status"
+	ScheduledEvent       Kind = "event_status"
 )
 
 // Message is a parsed EventBridge event.
@@ -31,7 +36,7 @@ type Message struct {
 // Acts says whether the message means the instance is going away.
 func (m Message) Acts() bool {
 	switch m.Kind {
-	case SpotInterruption, ScheduledChange, CapacityReservationInterruption:
+	case SpotInterruption, ScheduledChange, CapacityReservationInterruption, InstanceStatusFailed, SystemStatusFailed, ScheduledEvent:
 		return true
 	case StateChange:
 		switch m.State {
@@ -40,6 +45,22 @@ func (m Message) Acts() bool {
 		}
 	}
 	return false
+}
+
+// Forceful says the instance is failing its status checks: its pods are not given
+// time to drain (Karpenter's ForcefulTermination).
+func (m Message) Forceful() bool {
+	return m.Kind == InstanceStatusFailed || m.Kind == SystemStatusFailed
+}
+
+// disruptedReason is the message's reason in karpenter_nodeclaims_disrupted_total:
+// "interrupted" for the queue's messages, the kind for instance status.
+func (m Message) disruptedReason() string {
+	switch m.Kind {
+	case InstanceStatusFailed, SystemStatusFailed, ScheduledEvent:
+		return string(m.Kind)
+	}
+	return "interrupted"
 }
 
 // envelope is EventBridge's event shape as delivered to SQS.
