@@ -664,3 +664,60 @@ func TestKarpenterSuiteInstanceSelectionAndReserved(t *testing.T) {
 			}},
 	})
 }
+
+// TestKarpenterSuiteV115 are scenarios Karpenter v1.15's scheduling suite added
+// (suite_test.go "MinValuesPolicy / with zone requirements", reserved_fallback_test.go
+// "Full-but-available") that our engine carries out. A reservation EC2 reports full
+// reaches the engine as an unavailable offering: the AWS provider counts what each
+// reservation can still take (DescribeCapacityReservations, and each launch).
+func TestKarpenterSuiteV115(t *testing.T) {
+	wait := storagev1.VolumeBindingWaitForFirstConsumer
+	vols := NewVolumes([]corev1.PersistentVolumeClaim{unboundClaim("zone1-only", "z1")}, nil, []storagev1.StorageClass{storageClass("z1", wait, zone1)})
+	three := 3
+	zonesMinValues := func(np *v1.NodePool) {
+		np.Spec.Template.Spec.Requirements = append(np.Spec.Template.Spec.Requirements, v1.NodePoolRequirement{Key: v1.LabelTopologyZone,
+			RequirementBody: v1.RequirementBody{Operator: v1.OpIn, MinValues: &three, Values: []string{zone1, zone2, zone3}}})
+	}
+	reservation := func(available bool) []*InstanceType {
+		cat := karpenterCatalog()
+		for _, it := range cat {
+			if it.Name == "small-instance-type" {
+				it.Offerings = append(it.Offerings, Offering{Zone: zone1, CapacityType: v1.CapacityTypeReserved, Price: it.CheapestPrice / 100000, Available: available, ReservationID: "r-1"})
+				it.Requirements[v1.LabelCapacityType] = MustRequirement(v1.LabelCapacityType, v1.OpIn, v1.CapacityTypeSpot, v1.CapacityTypeOnDemand, v1.CapacityTypeReserved)
+				if available {
+					it.CheapestPrice /= 100000
+				}
+			}
+		}
+		return cat
+	}
+	reservedOnly := karpenterPool(withRequirements(req(v1.LabelCapacityType, v1.OpIn, v1.CapacityTypeReserved), req(v1.LabelInstanceType, v1.OpIn, "small-instance-type")))
+	mixed := karpenterPool(withRequirements(req(v1.LabelInstanceType, v1.OpIn, "small-instance-type")))
+	offering := func(capacityType, reservationID string) func(*testing.T, *Results) {
+		return func(t *testing.T, r *Results) {
+			t.Helper()
+			expect(1, 1, "small-instance-type")(t, r)
+			if len(r.NodeClaims) == 1 {
+				if o := r.NodeClaims[0].Offering; o.CapacityType != capacityType || o.ReservationID != reservationID {
+					t.Errorf("offering %+v, want %s %q", o, capacityType, reservationID)
+				}
+			}
+		}
+	}
+	runScenarios(t, []scenario{
+		{name: "MinValuesPolicy Strict: should not schedule when volume topology leaves fewer zones than minValues", pools: []*v1.NodePool{karpenterPool(zonesMinValues)},
+			volumes: vols, pods: []*corev1.Pod{named("p", withClaim("d", "zone1-only"))}, check: notPlaced("p")},
+		{name: "Full-but-available: a full reservation on a reserved-only pool yields no NodeClaim", pools: []*v1.NodePool{reservedOnly}, types: reservation(false),
+			pods: []*corev1.Pod{sized("p", "1", "0")}, check: all(expect(0, 0, ""), notPlaced("p"))},
+		{name: "Full-but-available: a mixed pool with a full reservation schedules and holds no reservation", pools: []*v1.NodePool{mixed}, types: reservation(false),
+			pods: []*corev1.Pod{sized("p", "1", "0")}, check: func(t *testing.T, r *Results) {
+				t.Helper()
+				expect(1, 1, "small-instance-type")(t, r)
+				if len(r.NodeClaims) == 1 && r.NodeClaims[0].Offering.CapacityType == v1.CapacityTypeReserved {
+					t.Errorf("offering %+v: planned into a full reservation", r.NodeClaims[0].Offering)
+				}
+			}},
+		{name: "Full-but-available: a reservation with capacity is preferred over on-demand", pools: []*v1.NodePool{mixed}, types: reservation(true),
+			pods: []*corev1.Pod{sized("p", "1", "0")}, check: offering(v1.CapacityTypeReserved, "r-1")},
+	})
+}
