@@ -147,6 +147,7 @@ func TestKarpenterSettingsCarryOverOrAreRefused(t *testing.T) {
 		"pod deletion cost":          {args: []string{"--feature-gates", "PodDeletionCostManagement=true"}, want: "PodDeletionCostManagement=true: managing ReplicaSet pods' pod-deletion-cost annotations is not supported yet"},
 		"reboot for repair":          {env: map[string]string{"AWS_FEATURE_GATES": "RebootForRepair=true"}, want: "--aws-feature-gates (AWS_FEATURE_GATES) RebootForRepair=true: rebooting a node in place to repair it is not supported yet"},
 		"an AWS gate misspelt":       {env: map[string]string{"AWS_FEATURE_GATES": "NodeClassCel=false"}, want: `unknown feature gate "NodeClassCel"; known gates are DRAEFA, DRANVIDIAGPU, NodeClassCEL, RebootForRepair`},
+		"scheduler defaults":         {env: map[string]string{"SCHEDULER_CONFIG": "podTopologySpread:\n  defaultConstraints:\n  - {maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: ScheduleAnyway}"}, want: "--scheduler-config (SCHEDULER_CONFIG): cluster-default topology spread constraints are not supported yet"},
 		"security groups too often":  {env: map[string]string{"SECURITY_GROUP_REFRESH_INTERVAL": "30s"}, want: "--security-group-refresh-interval (SECURITY_GROUP_REFRESH_INTERVAL) must be at least 1m"},
 		"dry runs off":               {args: []string{"--disable-dry-run"}},
 		"Karpenter's log paths":      {env: map[string]string{"LOG_OUTPUT_PATHS": "stdout", "LOG_ERROR_OUTPUT_PATHS": "stderr"}},
