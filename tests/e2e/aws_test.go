@@ -113,24 +113,7 @@ func TestAWSEndToEnd(t *testing.T) {
 		disrupted, drained := testutil.ToFloat64(interrupted), testutil.ToFloat64(metrics.PodsDrained.WithLabelValues("interrupted"))
 		queued := queueDurations(t)
 		interrupt(t, events, id)
-		eventually(t, 60*time.Second, "the interrupted nodeclaim drained and its instance terminated", func() error {
-			if err := c.Get(ctx, client.ObjectKeyFromObject(victim), victim); err == nil {
-				return fmt.Errorf("nodeclaim %s still exists", victim.Name)
-			}
-			desc, err := clients.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
-			if err != nil {
-				return err
-			}
-			if state := desc.Reservations[0].Instances[0].State.Name; state != ec2types.InstanceStateNameTerminated && state != ec2types.InstanceStateNameShuttingDown {
-				return fmt.Errorf("instance %s is %s", id, state)
-			}
-			return nil
-		})
-		for _, p := range allRunning(t, c, "inflate", 50, 120*time.Second) {
-			if p.Spec.NodeName == victim.Status.NodeName {
-				t.Errorf("pod %s still runs on the interrupted node", p.Name)
-			}
-		}
+		replacedElsewhere(t, cluster, victim, id, 60*time.Second, "the interrupted nodeclaim drained and its instance terminated")
 		if observed := queueDurations(t); observed <= queued {
 			t.Errorf("queue durations observed went from %d to %d; want the interruption's", queued, observed)
 		}
@@ -154,24 +137,7 @@ func TestAWSEndToEnd(t *testing.T) {
 		counted, disrupted := testutil.ToFloat64(category), testutil.ToFloat64(reason)
 		cluster.impaired.Store(id)
 		t.Cleanup(func() { cluster.impaired.Store("") })
-		eventually(t, 3*time.Minute, "the impaired instance's nodeclaim gone and the instance terminated", func() error {
-			if err := c.Get(ctx, client.ObjectKeyFromObject(victim), victim); err == nil {
-				return fmt.Errorf("nodeclaim %s still exists (termination timestamp %q)", victim.Name, victim.Annotations[v1.NodeClaimTerminationTimestampAnnotationKey])
-			}
-			desc, err := clients.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
-			if err != nil {
-				return err
-			}
-			if state := desc.Reservations[0].Instances[0].State.Name; state != ec2types.InstanceStateNameTerminated && state != ec2types.InstanceStateNameShuttingDown {
-				return fmt.Errorf("instance %s is %s", id, state)
-			}
-			return nil
-		})
-		for _, p := range allRunning(t, c, "inflate", 50, 120*time.Second) {
-			if p.Spec.NodeName == victim.Status.NodeName {
-				t.Errorf("pod %s still runs on the impaired node", p.Name)
-			}
-		}
+		replacedElsewhere(t, cluster, victim, id, 3*time.Minute, "the impaired instance's nodeclaim gone and the instance terminated")
 		if got := testutil.ToFloat64(category); got != counted+1 {
 			t.Errorf("instance status unhealthy count went from %v to %v; want one more", counted, got)
 		}
@@ -238,6 +204,31 @@ func TestAWSEndToEnd(t *testing.T) {
 			return nil
 		})
 	})
+}
+
+// replacedElsewhere waits until the victim's claim is gone and its instance
+// terminated, then for every inflate pod to run again, none on the victim's node.
+func replacedElsewhere(t *testing.T, cluster *awsCluster, victim *v1.NodeClaim, id string, timeout time.Duration, what string) {
+	t.Helper()
+	ctx, c := context.Background(), cluster.client
+	eventually(t, timeout, what, func() error {
+		if err := c.Get(ctx, client.ObjectKeyFromObject(victim), victim); err == nil {
+			return fmt.Errorf("nodeclaim %s still exists (termination timestamp %q)", victim.Name, victim.Annotations[v1.NodeClaimTerminationTimestampAnnotationKey])
+		}
+		desc, err := cluster.clients.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{InstanceIds: []string{id}})
+		if err != nil {
+			return err
+		}
+		if state := desc.Reservations[0].Instances[0].State.Name; state != ec2types.InstanceStateNameTerminated && state != ec2types.InstanceStateNameShuttingDown {
+			return fmt.Errorf("instance %s is %s", id, state)
+		}
+		return nil
+	})
+	for _, p := range allRunning(t, c, "inflate", 50, 120*time.Second) {
+		if p.Spec.NodeName == victim.Status.NodeName {
+			t.Errorf("pod %s still runs on node %s, whose claim is gone", p.Name, victim.Status.NodeName)
+		}
+	}
 }
 
 // dumpCluster logs the claims, nodes and unscheduled pods, to explain a failure.
