@@ -6,7 +6,7 @@ import (
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
 )
 
-// Metrics use Karpenter v1.14's names, types and labels, so existing dashboards and
+// Metrics use Karpenter v1.15's names, types and labels, so existing dashboards and
 // alerts keep working (TestMetricsAreKarpenters checks them against its reference).
 var (
 	NodeClaimsCreated = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -70,11 +70,15 @@ var (
 	NodeClaimsUnhealthyDisrupted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "karpenter", Subsystem: "nodeclaims", Name: "unhealthy_disrupted_total",
 		Help: "Number of unhealthy nodeclaims disrupted in total by Karpenter. Labeled by condition on the node was disrupted, the owning nodepool, and the image ID.",
-	}, []string{"condition", "nodepool", "capacity_type", "image_id"})
+	}, []string{"condition", "nodepool", "capacity_type", "image_id", "termination_mode"})
 	NodeClaimsDisrupted = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "karpenter", Subsystem: "nodeclaims", Name: "disrupted_total",
-		Help: "Number of nodeclaims disrupted in total by Karpenter. Labeled by reason the nodeclaim was disrupted and the owning nodepool.",
-	}, []string{"reason", "nodepool", "capacity_type"})
+		Help: "Number of nodeclaims disrupted in total by Karpenter. Labeled by reason the nodeclaim was disrupted, the owning nodepool, the capacity type, the consolidation policy, and the termination mode.",
+	}, []string{"reason", "nodepool", "capacity_type", "consolidation_policy", "termination_mode"})
+	PodsDisruptionInitiated = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "karpenter", Subsystem: "pods", Name: "disruption_initiated_total",
+		Help: "Number of pod disruptions initiated in total by Karpenter, incremented by the reschedulable pod count whenever the underlying nodeclaim is disrupted. Labeled by reason the nodeclaim was disrupted, the owning nodepool, the capacity type, the consolidation policy, and the termination mode. Pods owned by DaemonSets and mirror pods are excluded.",
+	}, []string{"reason", "nodepool", "capacity_type", "consolidation_policy", "termination_mode"})
 	VoluntaryDisruptionDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "karpenter", Subsystem: "voluntary_disruption", Name: "decisions_total",
 		Help: "Number of disruption decisions performed. Labeled by disruption decision, reason, and consolidation type.",
@@ -183,7 +187,7 @@ var summaryObjectives = map[float64]float64{0: 0.01, 0.5: 0.01, 0.9: 0.01, 0.99:
 var Static = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated, NodeClaimsTerminationDuration, NodeClaimsInstanceTerminationDuration,
 	SchedulingDuration, SchedulerQueueDepth, PodsUnschedulable, SchedulerIgnoredPods, PendingPodsByEffectiveZone, schedulerUnfinishedWork,
 	NodePoolUsage, NodePoolLimit, NodePoolCost, NodePoolCostTrackerErrors, NodePoolNodesConsumingBudgets,
-	NodeClaimsDisrupted, NodeClaimsUnhealthyDisrupted, VoluntaryDisruptionDecisions, VoluntaryDisruptionDecisionsByNodePool, VoluntaryDisruptionQueueFailures,
+	NodeClaimsDisrupted, PodsDisruptionInitiated, NodeClaimsUnhealthyDisrupted, VoluntaryDisruptionDecisions, VoluntaryDisruptionDecisionsByNodePool, VoluntaryDisruptionQueueFailures,
 	VoluntaryDisruptionFailedValidations, VoluntaryDisruptionConsolidationTimeouts, VoluntaryDisruptionEligibleNodes, NodePoolAllowedDisruptions, ConsolidationScore, ConsolidationMoves,
 	InterruptionReceivedMessages, InterruptionDeletedMessages, InterruptionInstanceStatusUnhealthy, InterruptionQueueDuration, PodsEvictionRequests, PodsDrained, PodsSchedulingDecisionDuration,
 	NodesCreated, NodesDrained, NodesTerminated, NodesTerminationDuration, NodesLifetime, DecisionEvaluationDuration}

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"strconv"
 	"sync"
 	"time"
 
@@ -46,35 +47,66 @@ func PodDecided(uid types.UID, at time.Time) {
 }
 
 var (
-	descPodUnbound            = podGaugeDesc("karpenter_pods_unbound_time_seconds", "The time from pod creation until the pod is bound, for pods not bound yet.")
+	descPodUnbound            = podGaugeDescDRA("karpenter_pods_unbound_time_seconds", "The time from pod creation until the pod is bound, for pods not bound yet.")
 	descPodUnstarted          = podGaugeDesc("karpenter_pods_unstarted_time_seconds", "The time from pod creation until the pod is running, for pods not running yet.")
-	descProvisioningUnbound   = podGaugeDesc("karpenter_pods_provisioning_unbound_time_seconds", "The time from pod creation until the pod is bound, for pods Karpenter provisions for and not bound yet.")
+	descProvisioningUnbound   = podGaugeDescDRA("karpenter_pods_provisioning_unbound_time_seconds", "The time from pod creation until the pod is bound, for pods Karpenter provisions for and not bound yet.")
 	descProvisioningUnstarted = podGaugeDesc("karpenter_pods_provisioning_unstarted_time_seconds", "The time from pod creation until the pod is running, for pods Karpenter provisions for and not running yet.")
 	descProvisioningUndecided = podGaugeDesc("karpenter_pods_provisioning_scheduling_undecided_time_seconds", "The time from when Karpenter has seen a pod without making a scheduling decision for the pod.")
 	newPodHistogram           = func(name, help string) prometheus.Histogram {
-		return prometheus.NewHistogram(prometheus.HistogramOpts{Namespace: "karpenter", Subsystem: "pods", Name: name, Help: help, Buckets: prometheus.ExponentialBuckets(0.5, 2, 14)})
+		return prometheus.NewHistogram(podHistogramOpts(name, help))
+	}
+	// newPodHistogramDRA is a histogram labelled, as in Karpenter v1.15, by whether
+	// the pod has dynamic resource allocation claims.
+	newPodHistogramDRA = func(name, help string) *prometheus.HistogramVec {
+		return prometheus.NewHistogramVec(podHistogramOpts(name, help), []string{"dynamic_resources"})
 	}
 )
+
+func podHistogramOpts(name, help string) prometheus.HistogramOpts {
+	return prometheus.HistogramOpts{Namespace: "karpenter", Subsystem: "pods", Name: name, Help: help, Buckets: prometheus.ExponentialBuckets(0.5, 2, 14)}
+}
 
 func podGaugeDesc(name, help string) *prometheus.Desc {
 	return prometheus.NewDesc(name, help, []string{"name", "namespace"}, nil)
 }
 
+func podGaugeDescDRA(name, help string) *prometheus.Desc {
+	return prometheus.NewDesc(name, help, []string{"name", "namespace", "dynamic_resources"}, nil)
+}
+
+// dynamicResources is "true" when the pod asks for DRA devices (pod resource
+// claims, or a container's), as Karpenter labels it.
+func dynamicResources(p *corev1.Pod) string {
+	has := len(p.Spec.ResourceClaims) > 0
+	for _, cs := range [][]corev1.Container{p.Spec.InitContainers, p.Spec.Containers} {
+		for i := range cs {
+			has = has || len(cs[i].Resources.Claims) > 0
+		}
+	}
+	return strconv.FormatBool(has)
+}
+
 // podTimes are the per-pod gauges and the once-per-pod histograms of the pods family,
 // computed from the listed pods at each scrape.
 type podTimes struct {
-	bound, provisioningBound, provisioningStartup prometheus.Histogram
+	bound, provisioningBound *prometheus.HistogramVec
+	provisioningStartup      prometheus.Histogram
 	// boundSeen are the pods already observed in bound.
 	boundSeen map[types.UID]bool
 }
 
 func newPodTimes() *podTimes {
-	return &podTimes{
-		bound:               newPodHistogram("bound_duration_seconds", "The time from pod creation until the pod is bound, for pods bound while the controller ran."),
-		provisioningBound:   newPodHistogram("provisioning_bound_duration_seconds", "The time from pod creation until the pod is bound, for pods Karpenter provisioned for."),
+	t := &podTimes{
+		bound:               newPodHistogramDRA("bound_duration_seconds", "The time from pod creation until the pod is bound, for pods bound while the controller ran."),
+		provisioningBound:   newPodHistogramDRA("provisioning_bound_duration_seconds", "The time from pod creation until the pod is bound, for pods Karpenter provisioned for."),
 		provisioningStartup: newPodHistogram("provisioning_startup_duration_seconds", "The time from pod creation until the pod is running, for pods Karpenter provisioned for."),
 		boundSeen:           map[types.UID]bool{},
 	}
+	// The pods without DRA claims are served from the start, empty, as the
+	// histograms were before they had a label.
+	t.bound.WithLabelValues("false")
+	t.provisioningBound.WithLabelValues("false")
+	return t
 }
 
 func (t *podTimes) describe(ch chan<- *prometheus.Desc) {
@@ -116,22 +148,23 @@ func (t *podTimes) observe(ch chan<- prometheus.Metric, pods []corev1.Pod, now, 
 		age := now.Sub(p.CreationTimestamp.Time).Seconds()
 		tracked := provisioning.pods[p.UID]
 		boundAt, bound := conditionTime(p, corev1.PodScheduled)
+		dra := dynamicResources(p)
 		bound = bound && p.Spec.NodeName != ""
 		if !bound {
-			ch <- prometheus.MustNewConstMetric(descPodUnbound, prometheus.GaugeValue, age, p.Name, p.Namespace)
+			ch <- prometheus.MustNewConstMetric(descPodUnbound, prometheus.GaugeValue, age, p.Name, p.Namespace, dra)
 			if tracked != nil {
-				ch <- prometheus.MustNewConstMetric(descProvisioningUnbound, prometheus.GaugeValue, age, p.Name, p.Namespace)
+				ch <- prometheus.MustNewConstMetric(descProvisioningUnbound, prometheus.GaugeValue, age, p.Name, p.Namespace, dra)
 			}
 		} else {
 			if !t.boundSeen[p.UID] {
 				t.boundSeen[p.UID] = true
 				if !boundAt.Before(started) {
-					t.bound.Observe(boundAt.Sub(p.CreationTimestamp.Time).Seconds())
+					t.bound.WithLabelValues(dra).Observe(boundAt.Sub(p.CreationTimestamp.Time).Seconds())
 				}
 			}
 			if tracked != nil && !tracked.bound {
 				tracked.bound = true
-				t.provisioningBound.Observe(boundAt.Sub(p.CreationTimestamp.Time).Seconds())
+				t.provisioningBound.WithLabelValues(dra).Observe(boundAt.Sub(p.CreationTimestamp.Time).Seconds())
 			}
 		}
 		if p.Status.Phase != corev1.PodRunning {

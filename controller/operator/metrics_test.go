@@ -51,18 +51,27 @@ var (
 	summary   = dto.MetricType_SUMMARY
 )
 
-// karpenterV114 is every karpenter_* metric of Karpenter v1.14's reference
+// karpenterV115 is every karpenter_* metric of Karpenter v1.14's reference
 // (website/content/en/v1.14/reference/metrics.md of aws/karpenter-provider-aws), with
-// its type and labels as Karpenter v1.14.0 registers them (the page names neither).
-var karpenterV114 = map[string]karpenterMetric{
+// its type and labels as Karpenter v1.14.0 registers them (the page names neither),
+// brought to v1.15.0: the metrics and labels it added, read from the declarations in
+// sigs.k8s.io/karpenter@v1.15.0 (pkg/metrics, pkg/controllers/...).
+var karpenterV115 = map[string]karpenterMetric{
 	"karpenter_consolidation_score":                                       {histogram, []string{"decision", "nodepool", "policy"}},
 	"karpenter_consolidation_moves_total":                                 {counter, []string{"decision", "nodepool", "policy"}},
 	"karpenter_build_info":                                                {gauge, []string{"version", "goversion", "goarch", "commit"}},
-	"karpenter_nodeclaims_unhealthy_disrupted_total":                      {counter, []string{"condition", "nodepool", "capacity_type", "image_id"}},
+	"karpenter_nodeclaims_unhealthy_disrupted_total":                      {counter, []string{"condition", "nodepool", "capacity_type", "image_id", "termination_mode"}},
 	"karpenter_nodeclaims_termination_duration_seconds":                   {histogram, []string{"nodepool"}},
 	"karpenter_nodeclaims_terminated_total":                               {counter, []string{"nodepool", "capacity_type", "zone"}},
 	"karpenter_nodeclaims_instance_termination_duration_seconds":          {histogram, []string{"nodepool"}},
-	"karpenter_nodeclaims_disrupted_total":                                {counter, []string{"reason", "nodepool", "capacity_type"}},
+	"karpenter_nodeclaims_disrupted_total":                                {counter, []string{"reason", "nodepool", "capacity_type", "consolidation_policy", "termination_mode"}},
+	"karpenter_pods_disruption_initiated_total":                           {counter, []string{"reason", "nodepool", "capacity_type", "consolidation_policy", "termination_mode"}},
+	"karpenter_nodes_reboots_total":                                       {counter, []string{"result"}},
+	"karpenter_nodes_reboot_duration_seconds":                             {histogram, []string{"result"}},
+	"karpenter_nodes_reboot_recovery_duration_seconds":                    {histogram, nil},
+	"karpenter_voluntary_disruption_terminate_first_decisions_total":      {counter, []string{"nodepool", "reason", "terminate_first_reason"}},
+	"karpenter_pod_deletion_cost_nodes_with_pending_annotation_writes":    {gauge, []string{"nodepool"}},
+	"karpenter_pod_deletion_cost_pod_annotation_writes_total":             {counter, []string{"result"}},
 	"karpenter_nodeclaims_created_total":                                  {counter, []string{"reason", "nodepool", "min_values_relaxed"}},
 	"karpenter_nodes_total_pod_requests":                                  {gauge, nodeGauge("resource_type")},
 	"karpenter_nodes_total_pod_limits":                                    {gauge, nodeGauge("resource_type")},
@@ -77,18 +86,18 @@ var karpenterV114 = map[string]karpenterMetric{
 	"karpenter_nodes_created_total":                                       {counter, []string{"nodepool", "zone"}},
 	"karpenter_nodes_allocatable":                                         {gauge, nodeGauge("resource_type")},
 	"karpenter_pods_unstarted_time_seconds":                               {gauge, []string{"name", "namespace"}},
-	"karpenter_pods_unbound_time_seconds":                                 {gauge, []string{"name", "namespace"}},
+	"karpenter_pods_unbound_time_seconds":                                 {gauge, []string{"name", "namespace", "dynamic_resources"}},
 	"karpenter_pods_state":                                                {gauge, []string{"name", "namespace", "owner", "node", "scheduled", "nodepool", "zone", "arch", "capacity_type", "instance_type", "phase", "ready", "managed"}},
 	"karpenter_pods_startup_duration_seconds":                             {summary, nil},
 	"karpenter_pods_scheduling_decision_duration_seconds":                 {histogram, nil},
 	"karpenter_pods_provisioning_unstarted_time_seconds":                  {gauge, []string{"name", "namespace"}},
-	"karpenter_pods_provisioning_unbound_time_seconds":                    {gauge, []string{"name", "namespace"}},
+	"karpenter_pods_provisioning_unbound_time_seconds":                    {gauge, []string{"name", "namespace", "dynamic_resources"}},
 	"karpenter_pods_provisioning_startup_duration_seconds":                {histogram, nil},
 	"karpenter_pods_provisioning_scheduling_undecided_time_seconds":       {gauge, []string{"name", "namespace"}},
-	"karpenter_pods_provisioning_bound_duration_seconds":                  {histogram, nil},
+	"karpenter_pods_provisioning_bound_duration_seconds":                  {histogram, []string{"dynamic_resources"}},
 	"karpenter_pods_eviction_requests_total":                              {counter, []string{"code"}},
 	"karpenter_pods_drained_total":                                        {counter, []string{"reason"}},
-	"karpenter_pods_bound_duration_seconds":                               {histogram, nil},
+	"karpenter_pods_bound_duration_seconds":                               {histogram, []string{"dynamic_resources"}},
 	"karpenter_voluntary_disruption_queue_failures_total":                 {counter, []string{"decision", "reason", "consolidation_type"}},
 	"karpenter_voluntary_disruption_failed_validations_total":             {counter, []string{"consolidation_type"}},
 	"karpenter_voluntary_disruption_eligible_nodes":                       {gauge, []string{"reason"}},
@@ -130,8 +139,14 @@ var karpenterV114 = map[string]karpenterMetric{
 
 // notServed are Karpenter's metrics of features Dovetail does not have, each with why.
 var notServed = map[string]string{
-	"karpenter_cloudprovider_batcher_batch_time_seconds": "Dovetail does not batch cloud provider calls across NodeClaims",
-	"karpenter_cloudprovider_batcher_batch_size":         "Dovetail does not batch cloud provider calls across NodeClaims",
+	"karpenter_nodes_reboots_total":                                    "rebooting a node to repair it (RebootForRepair) is not implemented yet",
+	"karpenter_nodes_reboot_duration_seconds":                          "rebooting a node to repair it (RebootForRepair) is not implemented yet",
+	"karpenter_nodes_reboot_recovery_duration_seconds":                 "rebooting a node to repair it (RebootForRepair) is not implemented yet",
+	"karpenter_voluntary_disruption_terminate_first_decisions_total":   "TerminateFirstDrift and TerminateFirstRepair are not implemented yet",
+	"karpenter_pod_deletion_cost_nodes_with_pending_annotation_writes": "PodDeletionCostManagement is not implemented yet",
+	"karpenter_pod_deletion_cost_pod_annotation_writes_total":          "PodDeletionCostManagement is not implemented yet",
+	"karpenter_cloudprovider_batcher_batch_time_seconds":               "Dovetail does not batch cloud provider calls across NodeClaims",
+	"karpenter_cloudprovider_batcher_batch_size":                       "Dovetail does not batch cloud provider calls across NodeClaims",
 }
 
 // served gathers every metric the controller registers: the collectors of its
@@ -245,14 +260,14 @@ func fakeCluster(t *testing.T, now time.Time) client.Reader {
 	return fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(node, running, pending).Build()
 }
 
-// TestMetricsAreKarpenters checks that every karpenter_* metric of Karpenter v1.14
+// TestMetricsAreKarpenters checks that every karpenter_* metric of Karpenter v1.15
 // is served under its name, with its type and exactly its labels (a dashboard's
 // `by (label)` and a recording rule's join break on any difference), except the
 // features Dovetail lacks; and that Dovetail serves no karpenter_* name Karpenter
-// v1.14 does not, so no dashboard is built on a name that will go.
+// v1.15 does not, so no dashboard is built on a name that will go.
 func TestMetricsAreKarpenters(t *testing.T) {
 	have := served(t)
-	for name, want := range karpenterV114 {
+	for name, want := range karpenterV115 {
 		got, ok := have[name]
 		if why, skip := notServed[name]; skip {
 			if ok {
@@ -276,8 +291,8 @@ func TestMetricsAreKarpenters(t *testing.T) {
 		"karpenter_cloudprovider_instance_type_refresh_errors_total": "failed instance type refreshes, while the last good list is served",
 	}
 	for name := range have {
-		if _, ok := karpenterV114[name]; !ok && strings.HasPrefix(name, "karpenter_") && ours[name] == "" {
-			t.Errorf("%s is not a Karpenter v1.14 metric", name)
+		if _, ok := karpenterV115[name]; !ok && strings.HasPrefix(name, "karpenter_") && ours[name] == "" {
+			t.Errorf("%s is not a Karpenter v1.15 metric", name)
 		}
 	}
 }

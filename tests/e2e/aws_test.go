@@ -109,7 +109,7 @@ func TestAWSEndToEnd(t *testing.T) {
 		must(t, err)
 		victim := claimOfNode(t, c, pods[0].Spec.NodeName)
 		id := victim.Status.ProviderID[strings.LastIndex(victim.Status.ProviderID, "/")+1:]
-		interrupted := metrics.NodeClaimsDisrupted.WithLabelValues("interrupted", victim.Labels[v1.LabelNodePool], victim.Labels[v1.LabelCapacityType])
+		interrupted := metrics.NodeClaimsDisrupted.WithLabelValues("interrupted", victim.Labels[v1.LabelNodePool], victim.Labels[v1.LabelCapacityType], "", metrics.TerminationMode(victim.Spec.TerminationGracePeriod))
 		disrupted, drained := testutil.ToFloat64(interrupted), testutil.ToFloat64(metrics.PodsDrained.WithLabelValues("interrupted"))
 		queued := queueDurations(t)
 		interrupt(t, events, id)
@@ -133,7 +133,7 @@ func TestAWSEndToEnd(t *testing.T) {
 		victim := claimOfNode(t, c, pods[0].Spec.NodeName)
 		id := victim.Status.ProviderID[strings.LastIndex(victim.Status.ProviderID, "/")+1:]
 		category := metrics.InterruptionInstanceStatusUnhealthy.WithLabelValues("InstanceStatus")
-		reason := metrics.NodeClaimsDisrupted.WithLabelValues("instance_status", victim.Labels[v1.LabelNodePool], victim.Labels[v1.LabelCapacityType])
+		reason := metrics.NodeClaimsDisrupted.WithLabelValues("instance_status", victim.Labels[v1.LabelNodePool], victim.Labels[v1.LabelCapacityType], "", metrics.TerminationMode(victim.Spec.TerminationGracePeriod))
 		counted, disrupted := testutil.ToFloat64(category), testutil.ToFloat64(reason)
 		cluster.impaired.Store(id)
 		t.Cleanup(func() { cluster.impaired.Store("") })

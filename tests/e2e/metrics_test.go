@@ -18,7 +18,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/metrics"
 )
 
-// karpenterMetrics are Karpenter v1.14 metric names Dovetail serves, with labels each
+// karpenterMetrics are Karpenter v1.15 metric names Dovetail serves, with labels each
 // must carry, as a run that launched, interrupted and drained nodes leaves them.
 // (TestMetricsAreKarpenters in controller/operator checks every name's exact type and
 // label set; this checks the series a real run produces.)
@@ -27,7 +27,7 @@ var karpenterMetrics = map[string][]string{
 	"karpenter_nodeclaims_terminated_total":                               {"nodepool", "capacity_type", "zone"},
 	"karpenter_nodeclaims_termination_duration_seconds":                   {"nodepool"},
 	"karpenter_nodeclaims_instance_termination_duration_seconds":          {"nodepool"},
-	"karpenter_nodeclaims_disrupted_total":                                {"reason", "nodepool", "capacity_type"},
+	"karpenter_nodeclaims_disrupted_total":                                {"reason", "nodepool", "capacity_type", "consolidation_policy", "termination_mode"},
 	"karpenter_nodes_allocatable":                                         {"node_name", "nodepool", "resource_type", "instance_type", "capacity_type", "zone", "arch", "phase", "managed"},
 	"karpenter_nodes_total_pod_requests":                                  {"node_name", "nodepool", "resource_type"},
 	"karpenter_nodes_total_pod_limits":                                    {"node_name", "nodepool", "resource_type"},

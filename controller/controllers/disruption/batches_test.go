@@ -209,8 +209,9 @@ func TestDecisionMetrics(t *testing.T) {
 	}
 	decisions := metrics.VoluntaryDisruptionDecisions.WithLabelValues("delete", "underutilized", consolidation.TypeSingle)
 	byPool := metrics.VoluntaryDisruptionDecisionsByNodePool.WithLabelValues("default", "delete", "underutilized", consolidation.TypeSingle)
-	disrupted := metrics.NodeClaimsDisrupted.WithLabelValues("underutilized", "default", v1.CapacityTypeOnDemand)
-	before := []float64{testutil.ToFloat64(decisions), testutil.ToFloat64(byPool), testutil.ToFloat64(disrupted)}
+	disrupted := metrics.NodeClaimsDisrupted.WithLabelValues("underutilized", "default", v1.CapacityTypeOnDemand, "when_empty_or_underutilized", metrics.TerminationModeGraceful)
+	podsDisrupted := metrics.PodsDisruptionInitiated.WithLabelValues("underutilized", "default", v1.CapacityTypeOnDemand, "when_empty_or_underutilized", metrics.TerminationModeGraceful)
+	before := []float64{testutil.ToFloat64(decisions), testutil.ToFloat64(byPool), testutil.ToFloat64(disrupted), testutil.ToFloat64(podsDisrupted)}
 	if err := f.reconcile(t); err != nil {
 		t.Fatal(err)
 	}
@@ -226,8 +227,9 @@ func TestDecisionMetrics(t *testing.T) {
 	if nc := f.oldClaim(t); nc != nil && nc.DeletionTimestamp == nil {
 		t.Fatal("the node whose one pod fits on the other was not deleted")
 	}
-	after := []float64{testutil.ToFloat64(decisions), testutil.ToFloat64(byPool), testutil.ToFloat64(disrupted)}
-	for i, name := range []string{"decisions", "decisions by nodepool", "nodeclaims disrupted"} {
+	after := []float64{testutil.ToFloat64(decisions), testutil.ToFloat64(byPool), testutil.ToFloat64(disrupted), testutil.ToFloat64(podsDisrupted)}
+	// The node's one pod is the disruption Karpenter v1.15 counts per pod.
+	for i, name := range []string{"decisions", "decisions by nodepool", "nodeclaims disrupted", "pod disruptions initiated"} {
 		if got := after[i] - before[i]; got != 1 {
 			t.Errorf("%s rose by %v, want 1", name, got)
 		}

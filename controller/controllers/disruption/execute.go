@@ -178,7 +178,13 @@ func (c *Controller) deleteCandidates(ctx context.Context, cmd *command) error {
 		}
 		now := metav1.NewTime(c.clock.Now())
 		cand.Claim.DeletionTimestamp = &now
-		metrics.NodeClaimsDisrupted.WithLabelValues(strings.ToLower(string(cmd.reason)), cand.Pool.Name, cand.CapacityType).Inc()
+		disruption := metrics.Disruption{Reason: strings.ToLower(string(cmd.reason)), NodePool: cand.Pool.Name, CapacityType: cand.CapacityType,
+			TerminationMode: metrics.TerminationMode(cand.Claim.Spec.TerminationGracePeriod)}
+		// As Karpenter, the policy is named for consolidation only, not drift.
+		if cmd.reason == v1.DisruptionReasonEmpty || cmd.reason == v1.DisruptionReasonUnderutilized {
+			disruption.ConsolidationPolicy = metrics.SnakeCase(string(cand.Pool.Spec.Disruption.ConsolidationPolicy))
+		}
+		disruption.Record(len(cand.Pods))
 	}
 	return errors.Join(errs...)
 }

@@ -318,7 +318,8 @@ func (c *Controller) act(ctx context.Context, msg Message, nc *v1.NodeClaim, vie
 		return fmt.Errorf("deleting interrupted nodeclaim %s, %w", nc.Name, err)
 	}
 	c.recorder.Eventf(nc, corev1.EventTypeWarning, eventReason(msg.Kind), "%s; draining the node and launching %d replacement(s)", describe(msg), launched)
-	metrics.NodeClaimsDisrupted.WithLabelValues(msg.disruptedReason(), nc.Labels[v1.LabelNodePool], nc.Labels[v1.LabelCapacityType]).Inc()
+	metrics.Disruption{Reason: msg.disruptedReason(), NodePool: nc.Labels[v1.LabelNodePool], CapacityType: nc.Labels[v1.LabelCapacityType],
+		TerminationMode: metrics.TerminationMode(nc.Spec.TerminationGracePeriod)}.Record(-1)
 	logger.Info("interrupted: draining", "replacements", launched)
 	return nil
 }

@@ -86,7 +86,8 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 				errs = append(errs, fmt.Errorf("deleting nodeclaim %s of expiring capacity block %s, %w", nc.Name, id, err))
 				continue
 			}
-			metrics.NodeClaimsDisrupted.WithLabelValues("capacity_block_expiring", nc.Labels[v1.LabelNodePool], nc.Labels[v1.LabelCapacityType]).Inc()
+			metrics.Disruption{Reason: "capacity_block_expiring", NodePool: nc.Labels[v1.LabelNodePool], CapacityType: nc.Labels[v1.LabelCapacityType],
+				TerminationMode: metrics.TerminationMode(nc.Spec.TerminationGracePeriod)}.Record(-1)
 		}
 	}
 	return errors.Join(errs...)

@@ -9,7 +9,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -176,8 +175,11 @@ func (c *Controller) Reconcile(ctx context.Context, node *corev1.Node) (reconcil
 	c.recorder.Event(nc, corev1.EventTypeWarning, "NodeRepair", msg)
 	log.FromContext(ctx).Info("deleting unhealthy node", "node", node.Name, "nodeclaim", nc.Name, "condition", cond.Type, "status", cond.Status)
 	capacityType := node.Labels[v1.LabelCapacityType]
-	metrics.NodeClaimsUnhealthyDisrupted.WithLabelValues(snakeCase(string(cond.Type)), pool, capacityType, nc.Status.ImageID).Inc()
-	metrics.NodeClaimsDisrupted.WithLabelValues("unhealthy", pool, capacityType).Inc()
+	// The mode is the claim's, as Karpenter's standalone repair labels it, though
+	// the deletion above is forceful whatever the claim says.
+	mode := metrics.TerminationMode(nc.Spec.TerminationGracePeriod)
+	metrics.NodeClaimsUnhealthyDisrupted.WithLabelValues(metrics.SnakeCase(string(cond.Type)), pool, capacityType, nc.Status.ImageID, mode).Inc()
+	metrics.Disruption{Reason: "unhealthy", NodePool: pool, CapacityType: capacityType, TerminationMode: mode}.Record(consolidation.ReschedulableOn(ctx, c.kube, node.Name))
 	return reconcile.Result{}, nil
 }
 
@@ -265,16 +267,3 @@ func (c *Controller) claimOf(ctx context.Context, node *corev1.Node) (*v1.NodeCl
 
 // snakeCase is Karpenter's condition label: AcceleratedHardwareReady becomes
 // accelerated_hardware_ready.
-func snakeCase(s string) string {
-	var b strings.Builder
-	for i, r := range s {
-		if r >= 'A' && r <= 'Z' {
-			if i > 0 {
-				b.WriteByte('_')
-			}
-			r += 'a' - 'A'
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
-}

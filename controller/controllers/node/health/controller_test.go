@@ -107,7 +107,7 @@ func TestNodeRepairAfterTheToleration(t *testing.T) {
 	if f.claim(t, "node-0").DeletionTimestamp != nil {
 		t.Fatal("repaired before the toleration ended")
 	}
-	unhealthy := metrics.NodeClaimsUnhealthyDisrupted.WithLabelValues("ready", "default", v1.CapacityTypeOnDemand, "ami-1")
+	unhealthy := metrics.NodeClaimsUnhealthyDisrupted.WithLabelValues("ready", "default", v1.CapacityTypeOnDemand, "ami-1", metrics.TerminationModeGraceful)
 	before := testutil.ToFloat64(unhealthy)
 	f.clock.Step(10 * time.Minute)
 	f.reconcile(t, "node-0")

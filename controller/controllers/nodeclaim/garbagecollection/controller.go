@@ -20,7 +20,9 @@ import (
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
+	"github.com/dovetail-sh/dovetail/controller/consolidation"
 	"github.com/dovetail-sh/dovetail/controller/controllers/periodic"
+	"github.com/dovetail-sh/dovetail/controller/metrics"
 )
 
 // Defaults: how often to look, how old an instance or claim must be before it
@@ -111,6 +113,8 @@ func (c *Controller) Collect(ctx context.Context) error {
 			continue
 		}
 		log.FromContext(ctx).Info("deleted a nodeclaim whose instance is gone", "nodeclaim", nc.Name, "providerID", nc.Status.ProviderID)
+		metrics.Disruption{Reason: "garbage_collected", NodePool: nc.Labels[v1.LabelNodePool], CapacityType: nc.Labels[v1.LabelCapacityType],
+			TerminationMode: metrics.TerminationMode(nc.Spec.TerminationGracePeriod)}.Record(consolidation.ReschedulableOn(ctx, c.kube, nc.Status.NodeName))
 	}
 	return errors.Join(errs...)
 }

@@ -16,6 +16,8 @@ import (
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/fake"
+	"github.com/dovetail-sh/dovetail/controller/metrics"
+	"github.com/dovetail-sh/dovetail/controller/metrics/metricstest"
 )
 
 var start = time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
@@ -157,9 +159,13 @@ func TestClaimWhoseInstanceVanishedIsDeleted(t *testing.T) {
 		t.Fatalf("deleted within the grace after its launch")
 	}
 	e.clock.Step(DefaultGrace)
+	before := metricstest.Sum(metrics.NodeClaimsDisrupted, "reason", "garbage_collected")
 	e.collect(t)
 	if !e.deleting(t, "default-a") {
 		t.Errorf("claim whose instance vanished not deleted")
+	}
+	if got := metricstest.Sum(metrics.NodeClaimsDisrupted, "reason", "garbage_collected") - before; got != 1 {
+		t.Errorf("nodeclaims disrupted for garbage_collected rose by %v, want 1", got)
 	}
 	if e.deleting(t, "default-b") || e.deleting(t, "default-c") {
 		t.Errorf("a claim with its instance, or one not launched yet, was deleted")

@@ -26,6 +26,8 @@ import (
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/fake"
+	"github.com/dovetail-sh/dovetail/controller/metrics"
+	"github.com/dovetail-sh/dovetail/controller/metrics/metricstest"
 )
 
 const ttl = 15 * time.Minute
@@ -232,7 +234,11 @@ func TestFailedLabelWriteIsRetriedFromTheLaunchRecord(t *testing.T) {
 func TestInsufficientCapacityDeletesTheClaimAtOnce(t *testing.T) {
 	e := newEnv(t, nil, claim("default-a", time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)))
 	e.cloud.SetCreateErr(cloudprovider.NewInsufficientCapacityError(errors.New("InsufficientInstanceCapacity")))
+	before := metricstest.Sum(metrics.NodeClaimsDisrupted, "reason", "insufficient_capacity")
 	e.reconcile(t, e.get(t, "default-a"))
+	if got := metricstest.Sum(metrics.NodeClaimsDisrupted, "reason", "insufficient_capacity") - before; got != 1 {
+		t.Errorf("nodeclaims disrupted for insufficient_capacity rose by %v, want 1", got)
+	}
 	if got := e.get(t, "default-a"); got.DeletionTimestamp == nil {
 		t.Errorf("the claim is not deleting after an insufficient capacity error")
 	}
@@ -345,9 +351,13 @@ func TestNodeThatNeverRegistersTimesOut(t *testing.T) {
 		t.Fatalf("deleted before the registration TTL")
 	}
 	e.clock.Step(2 * time.Second)
+	before := metricstest.Sum(metrics.NodeClaimsDisrupted, "reason", "registration_timeout")
 	e.reconcile(t, e.get(t, "default-a"))
 	if e.get(t, "default-a").DeletionTimestamp == nil {
 		t.Errorf("not deleted after the registration TTL")
+	}
+	if got := metricstest.Sum(metrics.NodeClaimsDisrupted, "reason", "registration_timeout") - before; got != 1 {
+		t.Errorf("nodeclaims disrupted for registration_timeout rose by %v, want 1", got)
 	}
 	if _, ok := hasEvent(e.events(), "RegistrationTimeout"); !ok {
 		t.Errorf("no RegistrationTimeout event")

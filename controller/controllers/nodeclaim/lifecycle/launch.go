@@ -43,7 +43,7 @@ func (c *Controller) launch(ctx context.Context, nc *v1.NodeClaim) (reconcile.Re
 			c.recorder.Eventf(nc, corev1.EventTypeWarning, "InsufficientCapacityError", "NodeClaim %s event: %v", nc.Name, err)
 			log.FromContext(ctx).Error(err, "launch failed, deleting the nodeclaim so its pods are planned again")
 			c.refused.Store(nc.UID, struct{}{})
-			return reconcile.Result{}, client.IgnoreNotFound(c.kube.Delete(ctx, nc))
+			return reconcile.Result{}, c.deleteDisrupted(ctx, nc, "insufficient_capacity")
 		}
 		return c.launchFailed(ctx, nc, err)
 	}
@@ -84,7 +84,7 @@ func (c *Controller) launchFailed(ctx context.Context, nc *v1.NodeClaim, launchE
 		c.recorder.Eventf(nc, corev1.EventTypeWarning, "LaunchTimeout", "No instance launched within %s; deleting the NodeClaim so its pods are planned again. Last error: %v", c.registrationTTL, launchErr)
 		log.FromContext(ctx).Error(launchErr, "launch timed out, deleting nodeclaim", "age", age.String())
 		c.forget(nc.UID)
-		return reconcile.Result{}, client.IgnoreNotFound(c.kube.Delete(ctx, nc))
+		return reconcile.Result{}, c.deleteDisrupted(ctx, nc, "launch_timeout")
 	}
 	c.recorder.Eventf(nc, corev1.EventTypeWarning, "LaunchFailed", "Launching the NodeClaim failed, retrying: %v", launchErr)
 	log.FromContext(ctx).Error(launchErr, "launch failed, retrying")

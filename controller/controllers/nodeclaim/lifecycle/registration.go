@@ -44,7 +44,7 @@ func (c *Controller) awaitRegistration(ctx context.Context, nc *v1.NodeClaim) (r
 	if waited := c.clock.Since(since); waited > c.registrationTTL {
 		c.recorder.Eventf(nc, corev1.EventTypeWarning, "RegistrationTimeout", "The node did not register within %s; deleting the NodeClaim", c.registrationTTL)
 		log.FromContext(ctx).Info("registration timed out, deleting nodeclaim", "waited", waited.String())
-		return reconcile.Result{}, client.IgnoreNotFound(c.kube.Delete(ctx, nc))
+		return reconcile.Result{}, c.deleteDisrupted(ctx, nc, "registration_timeout")
 	}
 	return reconcile.Result{RequeueAfter: 5 * time.Second}, nil
 }
@@ -194,4 +194,16 @@ func ownedBy(node *corev1.Node, nc *v1.NodeClaim) bool {
 		}
 	}
 	return false
+}
+
+// deleteDisrupted deletes a claim that never became a node and counts it in
+// karpenter_nodeclaims_disrupted_total under reason, as Karpenter v1.15 does (no
+// pods were on it).
+func (c *Controller) deleteDisrupted(ctx context.Context, nc *v1.NodeClaim, reason string) error {
+	if err := c.kube.Delete(ctx, nc); err != nil {
+		return client.IgnoreNotFound(err)
+	}
+	metrics.Disruption{Reason: reason, NodePool: nc.Labels[v1.LabelNodePool], CapacityType: nc.Labels[v1.LabelCapacityType],
+		TerminationMode: metrics.TerminationMode(nc.Spec.TerminationGracePeriod)}.Record(-1)
+	return nil
 }
