@@ -131,7 +131,7 @@ var karpenterV115 = map[string]karpenterMetric{
 	"karpenter_cloudprovider_instance_type_cpu_cores":                     {gauge, []string{"instance_type"}},
 	"karpenter_cloudprovider_instance_termination_failures_total":         {counter, []string{"zone", "zone_id"}},
 	"karpenter_cloudprovider_instance_launch_failures_total":              {counter, []string{"zone", "zone_id", "capacity_type", "reason"}},
-	"karpenter_cloudprovider_errors_total":                                {counter, []string{"controller", "method", "provider", "error"}},
+	"karpenter_cloudprovider_errors_total":                                {counter, []string{"controller", "method", "provider", "error", "nodepool"}},
 	"karpenter_cloudprovider_duration_seconds":                            {histogram, []string{"controller", "method", "provider"}},
 	"karpenter_cloudprovider_batcher_batch_time_seconds":                  {histogram, []string{"batcher"}},
 	"karpenter_cloudprovider_batcher_batch_size":                          {histogram, []string{"batcher"}},

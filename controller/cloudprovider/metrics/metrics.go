@@ -23,8 +23,8 @@ var (
 	}, []string{"controller", "method", "provider"})
 	errorsTotal = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "karpenter", Subsystem: "cloudprovider", Name: "errors_total",
-		Help: "Cloud provider method calls that failed, by calling controller, method, provider and error kind.",
-	}, []string{"controller", "method", "provider", "error"})
+		Help: "Cloud provider method calls that failed, by calling controller, method, provider, error kind and the nodepool of the claim or pool the call was about.",
+	}, []string{"controller", "method", "provider", "error", "nodepool"})
 )
 
 // Collectors are the cloud provider metrics, registered at start.
@@ -43,16 +43,17 @@ type decorated struct {
 	controller string
 }
 
-func (d *decorated) observe(method string, start time.Time, err error) {
-	kind := ""
+// observe records a call about nodePool ("" when it is about none, as List is).
+func (d *decorated) observe(method, nodePool string, start time.Time, err error) {
 	if err != nil {
-		kind = "error"
+		// Karpenter v1.15's name for an error of no kind it knows.
+		kind := "unknown"
 		if cloudprovider.IsNodeClaimNotFound(err) {
 			kind = "NodeClaimNotFoundError"
 		} else if cloudprovider.IsInsufficientCapacity(err) {
 			kind = "InsufficientCapacityError"
 		}
-		errorsTotal.WithLabelValues(d.controller, method, d.Name(), kind).Inc()
+		errorsTotal.WithLabelValues(d.controller, method, d.Name(), kind, nodePool).Inc()
 	}
 	duration.WithLabelValues(d.controller, method, d.Name()).Observe(d.clock.Since(start).Seconds())
 }
@@ -60,35 +61,35 @@ func (d *decorated) observe(method string, start time.Time, err error) {
 func (d *decorated) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeClaim, error) {
 	start := d.clock.Now()
 	out, err := d.CloudProvider.Create(ctx, nc)
-	d.observe("Create", start, err)
+	d.observe("Create", poolOf(nc), start, err)
 	return out, err
 }
 
 func (d *decorated) Delete(ctx context.Context, nc *v1.NodeClaim) error {
 	start := d.clock.Now()
 	err := d.CloudProvider.Delete(ctx, nc)
-	d.observe("Delete", start, err)
+	d.observe("Delete", poolOf(nc), start, err)
 	return err
 }
 
 func (d *decorated) Get(ctx context.Context, providerID string) (*v1.NodeClaim, error) {
 	start := d.clock.Now()
 	out, err := d.CloudProvider.Get(ctx, providerID)
-	d.observe("Get", start, err)
+	d.observe("Get", poolOf(out), start, err)
 	return out, err
 }
 
 func (d *decorated) List(ctx context.Context) ([]*v1.NodeClaim, error) {
 	start := d.clock.Now()
 	out, err := d.CloudProvider.List(ctx)
-	d.observe("List", start, err)
+	d.observe("List", "", start, err)
 	return out, err
 }
 
 func (d *decorated) GetInstanceTypes(ctx context.Context, np *v1.NodePool) ([]*scheduling.InstanceType, error) {
 	start := d.clock.Now()
 	out, err := d.CloudProvider.GetInstanceTypes(ctx, np)
-	d.observe("GetInstanceTypes", start, err)
+	d.observe("GetInstanceTypes", np.Name, start, err)
 	if err == nil {
 		instanceTypes.record(np.Name, out)
 	}
@@ -98,6 +99,14 @@ func (d *decorated) GetInstanceTypes(ctx context.Context, np *v1.NodePool) ([]*s
 func (d *decorated) IsDrifted(ctx context.Context, nc *v1.NodeClaim) (cloudprovider.DriftReason, error) {
 	start := d.clock.Now()
 	out, err := d.CloudProvider.IsDrifted(ctx, nc)
-	d.observe("IsDrifted", start, err)
+	d.observe("IsDrifted", poolOf(nc), start, err)
 	return out, err
+}
+
+// poolOf is the claim's nodepool, "" for no claim.
+func poolOf(nc *v1.NodeClaim) string {
+	if nc == nil {
+		return ""
+	}
+	return nc.Labels[v1.LabelNodePool]
 }
