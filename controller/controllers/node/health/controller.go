@@ -23,6 +23,7 @@ import (
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/consolidation"
+	"github.com/dovetail-sh/dovetail/controller/controllers/drainable"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
 	"k8s.io/client-go/tools/record"
 )
@@ -179,7 +180,7 @@ func (c *Controller) Reconcile(ctx context.Context, node *corev1.Node) (reconcil
 	// the deletion above is forceful whatever the claim says.
 	mode := metrics.TerminationMode(nc.Spec.TerminationGracePeriod)
 	metrics.NodeClaimsUnhealthyDisrupted.WithLabelValues(metrics.SnakeCase(string(cond.Type)), pool, capacityType, nc.Status.ImageID, mode).Inc()
-	metrics.Disruption{Reason: "unhealthy", NodePool: pool, CapacityType: capacityType, TerminationMode: mode}.Record(consolidation.ReschedulableOn(ctx, c.kube, node.Name))
+	metrics.Disruption{Reason: "unhealthy", NodePool: pool, CapacityType: capacityType, TerminationMode: mode}.Record(drainable.Count(ctx, c.kube, node.Name))
 	return reconcile.Result{}, nil
 }
 

@@ -18,7 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
-	"github.com/dovetail-sh/dovetail/controller/consolidation"
+	"github.com/dovetail-sh/dovetail/controller/controllers/drainable"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
 )
 
@@ -62,7 +62,7 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 	}
 	c.recorder.Eventf(nc, corev1.EventTypeNormal, "Expired", "NodeClaim lived past expireAfter (%s)", after.String())
 	metrics.Disruption{Reason: "expired", NodePool: nc.Labels[v1.LabelNodePool], CapacityType: nc.Labels[v1.LabelCapacityType],
-		TerminationMode: metrics.TerminationMode(nc.Spec.TerminationGracePeriod)}.Record(consolidation.ReschedulableOn(ctx, c.kube, nc.Status.NodeName))
+		TerminationMode: metrics.TerminationMode(nc.Spec.TerminationGracePeriod)}.Record(drainable.Count(ctx, c.kube, nc.Status.NodeName))
 	log.FromContext(ctx).Info("expired nodeclaim", "age", c.clock.Since(nc.CreationTimestamp.Time).Round(time.Second).String())
 	return reconcile.Result{}, nil
 }

@@ -20,7 +20,7 @@ import (
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
-	"github.com/dovetail-sh/dovetail/controller/consolidation"
+	"github.com/dovetail-sh/dovetail/controller/controllers/drainable"
 	"github.com/dovetail-sh/dovetail/controller/controllers/periodic"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
 )
@@ -114,7 +114,7 @@ func (c *Controller) Collect(ctx context.Context) error {
 		}
 		log.FromContext(ctx).Info("deleted a nodeclaim whose instance is gone", "nodeclaim", nc.Name, "providerID", nc.Status.ProviderID)
 		metrics.Disruption{Reason: "garbage_collected", NodePool: nc.Labels[v1.LabelNodePool], CapacityType: nc.Labels[v1.LabelCapacityType],
-			TerminationMode: metrics.TerminationMode(nc.Spec.TerminationGracePeriod)}.Record(consolidation.ReschedulableOn(ctx, c.kube, nc.Status.NodeName))
+			TerminationMode: metrics.TerminationMode(nc.Spec.TerminationGracePeriod)}.Record(drainable.Count(ctx, c.kube, nc.Status.NodeName))
 	}
 	return errors.Join(errs...)
 }

@@ -1,4 +1,6 @@
-package consolidation
+// Package drainable counts the pods a drain of a node would move, read from the cache:
+// the I/O beside consolidation's pure rule of which pods those are.
+package drainable
 
 import (
 	"context"
@@ -6,13 +8,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	"github.com/dovetail-sh/dovetail/controller/consolidation"
 )
 
-// ReschedulableOn counts the pods on the node a drain would move, read through the
+// Count counts the pods on the node a drain would move, read through the
 // cache's spec.nodeName index: what karpenter_pods_disruption_initiated_total adds
 // when the node's claim is disrupted. A list that fails counts none, as in
 // Karpenter: the metric must not hold up the disruption.
-func ReschedulableOn(ctx context.Context, kube client.Reader, node string) int {
+func Count(ctx context.Context, kube client.Reader, node string) int {
 	if node == "" {
 		return 0
 	}
@@ -25,5 +29,5 @@ func ReschedulableOn(ctx context.Context, kube client.Reader, node string) int {
 	for i := range pods.Items {
 		ptrs[i] = &pods.Items[i]
 	}
-	return len(reschedulable(ptrs))
+	return len(consolidation.Reschedulable(ptrs))
 }
