@@ -49,6 +49,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
+	"github.com/dovetail-sh/dovetail/controller/scheduling/defaultspread"
 	"github.com/dovetail-sh/dovetail/controller/state"
 )
 
@@ -164,7 +165,15 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(context
 	}
 	clk := clock.RealClock{}
 	recorder := mgr.GetEventRecorderFor("dovetail")
-	provisioner := provisioning.NewProvisioner(mgr.GetClient(), state.NewCluster(mgr.GetClient(), clk).WithInformers(mgr.GetCache()), cloud, clk, recorder,
+	schedulerConfig, err := defaultspread.Parse(opts.SchedulerConfig)
+	if err != nil {
+		return fmt.Errorf("--scheduler-config, %w", err)
+	}
+	if cs := schedulerConfig.Constraints(); len(cs) > 0 {
+		log.FromContext(ctx).Info("planning pods without topology spread constraints of their own under the cluster's defaults (--scheduler-config)", "defaultConstraints", cs)
+	}
+	cluster := state.NewCluster(mgr.GetClient(), clk).WithInformers(mgr.GetCache()).WithDefaultSpread(schedulerConfig.Constraints())
+	provisioner := provisioning.NewProvisioner(mgr.GetClient(), cluster, cloud, clk, recorder,
 		provisioning.NewBatcher(clk, opts.BatchIdleDuration, opts.BatchMaxDuration), opts.NodeCosts)
 	if err := mgr.Add(provisioner); err != nil {
 		return fmt.Errorf("adding provisioner, %w", err)

@@ -22,6 +22,7 @@ import (
 
 	"github.com/dovetail-sh/dovetail/controller/operator/nodecosts"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
+	"github.com/dovetail-sh/dovetail/controller/scheduling/defaultspread"
 )
 
 // Options are the controller's settings. Each flag also reads an environment
@@ -108,8 +109,9 @@ type Options struct {
 	// LegacyNodeRepair is Karpenter v1.15's switch back to its standalone node repair
 	// controller, which is what Dovetail's node repair is; nil when not given.
 	LegacyNodeRepair *bool
-	// SchedulerConfig is Karpenter v1.15's scheduler configuration (cluster-default
-	// topology spread constraints); only empty is taken yet.
+	// SchedulerConfig is Karpenter v1.15's scheduler configuration: the cluster's
+	// default topology spread constraints, as kube-scheduler is configured with them
+	// (see defaultspread).
 	SchedulerConfig string
 	// AWSAPIOptions are added to every AWS client's middleware stack; not a flag:
 	// tests record the controller's AWS calls with them.
@@ -306,7 +308,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.Var(&o.AWSFeatureGates, "aws-feature-gates", "Karpenter's AWS gates, Name=bool,... (NodeClassCEL, DRANVIDIAGPU, DRAEFA, RebootForRepair): only false is supported yet [AWS_FEATURE_GATES]")
 	o.LegacyNodeRepair = nil
 	fs.Var(optionalBool{&o.LegacyNodeRepair}, "legacy-node-repair", "node repair (gate NodeRepair) as Karpenter's standalone controller, which is how Dovetail repairs; false with NodeRepair on (repair as a disruption method, Karpenter v1.15's default) is not supported yet [LEGACY_NODE_REPAIR]")
-	fs.StringVar(&o.SchedulerConfig, "scheduler-config", env("SCHEDULER_CONFIG", ""), "kube-scheduler configuration whose podTopologySpread.defaultConstraints apply to pods without their own (Karpenter v1.15): only empty is supported yet [SCHEDULER_CONFIG]")
+	fs.StringVar(&o.SchedulerConfig, "scheduler-config", env("SCHEDULER_CONFIG", ""), "the cluster's kube-scheduler defaults to mirror, as YAML: {podTopologySpread: {defaultConstraints: [...]}}, applied to pods without constraints of their own (Karpenter v1.15) [SCHEDULER_CONFIG]")
 	fs.StringVar(&o.MinValuesPolicy, "min-values-policy", env("MIN_VALUES_POLICY", "Strict"), "a requirement's minValues that cannot be met: Strict (nothing is launched); BestEffort is not supported yet [MIN_VALUES_POLICY]")
 	o.PlanDRARequests = !envBool("IGNORE_DRA_REQUESTS", true)
 	fs.Var(invertedBool{&o.PlanDRARequests}, "ignore-dra-requests", "pods' dynamic resource allocation claims are not planned for; false is not supported yet [IGNORE_DRA_REQUESTS]")
@@ -453,8 +455,8 @@ func (o *Options) unsupportedKarpenterSettings() []string {
 	for _, name := range o.AWSFeatureGates.notYetOn {
 		errs = append(errs, fmt.Sprintf("--aws-feature-gates (AWS_FEATURE_GATES) %s=true: %s is not supported yet; remove it or set false", name, notYetAWSGates[name]))
 	}
-	if strings.TrimSpace(o.SchedulerConfig) != "" {
-		errs = append(errs, "--scheduler-config (SCHEDULER_CONFIG): cluster-default topology spread constraints are not supported yet; pods are planned with their own constraints only. Remove it")
+	if _, err := defaultspread.Parse(o.SchedulerConfig); err != nil {
+		errs = append(errs, fmt.Sprintf("--scheduler-config (SCHEDULER_CONFIG): %v", err))
 	}
 	if o.FeatureGates.NodeRepair && o.LegacyNodeRepair != nil && !*o.LegacyNodeRepair {
 		errs = append(errs, "--legacy-node-repair=false (LEGACY_NODE_REPAIR) with the NodeRepair gate: repair as a disruption method (replacement first, reboots) is not supported yet; Dovetail repairs as Karpenter's standalone node repair controller does: set it true or remove it")

@@ -5,12 +5,14 @@ import (
 	"sort"
 	"testing"
 
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/scheduling/defaultspread"
 )
 
 // The scenarios of Karpenter's scheduling suite (kubernetes-sigs/karpenter,
@@ -34,7 +36,12 @@ type scenario struct {
 	volumes *Volumes
 	// types replaces the catalogue.
 	types []*InstanceType
-	check func(t *testing.T, r *Results)
+	// defaults are the cluster's default spread constraints (--scheduler-config),
+	// applied to pods as the controller's view does, with selectors deduced from
+	// workloads.
+	defaults  []corev1.TopologySpreadConstraint
+	workloads defaultspread.Workloads
+	check     func(t *testing.T, r *Results)
 }
 
 const zone1, zone2, zone3 = "test-zone-1", "test-zone-2", "test-zone-3"
@@ -315,7 +322,15 @@ func runScenarios(t *testing.T, scenarios []scenario) {
 			if pools == nil {
 				pools = []*v1.NodePool{karpenterPool()}
 			}
-			in := Input{Pods: sc.pods, Nodes: sc.nodes, NodePools: pools, DaemonSetPods: sc.daemons, InstanceTypes: map[string][]*InstanceType{}}
+			podsIn := sc.pods
+			if len(sc.defaults) > 0 {
+				injector := defaultspread.NewInjector(sc.defaults, sc.workloads)
+				podsIn = make([]*corev1.Pod, len(sc.pods))
+				for i, p := range sc.pods {
+					podsIn[i] = injector.Pod(p)
+				}
+			}
+			in := Input{Pods: podsIn, Nodes: sc.nodes, NodePools: pools, DaemonSetPods: sc.daemons, InstanceTypes: map[string][]*InstanceType{}}
 			cat := sc.types
 			if cat == nil {
 				cat = karpenterCatalog()
@@ -719,5 +734,49 @@ func TestKarpenterSuiteV115(t *testing.T) {
 			}},
 		{name: "Full-but-available: a reservation with capacity is preferred over on-demand", pools: []*v1.NodePool{mixed}, types: reservation(true),
 			pods: []*corev1.Pod{sized("p", "1", "0")}, check: offering(v1.CapacityTypeReserved, "r-1")},
+	})
+
+	// Topology/DefaultConstraints: pods a ReplicaSet selecting test=test controls.
+	zonePool := func(zones ...string) []*v1.NodePool {
+		return []*v1.NodePool{karpenterPool(poolReqs(req(v1.LabelCapacityType, v1.OpExists), req(v1.LabelTopologyZone, v1.OpIn, zones...)))}
+	}
+	rs := defaultspread.Workloads{ReplicaSets: []appsv1.ReplicaSet{{ObjectMeta: metav1.ObjectMeta{Name: "rs", Namespace: "default"},
+		Spec: appsv1.ReplicaSetSpec{Selector: &metav1.LabelSelector{MatchLabels: testLabels}}}}}
+	owned := func(p *corev1.Pod) {
+		labelled(p)
+		yes := true
+		p.OwnerReferences = []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "rs", UID: "rs-uid", Controller: &yes}}
+	}
+	tsc := func(key string, action corev1.UnsatisfiableConstraintAction, minDomains int32) corev1.TopologySpreadConstraint {
+		c := corev1.TopologySpreadConstraint{MaxSkew: 1, TopologyKey: key, WhenUnsatisfiable: action}
+		if minDomains > 0 {
+			c.MinDomains = &minDomains
+		}
+		return c
+	}
+	zoneDefault, hostnameDefault := tsc(v1.LabelTopologyZone, corev1.DoNotSchedule, 0), tsc(v1.LabelHostname, corev1.DoNotSchedule, 0)
+	oneNode := func(t *testing.T, r *Results) {
+		t.Helper()
+		expect(3, 1, "")(t, r)
+	}
+	existingInZone1 := []*ExistingNode{existingNode("existing", map[string]string{v1.LabelTopologyZone: zone1}, "32", "128Gi", named("old-0", owned), named("old-1", owned))}
+	runScenarios(t, []scenario{
+		{name: "DefaultConstraints: should apply default zonal spread to a pod that declares no constraints of its own",
+			defaults: []corev1.TopologySpreadConstraint{zoneDefault}, workloads: rs, pods: bulk(4, "p", owned), check: expectSkew(v1.LabelTopologyZone, 1, 1, 2)},
+		{name: "DefaultConstraints: should apply default hostname spread to a pod that declares no constraints of its own",
+			defaults: []corev1.TopologySpreadConstraint{hostnameDefault}, workloads: rs, pods: bulk(3, "p", owned), check: expectSkew(v1.LabelHostname, 1, 1, 1)},
+		{name: "DefaultConstraints: should NOT apply the default to a pod that declares its own constraints",
+			defaults: []corev1.TopologySpreadConstraint{hostnameDefault}, workloads: rs, pods: bulk(3, "p", owned, spread(v1.LabelHostname, 3)), check: oneNode},
+		{name: "DefaultConstraints: should carry minDomains through a synthesized default", pools: zonePool(zone1, zone2),
+			defaults: []corev1.TopologySpreadConstraint{tsc(v1.LabelTopologyZone, corev1.DoNotSchedule, 3)}, workloads: rs, pods: bulk(3, "p", owned), check: expectSkew(v1.LabelTopologyZone, 1, 1)},
+		{name: "DefaultConstraints: should NOT schedule past a synthesized DoNotSchedule default that can't be satisfied", pools: zonePool(zone1),
+			defaults: []corev1.TopologySpreadConstraint{tsc(v1.LabelTopologyZone, corev1.DoNotSchedule, 3)}, workloads: rs, pods: bulk(3, "p", owned), check: expect(1, 1, "")},
+		{name: "DefaultConstraints: should relax a synthesized ScheduleAnyway default when it can't be satisfied", pools: zonePool(zone1),
+			defaults: []corev1.TopologySpreadConstraint{tsc(v1.LabelTopologyZone, corev1.ScheduleAnyway, 3)}, workloads: rs, pods: bulk(3, "p", owned), check: expect(3, -1, "")},
+		{name: "DefaultConstraints: should be a no-op when no default constraints are configured", workloads: rs, pods: bulk(3, "p", owned), check: oneNode},
+		{name: "DefaultConstraints: should not apply the default to a pod with no owner and no matching service",
+			defaults: []corev1.TopologySpreadConstraint{hostnameDefault}, workloads: rs, pods: bulk(3, "p", labelled), check: oneNode},
+		{name: "DefaultConstraints: should count pre-existing cluster pods through the deduced selector", pools: zonePool(zone1, zone2), nodes: existingInZone1,
+			defaults: []corev1.TopologySpreadConstraint{zoneDefault}, workloads: rs, pods: bulk(2, "p", owned), check: expectSkewWith(existingInZone1, v1.LabelTopologyZone, 2, 2)},
 	})
 }

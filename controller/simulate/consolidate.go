@@ -21,6 +21,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/consolidation"
 	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
+	"github.com/dovetail-sh/dovetail/controller/scheduling/defaultspread"
 	"github.com/dovetail-sh/dovetail/controller/state"
 )
 
@@ -334,6 +335,7 @@ func viewOf(in *Inputs) (*state.View, error) {
 	view := state.NewView(pods, nodes, claims, pools, pdbs, ds)
 	// Pods stay with their volumes, as in the cluster.
 	view.PVCs, view.PVs, view.StorageClasses = in.Claims, in.Volumes, in.StorageClasses
+	view.ApplyDefaultSpread(in.DefaultSpread, defaultspread.Workloads{Services: in.Services, ReplicaSets: in.ReplicaSets, StatefulSets: in.StatefulSets, ReplicationControllers: in.ReplicationControllers})
 	return view, nil
 }
 

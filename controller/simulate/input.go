@@ -63,13 +63,21 @@ type Inputs struct {
 	Claims         []corev1.PersistentVolumeClaim
 	Volumes        []corev1.PersistentVolume
 	StorageClasses []storagev1.StorageClass
+	// DefaultSpread are the cluster's default topology spread constraints
+	// (--scheduler-config); Services, ReplicaSets, StatefulSets and
+	// ReplicationControllers are what each pod's selector for them is deduced from.
+	DefaultSpread          []corev1.TopologySpreadConstraint
+	Services               []corev1.Service
+	ReplicaSets            []appsv1.ReplicaSet
+	StatefulSets           []appsv1.StatefulSet
+	ReplicationControllers []corev1.ReplicationController
 	// Warnings are notes for the user: objects ignored, unknown fields dropped.
 	Warnings []string
 }
 
 // ignoredKinds carry no scheduling constraints; workload files commonly include them.
 var ignoredKinds = map[string]bool{
-	"Namespace": true, "Service": true, "ConfigMap": true, "Secret": true, "ServiceAccount": true,
+	"Namespace": true, "ConfigMap": true, "Secret": true, "ServiceAccount": true,
 	"Role": true, "RoleBinding": true,
 	"ClusterRole": true, "ClusterRoleBinding": true, "HorizontalPodAutoscaler": true, "Ingress": true,
 	"NetworkPolicy": true, "PriorityClass": true,
@@ -200,21 +208,48 @@ func (in *Inputs) add(raw []byte, where string, listAllowed bool) error {
 			return err
 		}
 		in.recordWorkload("Deployment", d.ObjectMeta, d.Spec.Template, replicas(d.Spec.Replicas, 1))
-		return in.addReplicas(where, named(d.ObjectMeta), "spec.replicas", d.ObjectMeta, d.Spec.Template, replicas(d.Spec.Replicas, 1))
+		// A Deployment's pods belong to its ReplicaSet, whose selector is the
+		// Deployment's and the pod-template-hash its pods all share: kube-scheduler
+		// deduces their default spread selector from it.
+		defaultNamespace(&d.ObjectMeta)
+		in.ReplicaSets = append(in.ReplicaSets, appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: d.Name, Namespace: d.Namespace}, Spec: appsv1.ReplicaSetSpec{Selector: d.Spec.Selector}})
+		return in.addReplicas(where, named(d.ObjectMeta), "spec.replicas", controllerRef("apps/v1", "ReplicaSet", d.ObjectMeta), d.ObjectMeta, d.Spec.Template, replicas(d.Spec.Replicas, 1))
 	case "apps/v1/ReplicaSet":
 		rs := &appsv1.ReplicaSet{}
 		if err := decode(rs); err != nil {
 			return err
 		}
 		in.recordWorkload("ReplicaSet", rs.ObjectMeta, rs.Spec.Template, replicas(rs.Spec.Replicas, 1))
-		return in.addReplicas(where, named(rs.ObjectMeta), "spec.replicas", rs.ObjectMeta, rs.Spec.Template, replicas(rs.Spec.Replicas, 1))
+		defaultNamespace(&rs.ObjectMeta)
+		in.ReplicaSets = append(in.ReplicaSets, *rs)
+		return in.addReplicas(where, named(rs.ObjectMeta), "spec.replicas", controllerRef("apps/v1", "ReplicaSet", rs.ObjectMeta), rs.ObjectMeta, rs.Spec.Template, replicas(rs.Spec.Replicas, 1))
 	case "apps/v1/StatefulSet":
 		ss := &appsv1.StatefulSet{}
 		if err := decode(ss); err != nil {
 			return err
 		}
 		in.recordWorkload("StatefulSet", ss.ObjectMeta, ss.Spec.Template, replicas(ss.Spec.Replicas, 1))
-		return in.addReplicas(where, named(ss.ObjectMeta), "spec.replicas", ss.ObjectMeta, ss.Spec.Template, replicas(ss.Spec.Replicas, 1))
+		defaultNamespace(&ss.ObjectMeta)
+		in.StatefulSets = append(in.StatefulSets, *ss)
+		return in.addReplicas(where, named(ss.ObjectMeta), "spec.replicas", controllerRef("apps/v1", "StatefulSet", ss.ObjectMeta), ss.ObjectMeta, ss.Spec.Template, replicas(ss.Spec.Replicas, 1))
+	case "v1/ReplicationController":
+		rc := &corev1.ReplicationController{}
+		if err := decode(rc); err != nil {
+			return err
+		}
+		defaultNamespace(&rc.ObjectMeta)
+		in.ReplicationControllers = append(in.ReplicationControllers, *rc)
+		if rc.Spec.Template == nil {
+			return fmt.Errorf("%s: %s: spec.template is missing; a ReplicationController's pods are made from it", where, named(rc.ObjectMeta))
+		}
+		return in.addReplicas(where, named(rc.ObjectMeta), "spec.replicas", controllerRef("v1", "ReplicationController", rc.ObjectMeta), rc.ObjectMeta, *rc.Spec.Template, replicas(rc.Spec.Replicas, 1))
+	case "v1/Service":
+		svc := &corev1.Service{}
+		if err := decode(svc); err != nil {
+			return err
+		}
+		defaultNamespace(&svc.ObjectMeta)
+		in.Services = append(in.Services, *svc)
 	case "batch/v1/Job":
 		j := &batchv1.Job{}
 		if err := decode(j); err != nil {
@@ -224,7 +259,7 @@ func (in *Inputs) add(raw []byte, where string, listAllowed bool) error {
 		if j.Spec.Completions != nil && *j.Spec.Completions < n {
 			n = *j.Spec.Completions
 		}
-		return in.addReplicas(where, named(j.ObjectMeta), "spec.parallelism", j.ObjectMeta, j.Spec.Template, n)
+		return in.addReplicas(where, named(j.ObjectMeta), "spec.parallelism", controllerRef("batch/v1", "Job", j.ObjectMeta), j.ObjectMeta, j.Spec.Template, n)
 	case "v1/PodTemplate":
 		pt := &corev1.PodTemplate{}
 		if err := decode(pt); err != nil {
@@ -251,7 +286,7 @@ func (in *Inputs) add(raw []byte, where string, listAllowed bool) error {
 		in.DaemonSets = append(in.DaemonSets, ds)
 		tmpl := ds.Spec.Template
 		tmpl.Spec = scheduling.WithRequestsFromLimits(tmpl.Spec)
-		in.DaemonSetPods = append(in.DaemonSetPods, expand(ds.ObjectMeta, tmpl, 1)...)
+		in.DaemonSetPods = append(in.DaemonSetPods, expand(ds.ObjectMeta, nil, tmpl, 1)...)
 	case policyv1.SchemeGroupVersion.String() + "/PodDisruptionBudget":
 		pdb := &policyv1.PodDisruptionBudget{}
 		if err := decode(pdb); err != nil {
@@ -336,7 +371,7 @@ func (in *Inputs) add(raw []byte, where string, listAllowed bool) error {
 			in.Warnings = append(in.Warnings, fmt.Sprintf("%s: ignoring %s: it does not affect scheduling", where, meta.Kind))
 			return nil
 		}
-		return fmt.Errorf("%s: unsupported kind %s %s; simulate reads Pods, Deployments, ReplicaSets, StatefulSets, Jobs, DaemonSets, Nodes, NodePools, NodeClaims, EC2NodeClasses, NodeOverlays, CapacityBuffers, Commitments, PodTemplates, PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes, StorageClasses and Lists of them", where, meta.APIVersion, meta.Kind)
+		return fmt.Errorf("%s: unsupported kind %s %s; simulate reads Pods, Deployments, ReplicaSets, StatefulSets, ReplicationControllers, Jobs, Services, DaemonSets, Nodes, NodePools, NodeClaims, EC2NodeClasses, NodeOverlays, CapacityBuffers, Commitments, PodTemplates, PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes, StorageClasses and Lists of them", where, meta.APIVersion, meta.Kind)
 	}
 	return nil
 }
@@ -389,12 +424,12 @@ const maxReplicas = 200_000
 
 // addReplicas adds a workload's replicas as pending pods, refusing counts no
 // cluster could run.
-func (in *Inputs) addReplicas(where, name, field string, owner metav1.ObjectMeta, tmpl corev1.PodTemplateSpec, n int32) error {
+func (in *Inputs) addReplicas(where, name, field string, controller *metav1.OwnerReference, owner metav1.ObjectMeta, tmpl corev1.PodTemplateSpec, n int32) error {
 	if n < 0 || n > maxReplicas {
 		return fmt.Errorf("%s: %s: %s is %d; simulate plans 0 to %d replicas of a workload", where, name, field, n, maxReplicas)
 	}
 	tmpl.Spec = scheduling.WithRequestsFromLimits(tmpl.Spec)
-	in.Pods = append(in.Pods, expand(owner, tmpl, n)...)
+	in.Pods = append(in.Pods, expand(owner, controller, tmpl, n)...)
 	return nil
 }
 
@@ -414,17 +449,26 @@ func (in *Inputs) recordWorkload(kind string, meta metav1.ObjectMeta, tmpl corev
 
 // expand turns a workload into its replicas. Replicas share the template's spec
 // (nothing mutates it), which also lets the engine recognise them as one class.
-func expand(owner metav1.ObjectMeta, tmpl corev1.PodTemplateSpec, n int32) []*corev1.Pod {
+func expand(owner metav1.ObjectMeta, controller *metav1.OwnerReference, tmpl corev1.PodTemplateSpec, n int32) []*corev1.Pod {
 	defaultNamespace(&owner)
 	out := make([]*corev1.Pod, 0, n)
 	for i := int32(0); i < n; i++ {
 		p := &corev1.Pod{ObjectMeta: *tmpl.ObjectMeta.DeepCopy(), Spec: tmpl.Spec}
 		p.Name = fmt.Sprintf("%s-%d", owner.Name, i)
 		p.Namespace = owner.Namespace
+		if controller != nil {
+			p.OwnerReferences = []metav1.OwnerReference{*controller}
+		}
 		if p.Labels == nil {
 			p.Labels = map[string]string{}
 		}
 		out = append(out, p)
 	}
 	return out
+}
+
+// controllerRef names the object that made a workload's pods, as their controller.
+func controllerRef(apiVersion, kind string, owner metav1.ObjectMeta) *metav1.OwnerReference {
+	yes := true
+	return &metav1.OwnerReference{APIVersion: apiVersion, Kind: kind, Name: owner.Name, UID: owner.UID, Controller: &yes}
 }

@@ -24,6 +24,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/scheduling/defaultspread"
 )
 
 // Cluster reads the cluster for every loop.
@@ -32,6 +33,10 @@ type Cluster struct {
 	informers cache.Informers
 	clock     clock.Clock
 	created   createdClaims
+	// defaultSpread are the cluster's default topology spread constraints
+	// (--scheduler-config): with some, every read also lists what pods' selectors
+	// are deduced from.
+	defaultSpread []corev1.TopologySpreadConstraint
 }
 
 // NewCluster reads through kube, which should be the manager's cached client.
@@ -45,6 +50,14 @@ func NewCluster(kube client.Client, clk clock.Clock) *Cluster {
 // once those copies were the largest part of the controller's live memory.
 func (c *Cluster) WithInformers(informers cache.Informers) *Cluster {
 	c.informers = informers
+	return c
+}
+
+// WithDefaultSpread gives every view's pods the cluster's default topology spread
+// constraints, as kube-scheduler places them (see defaultspread): provisioning and
+// consolidation then plan the pods kube-scheduler will place.
+func (c *Cluster) WithDefaultSpread(constraints []corev1.TopologySpreadConstraint) *Cluster {
+	c.defaultSpread = constraints
 	return c
 }
 
@@ -129,7 +142,48 @@ func (c *Cluster) Read(ctx context.Context, copies Copies) (*View, error) {
 	v := &View{Pods: podPtrs, Nodes: nodes.Items, Claims: c.created.merge(claims.Items, c.clock.Now()), Pools: pools.Items, PDBs: pdbs.Items, DaemonSets: ds.Items}
 	v.index()
 	v.PVCs, v.PVs, v.StorageClasses = pvcs.Items, pvs.Items, scs.Items
+	if len(c.defaultSpread) > 0 {
+		w, err := c.workloads(ctx, opts)
+		if err != nil {
+			return nil, err
+		}
+		v.ApplyDefaultSpread(c.defaultSpread, w)
+	}
 	return v, nil
+}
+
+// workloads lists what kube-scheduler deduces a pod's default spread selector
+// from. Only a cluster with default constraints watches them: a large cluster has
+// many ReplicaSets.
+func (c *Cluster) workloads(ctx context.Context, opts []client.ListOption) (defaultspread.Workloads, error) {
+	var (
+		services corev1.ServiceList
+		rcs      corev1.ReplicationControllerList
+		rss      appsv1.ReplicaSetList
+		sss      appsv1.StatefulSetList
+	)
+	for _, l := range []struct {
+		what string
+		list client.ObjectList
+	}{{"services", &services}, {"replicationcontrollers", &rcs}, {"replicasets", &rss}, {"statefulsets", &sss}} {
+		if err := c.kube.List(ctx, l.list, opts...); err != nil {
+			return defaultspread.Workloads{}, fmt.Errorf("listing %s for the default topology spread, %w", l.what, err)
+		}
+	}
+	return defaultspread.Workloads{Services: services.Items, ReplicationControllers: rcs.Items, ReplicaSets: rss.Items, StatefulSets: sss.Items}, nil
+}
+
+// ApplyDefaultSpread replaces each pod that takes the default constraints by a
+// copy that carries them; the pods read are not written to.
+func (v *View) ApplyDefaultSpread(constraints []corev1.TopologySpreadConstraint, w defaultspread.Workloads) {
+	in := defaultspread.NewInjector(constraints, w)
+	if !in.Applies() {
+		return
+	}
+	for i, p := range v.Pods {
+		v.Pods[i] = in.Pod(p)
+	}
+	v.index()
 }
 
 // storedPods are the pods in the informer's store, uncopied.

@@ -10,6 +10,7 @@ import (
 	"bytes"
 	"context"
 	_ "embed"
+	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
@@ -49,7 +50,15 @@ type Options struct {
 	// DaemonSet there only reserves room on every node, which the controller plans
 	// for without its pods.
 	DaemonSets bool
+	// DefaultSpread configures kube-scheduler with these default topology spread
+	// constraints on a second profile, DefaultSpreadScheduler, that pods opt into
+	// with spec.schedulerName, as Karpenter's regression suite does.
+	DefaultSpread []corev1.TopologySpreadConstraint
 }
+
+// DefaultSpreadScheduler is the kube-scheduler profile that applies
+// Options.DefaultSpread.
+const DefaultSpreadScheduler = "topology-spread-defaults"
 
 // Stack is a running local cluster.
 type Stack struct {
@@ -137,7 +146,7 @@ clientConnection:
   burst: 2000
 leaderElection:
   leaderElect: false
-`, s.Kubeconfig)), 0o600); err != nil {
+%s`, s.Kubeconfig, schedulerProfiles(opts.DefaultSpread))), 0o600); err != nil {
 		return s, err
 	}
 	bin := func(n string) string { return filepath.Join(opts.BinDir, n) }
@@ -282,4 +291,24 @@ func (s *Stack) waitForScheduler(ctx context.Context) error {
 		}
 	}
 	return fmt.Errorf("kube-scheduler did not mark a probe pod unschedulable within 60s")
+}
+
+// schedulerProfiles is the profiles section of kube-scheduler's configuration:
+// with default constraints, a second profile that applies them. Only List
+// defaulting applies the configured ones (System applies kube-scheduler's own).
+func schedulerProfiles(defaults []corev1.TopologySpreadConstraint) string {
+	if len(defaults) == 0 {
+		return ""
+	}
+	constraints, err := json.Marshal(defaults)
+	if err != nil {
+		panic(err)
+	}
+	return fmt.Sprintf(`profiles:
+  - schedulerName: default-scheduler
+  - schedulerName: %s
+    pluginConfig:
+      - name: PodTopologySpread
+        args: {defaultingType: List, defaultConstraints: %s}
+`, DefaultSpreadScheduler, constraints)
 }

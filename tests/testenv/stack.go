@@ -4,6 +4,8 @@ import (
 	"context"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+
 	"github.com/dovetail-sh/dovetail/tests/localstack"
 )
 
@@ -37,6 +39,13 @@ func StartStackWithDaemonSets(t testing.TB) *Stack {
 func StartStackWithStockKwokStages(t testing.TB) *Stack {
 	t.Helper()
 	return startStack(t, localstack.Options{StockKwokStages: true})
+}
+
+// StartStackWithDefaultSpread is StartStack with kube-scheduler's
+// localstack.DefaultSpreadScheduler profile applying these default constraints.
+func StartStackWithDefaultSpread(t testing.TB, defaults []corev1.TopologySpreadConstraint) *Stack {
+	t.Helper()
+	return startStack(t, localstack.Options{DefaultSpread: defaults})
 }
 
 func startStack(t testing.TB, opts localstack.Options) *Stack {

@@ -17,6 +17,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/operator/nodecosts"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
+	"github.com/dovetail-sh/dovetail/controller/scheduling/defaultspread"
 	"github.com/dovetail-sh/dovetail/controller/simulate"
 )
 
@@ -88,6 +89,7 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 	consolidate := fs.Bool("consolidate", false, "dry-run consolidation on a cluster snapshot: nodes removed and replaced, pods moved, $/h before and after, and what blocks the rest")
 	spotToSpot := fs.Bool("spot-to-spot", false, "with --consolidate: allow replacing spot nodes with cheaper spot nodes (the SpotToSpotConsolidation feature gate)")
 	nowFlag := fs.String("now", "", "with --consolidate: the time to decide at, RFC3339 (default: the current time)")
+	schedulerConfig := fs.String("scheduler-config", "", "the controller's --scheduler-config (SCHEDULER_CONFIG): YAML {podTopologySpread: {defaultConstraints: [...]}}, the cluster's default topology spread for pods without their own")
 	var costs scheduling.NodeCosts
 	nodecosts.AddFlags(fs, &costs)
 	if err := fs.Parse(args); err != nil {
@@ -118,7 +120,12 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "dovetail simulate: --spot-to-spot and --now apply only with --consolidate")
 		return 2
 	}
-	in := &simulate.Inputs{}
+	spread, err := defaultspread.Parse(*schedulerConfig)
+	if err != nil {
+		fmt.Fprintf(stderr, "dovetail simulate: --scheduler-config: %v\n", err)
+		return 2
+	}
+	in := &simulate.Inputs{DefaultSpread: spread.Constraints()}
 	for _, path := range files {
 		if err := readFile(in, path); err != nil {
 			fmt.Fprintf(stderr, "dovetail simulate: %v\n", err)
@@ -126,7 +133,6 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 		}
 	}
 	var cat *catalog.File
-	var err error
 	if *catalogPath != "" {
 		cat, err = catalog.Load(*catalogPath)
 	} else {

@@ -376,3 +376,30 @@ func TestExplainNodeCommand(t *testing.T) {
 		}
 	}
 }
+
+// --scheduler-config takes the controller's SCHEDULER_CONFIG: the Deployment's 4
+// pods, 2 to an m5.xlarge without it, get a node each under a default hostname
+// spread; a value kube-scheduler would refuse exits 2 naming the field.
+func TestSimulateSchedulerConfig(t *testing.T) {
+	simulate := func(config string) (int, string, string) {
+		var out, errOut bytes.Buffer
+		code := run([]string{"simulate", "-f", write(t, "pool.yaml", pool), "-f", write(t, "d.yaml", deployment),
+			"--catalog", write(t, "c.json", catalogJSON), "-o", "json", "--scheduler-config", config}, &out, &errOut)
+		return code, out.String(), errOut.String()
+	}
+	code, out, errOut := simulate("podTopologySpread:\n  defaultConstraints:\n  - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule}\n")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var plan struct{ Summary struct{ Scheduled, NodeClaims int } }
+	if err := json.Unmarshal([]byte(out), &plan); err != nil {
+		t.Fatal(err)
+	}
+	if plan.Summary.Scheduled != 4 || plan.Summary.NodeClaims != 4 {
+		t.Errorf("summary %+v; want the 4 pods on 4 NodeClaims", plan.Summary)
+	}
+	code, _, errOut = simulate("podTopologySpread:\n  defaultConstraints:\n  - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: inflate}}}\n")
+	if code != 2 || !strings.Contains(errOut, "--scheduler-config: podTopologySpread.defaultConstraints[0].labelSelector must not be set") {
+		t.Errorf("exit %d: %s", code, errOut)
+	}
+}

@@ -162,15 +162,18 @@ func IsProvisionable(pod *corev1.Pod) bool {
 	if scheduling.OwnedByDaemonSet(pod) || len(pod.Spec.SchedulingGates) > 0 {
 		return false
 	}
-	if name := pod.Spec.SchedulerName; name != "" && name != corev1.DefaultSchedulerName {
-		return false
-	}
 	for _, c := range pod.Status.Conditions {
 		if c.Type == corev1.PodScheduled {
+			// Whichever scheduler or profile the pod names has found no node for it,
+			// as Karpenter reads it (another kube-scheduler profile is common: one
+			// with default spread constraints, say).
 			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
 		}
 	}
-	return true
+	// Not looked at yet (or read from a file): plan it only for the default
+	// scheduler, whose verdict the plan predicts; another scheduler may never take it.
+	name := pod.Spec.SchedulerName
+	return name == "" || name == corev1.DefaultSchedulerName
 }
 
 // Schedule solves once over the current cluster state. It reports whether pods are

@@ -25,7 +25,8 @@ func TestIsProvisionable(t *testing.T) {
 		{"finished", corev1.Pod{Status: corev1.PodStatus{Phase: corev1.PodSucceeded}}, false},
 		{"daemonset pod", corev1.Pod{ObjectMeta: metav1.ObjectMeta{OwnerReferences: []metav1.OwnerReference{{Kind: "DaemonSet", Name: "ds"}}}}, false},
 		{"scheduling gated", corev1.Pod{Spec: corev1.PodSpec{SchedulingGates: []corev1.PodSchedulingGate{{Name: "wait"}}}}, false},
-		{"another scheduler", corev1.Pod{Spec: corev1.PodSpec{SchedulerName: "custom"}}, false},
+		{"another scheduler, not yet looked at", corev1.Pod{Spec: corev1.PodSpec{SchedulerName: "custom"}}, false},
+		{"rejected by another scheduler profile", corev1.Pod{Spec: corev1.PodSpec{SchedulerName: "custom"}, Status: corev1.PodStatus{Conditions: []corev1.PodCondition{unschedulable}}}, true},
 		{"scheduled but not yet bound", corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}}}, false},
 	}
 	for _, tc := range cases {
