@@ -43,6 +43,7 @@ require (
 	k8s.io/apiserver v0.33.13
 	k8s.io/client-go v0.33.13
 	k8s.io/component-helpers v0.33.13
+	k8s.io/csi-translation-lib v0.33.13
 	k8s.io/kubelet v0.33.13
 	k8s.io/utils v0.0.0-20260707023825-cf1189d6abe3
 	sigs.k8s.io/controller-runtime v0.21.0

@@ -339,6 +339,13 @@ func runScenarios(t *testing.T, scenarios []scenario) {
 				in.InstanceTypes[np.Name] = cat
 			}
 			if sc.volumes != nil {
+				in.VolumeAttachments = map[types.UID]AttachedVolumes{}
+				for _, n := range sc.nodes {
+					for _, p := range n.Pods {
+						p.UID = types.UID(p.Namespace + "/" + p.Name)
+						in.VolumeAttachments[p.UID] = sc.volumes.Attachments(p)
+					}
+				}
 				in.VolumeRequirements = map[types.UID]VolumeTopology{}
 				var pending []*corev1.Pod
 				for _, p := range sc.pods {
@@ -349,6 +356,7 @@ func runScenarios(t *testing.T, scenarios []scenario) {
 						continue
 					}
 					in.VolumeRequirements[p.UID] = vt
+					in.VolumeAttachments[p.UID] = sc.volumes.Attachments(p)
 					pending = append(pending, p)
 				}
 				in.Pods = pending
@@ -760,6 +768,53 @@ func TestKarpenterSuiteV115(t *testing.T) {
 		expect(3, 1, "")(t, r)
 	}
 	existingInZone1 := []*ExistingNode{existingNode("existing", map[string]string{v1.LabelTopologyZone: zone1}, "32", "128Gi", named("old-0", owned), named("old-1", owned))}
+	// VolumeUsage: an existing node whose CSINode lets csiProvider attach 10 volumes.
+	const csiProvider = "fake.csi.provider"
+	csiNode := func(bound ...*corev1.Pod) []*ExistingNode {
+		n := existingNode("csi-node", map[string]string{v1.LabelTopologyZone: zone1}, "1024", "1024Gi", bound...)
+		n.VolumeLimits = map[string]int{csiProvider: 10}
+		return []*ExistingNode{n}
+	}
+	limitedClass := storageClass("my-storage-class", wait, zone1)
+	limitedClass.Provisioner = csiProvider
+	unlimitedClass := storageClass("unlimited", wait, zone1)
+	unlimitedClass.Provisioner = "other.csi.provider"
+	var claims []corev1.PersistentVolumeClaim
+	var twoClaims, unlimited []*corev1.Pod
+	for i := range 6 {
+		a, b := fmt.Sprintf("my-claim-a-%d", i), fmt.Sprintf("my-claim-b-%d", i)
+		claims = append(claims, unboundClaim(a, "my-storage-class"), unboundClaim(b, "my-storage-class"), unboundClaim("u-"+a, "unlimited"), unboundClaim("u-"+b, "unlimited"))
+		twoClaims = append(twoClaims, named(fmt.Sprintf("p-%d", i), withClaim("a", a), withClaim("b", b)))
+		unlimited = append(unlimited, named(fmt.Sprintf("u-%d", i), withClaim("a", "u-"+a), withClaim("b", "u-"+b)))
+	}
+	shared := zonalVolume("my-volume", v1.LabelTopologyZone, zone1)
+	shared.Spec.CSI = &corev1.CSIPersistentVolumeSource{Driver: csiProvider, VolumeHandle: "vol-1"}
+	claims = append(claims, boundClaim("my-claim", "my-volume"))
+	csiVolumes := NewVolumes(claims, []corev1.PersistentVolume{shared}, []storagev1.StorageClass{limitedClass, unlimitedClass})
+	onCSINode := func(want int) func(*testing.T, *Results) {
+		return func(t *testing.T, r *Results) {
+			t.Helper()
+			n := 0
+			for _, e := range r.Existing {
+				n += len(e.Pods)
+			}
+			if n != want {
+				t.Errorf("%d pods on the existing node, want %d (%s)", n, want, describePlan(r))
+			}
+		}
+	}
+	runScenarios(t, []scenario{
+		{name: "VolumeUsage: should launch multiple nodes if required due to volume limits", nodes: csiNode(), volumes: csiVolumes, pods: twoClaims,
+			// the node holds 5 pods of two volumes each under its limit of 10; the sixth needs a new node
+			check: all(onCSINode(5), expect(6, 1, ""))},
+		{name: "VolumeUsage: should launch a single node if all pods use the same PVC", nodes: csiNode(), volumes: csiVolumes, pods: bulk(100, "p", withClaim("v", "my-claim")),
+			check: all(onCSINode(100), expect(100, 0, ""))},
+		{name: "VolumeUsage: should count the volumes of the node's bound pods", nodes: csiNode(named("bound", withClaim("a", "my-claim-a-5"), withClaim("b", "my-claim-b-5"))), volumes: csiVolumes, pods: twoClaims[:5],
+			check: all(onCSINode(4), expect(5, 1, ""))},
+		{name: "VolumeUsage: should not limit volumes for drivers without a declared limit", nodes: csiNode(), volumes: csiVolumes, pods: unlimited,
+			check: all(onCSINode(6), expect(6, 0, ""))},
+	})
+
 	runScenarios(t, []scenario{
 		{name: "DefaultConstraints: should apply default zonal spread to a pod that declares no constraints of its own",
 			defaults: []corev1.TopologySpreadConstraint{zoneDefault}, workloads: rs, pods: bulk(4, "p", owned), check: expectSkew(v1.LabelTopologyZone, 1, 1, 2)},

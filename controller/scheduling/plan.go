@@ -34,6 +34,10 @@ type Input struct {
 	// VolumeRequirements are, per pod, what its volumes require of its node (see
 	// Volumes.Requirements): a pod with a bound zonal volume goes to that zone.
 	VolumeRequirements map[types.UID]VolumeTopology
+	// VolumeAttachments are, per pod (pending or bound), the volumes it attaches by
+	// CSI driver (see Volumes.Attachments): an existing node takes no more than its
+	// VolumeLimits.
+	VolumeAttachments map[types.UID]AttachedVolumes
 	// Commitments are the Reserved Instances and Savings Plans the cluster may use
 	// (nil: none). The engine charges the existing on-demand nodes to them first,
 	// then plans new on-demand capacity at what it adds to the bill with what is
@@ -59,6 +63,9 @@ type ExistingNode struct {
 	// PlannedPrice is what a claim still launching was planned at, for a spend
 	// limit to count while its offering is unknown; NaN or 0 when not known.
 	PlannedPrice float64
+	// VolumeLimits are how many volumes each CSI driver may attach to the node, as
+	// its CSINode reports; a driver not listed attaches any number.
+	VolumeLimits map[string]int
 }
 
 // NodeClaimPlan is one node to launch.

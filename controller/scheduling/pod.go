@@ -35,6 +35,8 @@ type podInfo struct {
 	preferred      int
 	tolerations    []corev1.Toleration
 	hostPorts      []hostPort
+	// attached are the volumes the pod attaches, by CSI driver.
+	attached AttachedVolumes
 	// topology lists the groups whose constraints this pod owns, including relaxable
 	// ones (ScheduleAnyway spreads, preferred affinities) until they are relaxed.
 	topology []*topologyGroup

@@ -71,7 +71,10 @@ type nodeState struct {
 	node      *ExistingNode
 	remaining Resources
 	hostPorts []hostPort
-	placed    []*podInfo
+	// attached are the volumes the node's pods attach, tracked only on a node
+	// with volume limits.
+	attached AttachedVolumes
+	placed   []*podInfo
 }
 
 type solver struct {
@@ -122,8 +125,8 @@ func plan(in Input, firstFit bool) (*Results, *solver) {
 	s.buildSpend(in)
 	// Nodes come before pods: a spread's domains include those only existing nodes
 	// have. Their pods are counted once the pending pods' groups exist.
-	s.buildNodes(in.Nodes)
-	pods := s.buildPods(in.Pods, in.VolumeRequirements)
+	s.buildNodes(in.Nodes, in.VolumeAttachments)
+	pods := s.buildPods(in.Pods, in.VolumeRequirements, in.VolumeAttachments)
 	s.recordBoundPods()
 	for _, p := range pods {
 		for _, g := range s.topology.matchingPod(p) {
@@ -302,7 +305,7 @@ func weight(np *v1.NodePool) int32 {
 	return *np.Spec.Weight
 }
 
-func (s *solver) buildPods(pods []*corev1.Pod, volumes map[types.UID]VolumeTopology) []*podInfo {
+func (s *solver) buildPods(pods []*corev1.Pod, volumes map[types.UID]VolumeTopology, attachments map[types.UID]AttachedVolumes) []*podInfo {
 	out := make([]*podInfo, 0, len(pods))
 	classes := map[string]int{}
 	for _, pod := range pods {
@@ -315,6 +318,7 @@ func (s *solver) buildPods(pods []*corev1.Pod, volumes map[types.UID]VolumeTopol
 			s.errors = append(s.errors, PodError{Pod: pod, Reason: err.Error()})
 			continue
 		}
+		p.attached = attachments[pod.UID]
 		// Replicas whose volumes are in different zones answer differently.
 		sig := constraintSignature(pod) + p.volume.String()
 		if _, ok := classes[sig]; !ok {
@@ -332,12 +336,18 @@ func (s *solver) buildPods(pods []*corev1.Pod, volumes map[types.UID]VolumeTopol
 	return out
 }
 
-func (s *solver) buildNodes(nodes []*ExistingNode) {
+func (s *solver) buildNodes(nodes []*ExistingNode, attachments map[types.UID]AttachedVolumes) {
 	for _, n := range nodes {
 		ns := &nodeState{node: n, remaining: n.Allocatable}
+		if len(n.VolumeLimits) > 0 {
+			ns.attached = AttachedVolumes{}
+		}
 		for _, pod := range n.Pods {
 			ns.remaining = ns.remaining.Sub(PodRequests(pod))
 			ns.hostPorts = append(ns.hostPorts, podHostPorts(pod)...)
+			if ns.attached != nil {
+				ns.attached.add(attachments[pod.UID])
+			}
 		}
 		s.nodes = append(s.nodes, ns)
 	}
@@ -580,12 +590,18 @@ func (s *solver) tryExisting(p *podInfo) bool {
 		if hostPortsConflict(ns.hostPorts, p.hostPorts) {
 			continue
 		}
+		if _, over := ns.attached.exceeds(ns.node.VolumeLimits, p.attached); over {
+			continue
+		}
 		domainOf := s.nodeDomain(ns)
 		if s.topologyBlocks(p, domainOf) {
 			continue
 		}
 		ns.remaining = ns.remaining.Sub(p.requests)
 		ns.hostPorts = append(ns.hostPorts, p.hostPorts...)
+		if ns.attached != nil {
+			ns.attached.add(p.attached)
+		}
 		ns.placed = append(ns.placed, p)
 		s.topology.record(s.topology.matchingPod(p), p.topology, domainOf, s.nodeCounts(ns))
 		if !s.minPod.Fits(ns.remaining) {

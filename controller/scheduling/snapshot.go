@@ -24,6 +24,8 @@ type Snapshot struct {
 	Claims map[string]*v1.NodeClaim
 	// VolumeRequirements are what pods' volumes require of their nodes.
 	VolumeRequirements map[types.UID]VolumeTopology
+	// VolumeAttachments are the volumes pods attach, by CSI driver.
+	VolumeAttachments map[types.UID]AttachedVolumes
 	// Refused are the pending pods no node can take as things are (their volumes
 	// keep kube-scheduler from placing them anywhere), with why; they are not in
 	// Pending.
@@ -86,7 +88,7 @@ func (s *Snapshot) InputOn(nodes []*ExistingNode, gone sets.Set[string], pods []
 		pools = nil
 	}
 	return Input{Pods: pods, Nodes: nodes, NodePools: pools, InstanceTypes: s.InstanceTypes, DaemonSetPods: s.DaemonSetPods,
-		NodeCosts: &s.NodeCosts, PoolUsage: usage, VolumeRequirements: s.VolumeRequirements, Commitments: s.Commitments}
+		NodeCosts: &s.NodeCosts, PoolUsage: usage, VolumeRequirements: s.VolumeRequirements, VolumeAttachments: s.VolumeAttachments, Commitments: s.Commitments}
 }
 
 // Pool returns the ready pool of that name, or nil.

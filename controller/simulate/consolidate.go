@@ -334,7 +334,7 @@ func viewOf(in *Inputs) (*state.View, error) {
 	}
 	view := state.NewView(pods, nodes, claims, pools, pdbs, ds)
 	// Pods stay with their volumes, as in the cluster.
-	view.PVCs, view.PVs, view.StorageClasses = in.Claims, in.Volumes, in.StorageClasses
+	view.PVCs, view.PVs, view.StorageClasses, view.CSINodes = in.Claims, in.Volumes, in.StorageClasses, in.CSINodes
 	view.ApplyDefaultSpread(in.DefaultSpread, defaultspread.Workloads{Services: in.Services, ReplicaSets: in.ReplicaSets, StatefulSets: in.StatefulSets, ReplicationControllers: in.ReplicationControllers})
 	return view, nil
 }

@@ -63,6 +63,8 @@ type Inputs struct {
 	Claims         []corev1.PersistentVolumeClaim
 	Volumes        []corev1.PersistentVolume
 	StorageClasses []storagev1.StorageClass
+	// CSINodes say how many volumes each CSI driver may attach to a node.
+	CSINodes []storagev1.CSINode
 	// DefaultSpread are the cluster's default topology spread constraints
 	// (--scheduler-config); Services, ReplicaSets, StatefulSets and
 	// ReplicationControllers are what each pod's selector for them is deduced from.
@@ -202,6 +204,12 @@ func (in *Inputs) add(raw []byte, where string, listAllowed bool) error {
 			return err
 		}
 		in.StorageClasses = append(in.StorageClasses, sc)
+	case "storage.k8s.io/v1/CSINode":
+		csi := storagev1.CSINode{}
+		if err := decode(&csi); err != nil {
+			return err
+		}
+		in.CSINodes = append(in.CSINodes, csi)
 	case "apps/v1/Deployment":
 		d := &appsv1.Deployment{}
 		if err := decode(d); err != nil {
@@ -371,7 +379,7 @@ func (in *Inputs) add(raw []byte, where string, listAllowed bool) error {
 			in.Warnings = append(in.Warnings, fmt.Sprintf("%s: ignoring %s: it does not affect scheduling", where, meta.Kind))
 			return nil
 		}
-		return fmt.Errorf("%s: unsupported kind %s %s; simulate reads Pods, Deployments, ReplicaSets, StatefulSets, ReplicationControllers, Jobs, Services, DaemonSets, Nodes, NodePools, NodeClaims, EC2NodeClasses, NodeOverlays, CapacityBuffers, Commitments, PodTemplates, PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes, StorageClasses and Lists of them", where, meta.APIVersion, meta.Kind)
+		return fmt.Errorf("%s: unsupported kind %s %s; simulate reads Pods, Deployments, ReplicaSets, StatefulSets, ReplicationControllers, Jobs, Services, DaemonSets, Nodes, NodePools, NodeClaims, EC2NodeClasses, NodeOverlays, CapacityBuffers, Commitments, PodTemplates, PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes and Lists of them", where, meta.APIVersion, meta.Kind)
 	}
 	return nil
 }

@@ -22,7 +22,7 @@ import (
 var liveKinds = []schema.GroupVersionKind{
 	{Version: "v1", Kind: "NodeList"}, {Group: "karpenter.sh", Version: "v1", Kind: "NodeClaimList"}, {Group: "karpenter.sh", Version: "v1", Kind: "NodePoolList"},
 	{Version: "v1", Kind: "PodList"}, {Group: "policy", Version: "v1", Kind: "PodDisruptionBudgetList"}, {Group: "apps", Version: "v1", Kind: "DaemonSetList"},
-	{Version: "v1", Kind: "PersistentVolumeClaimList"}, {Version: "v1", Kind: "PersistentVolumeList"}, {Group: "storage.k8s.io", Version: "v1", Kind: "StorageClassList"},
+	{Version: "v1", Kind: "PersistentVolumeClaimList"}, {Version: "v1", Kind: "PersistentVolumeList"}, {Group: "storage.k8s.io", Version: "v1", Kind: "StorageClassList"}, {Group: "storage.k8s.io", Version: "v1", Kind: "CSINodeList"},
 	{Group: "karpenter.sh", Version: "v1alpha1", Kind: "NodeOverlayList"}, {Group: "dovetail.sh", Version: "v1alpha1", Kind: "CommitmentList"}, {Group: "karpenter.k8s.aws", Version: "v1", Kind: "EC2NodeClassList"},
 }
 

@@ -6,9 +6,11 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
@@ -144,5 +146,39 @@ func TestConsolidateKeepsPodsWithTheirVolumes(t *testing.T) {
 	r := consolidate(t, in, fakeNow)
 	if len(r.Remove) != 0 || len(r.PodsMoved) != 0 {
 		t.Errorf("removed %d nodes and moved %d pods though every pod is held by a local volume", len(r.Remove), len(r.PodsMoved))
+	}
+}
+
+// A node's CSINode limit holds in simulate as in the controller: the node holds one
+// EBS volume, so a pending pod with a second goes to a new node though the first
+// has room.
+func TestSimulateRespectsCSINodeAttachLimits(t *testing.T) {
+	types := westCatalog(t, "us-west-2a")
+	sc := newSnapshotCluster(t, types, onlyM6i, onDemandOnly)
+	node := sc.node("m6i.xlarge", "us-west-2a", v1.CapacityTypeOnDemand)
+	one := int32(1)
+	sc.objects = append(sc.objects, &storagev1.CSINode{TypeMeta: metav1.TypeMeta{APIVersion: "storage.k8s.io/v1", Kind: "CSINode"}, ObjectMeta: metav1.ObjectMeta{Name: node},
+		Spec: storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{{Name: "ebs.csi.aws.com", NodeID: "i-1", Allocatable: &storagev1.VolumeNodeResources{Count: &one}}}}})
+	for _, name := range []string{"a", "b"} {
+		sc.objects = append(sc.objects,
+			&corev1.PersistentVolume{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolume"}, ObjectMeta: metav1.ObjectMeta{Name: "pv-" + name},
+				Spec: corev1.PersistentVolumeSpec{PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{Driver: "ebs.csi.aws.com", VolumeHandle: "vol-" + name}}}},
+			&corev1.PersistentVolumeClaim{TypeMeta: metav1.TypeMeta{APIVersion: "v1", Kind: "PersistentVolumeClaim"},
+				ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shop", Annotations: map[string]string{"pv.kubernetes.io/bind-completed": "yes"}},
+				Spec:       corev1.PersistentVolumeClaimSpec{VolumeName: "pv-" + name}, Status: corev1.PersistentVolumeClaimStatus{Phase: corev1.ClaimBound}})
+	}
+	withVolume := func(p *corev1.Pod, claim string) {
+		p.Spec.Volumes = []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: claim}}}}
+	}
+	withVolume(sc.pod(node, "100m", "128Mi", map[string]string{"app": "db"}), "a")
+	pending := sc.pod("", "100m", "128Mi", map[string]string{"app": "db"})
+	withVolume(pending, "b")
+	pending.Status = corev1.PodStatus{Phase: corev1.PodPending}
+	plan, err := Run(sc.read(), types, scheduling.DefaultNodeCosts(), clocktesting.NewFakePassiveClock(fakeNow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.NodeClaims) != 1 || len(plan.NodeClaims[0].Pods) != 1 || plan.NodeClaims[0].Pods[0] != "shop/"+pending.Name {
+		t.Errorf("plan %+v, existing %+v; want the pending pod on a new node: %s attaches its one volume", plan.NodeClaims, plan.ExistingNodes, node)
 	}
 }

@@ -75,6 +75,8 @@ type View struct {
 	PVCs           []corev1.PersistentVolumeClaim
 	PVs            []corev1.PersistentVolume
 	StorageClasses []storagev1.StorageClass
+	// CSINodes say how many volumes each CSI driver may attach to a node.
+	CSINodes []storagev1.CSINode
 	// VolumesUnknown says the view has none of those (manifests read from files
 	// without them): pods' volumes are then not evaluated, rather than every pod
 	// with a claim refused for a claim nobody listed.
@@ -115,6 +117,7 @@ func (c *Cluster) Read(ctx context.Context, copies Copies) (*View, error) {
 		pvcs   corev1.PersistentVolumeClaimList
 		pvs    corev1.PersistentVolumeList
 		scs    storagev1.StorageClassList
+		csis   storagev1.CSINodeList
 	)
 	podList := client.ObjectList(&pods)
 	if copies != Writable && c.informers != nil {
@@ -124,7 +127,7 @@ func (c *Cluster) Read(ctx context.Context, copies Copies) (*View, error) {
 		what string
 		list client.ObjectList
 	}{{"pods", podList}, {"nodes", &nodes}, {"nodeclaims", &claims}, {"nodepools", &pools}, {"pod disruption budgets", &pdbs}, {"daemonsets", &ds},
-		{"persistentvolumeclaims", &pvcs}, {"persistentvolumes", &pvs}, {"storageclasses", &scs}} {
+		{"persistentvolumeclaims", &pvcs}, {"persistentvolumes", &pvs}, {"storageclasses", &scs}, {"csinodes", &csis}} {
 		if l.list == nil {
 			continue
 		}
@@ -141,7 +144,7 @@ func (c *Cluster) Read(ctx context.Context, copies Copies) (*View, error) {
 	}
 	v := &View{Pods: podPtrs, Nodes: nodes.Items, Claims: c.created.merge(claims.Items, c.clock.Now()), Pools: pools.Items, PDBs: pdbs.Items, DaemonSets: ds.Items}
 	v.index()
-	v.PVCs, v.PVs, v.StorageClasses = pvcs.Items, pvs.Items, scs.Items
+	v.PVCs, v.PVs, v.StorageClasses, v.CSINodes = pvcs.Items, pvs.Items, scs.Items, csis.Items
 	if len(c.defaultSpread) > 0 {
 		w, err := c.workloads(ctx, opts)
 		if err != nil {

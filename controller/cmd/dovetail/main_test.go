@@ -391,7 +391,9 @@ func TestSimulateSchedulerConfig(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}
-	var plan struct{ Summary struct{ Scheduled, NodeClaims int } }
+	var plan struct {
+		Summary struct{ Scheduled, NodeClaims int }
+	}
 	if err := json.Unmarshal([]byte(out), &plan); err != nil {
 		t.Fatal(err)
 	}

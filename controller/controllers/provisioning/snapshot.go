@@ -37,8 +37,10 @@ type snapshot struct {
 	usage map[string]scheduling.PoolUsage
 	// claims by name, for taking what a claim holds out of its pool's usage.
 	claims map[string]*v1.NodeClaim
-	// volumes are what pods' volumes require of their nodes.
-	volumes map[types.UID]scheduling.VolumeTopology
+	// volumes are what pods' volumes require of their nodes; attachments the
+	// volumes they attach, by CSI driver.
+	volumes     map[types.UID]scheduling.VolumeTopology
+	attachments map[types.UID]scheduling.AttachedVolumes
 	// refused are the pending pods no node can take until their volumes change,
 	// with why: they are not planned, and their events say so.
 	refused []scheduling.PodError
@@ -135,9 +137,15 @@ func buildSnapshot(ctx context.Context, view *state.View, typesOf instanceTypesO
 	var provisionable []*corev1.Pod
 	volumes := scheduling.NewVolumes(view.PVCs, view.PVs, view.StorageClasses)
 	s.volumes = map[types.UID]scheduling.VolumeTopology{}
+	s.attachments = map[types.UID]scheduling.AttachedVolumes{}
 	volumesOf := volumes.Requirements
 	if view.VolumesUnknown {
 		volumesOf = func(*corev1.Pod) (scheduling.VolumeTopology, error) { return nil, nil }
+	}
+	attach := func(pod *corev1.Pod) {
+		if a := volumes.Attachments(pod); len(a) > 0 {
+			s.attachments[pod.UID] = a
+		}
 	}
 	// The newest running pod of each DaemonSet says what it asks of a node (a
 	// vertical autoscaler, or a template changed since), as Karpenter reads it.
@@ -155,6 +163,7 @@ func buildSnapshot(ctx context.Context, view *state.View, typesOf instanceTypesO
 		switch {
 		case pod.Spec.NodeName != "" && pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed:
 			bound[pod.Spec.NodeName] = append(bound[pod.Spec.NodeName], pod)
+			attach(pod)
 			// A bound pod that consolidation moves stays with its volumes; one whose
 			// claims cannot be read keeps none of their constraints.
 			if reqs, err := volumesOf(pod); err == nil && len(reqs) > 0 {
@@ -171,7 +180,20 @@ func buildSnapshot(ctx context.Context, view *state.View, typesOf instanceTypesO
 			if len(reqs) > 0 {
 				s.volumes[pod.UID] = reqs
 			}
+			attach(pod)
 			provisionable = append(provisionable, pod)
+		}
+	}
+	volumeLimits := map[string]map[string]int{}
+	for i := range view.CSINodes {
+		for _, d := range view.CSINodes[i].Spec.Drivers {
+			if d.Allocatable == nil || d.Allocatable.Count == nil {
+				continue
+			}
+			if volumeLimits[view.CSINodes[i].Name] == nil {
+				volumeLimits[view.CSINodes[i].Name] = map[string]int{}
+			}
+			volumeLimits[view.CSINodes[i].Name][d.Name] = int(*d.Allocatable.Count)
 		}
 	}
 	nodeByProviderID := map[string]*corev1.Node{}
@@ -251,7 +273,7 @@ func buildSnapshot(ctx context.Context, view *state.View, typesOf instanceTypesO
 		en := &scheduling.ExistingNode{
 			Name: n.Name, Labels: n.Labels, Taints: withoutStartupTaints(n.Spec.Taints, startupTaints[n.Name]),
 			Capacity: scheduling.FromResourceList(n.Status.Capacity), Allocatable: scheduling.FromResourceList(allocatable),
-			Pods: bound[n.Name], NodePool: n.Labels[v1.LabelNodePool],
+			Pods: bound[n.Name], NodePool: n.Labels[v1.LabelNodePool], VolumeLimits: volumeLimits[n.Name],
 		}
 		targets := []string{n.Name}
 		if claim, ok := claimOfNode[n.Name]; ok && claim != n.Name {
@@ -428,5 +450,5 @@ func SnapshotFromView(view *state.View, typesOf func(*v1.NodePool) []*scheduling
 }
 
 func (s *snapshot) public(costs scheduling.NodeCosts, commitments *commitment.Ledger) *scheduling.Snapshot {
-	return &scheduling.Snapshot{Commitments: commitments, Pending: s.pending, Nodes: s.nodes, Pools: s.pools, InstanceTypes: s.instanceTypes, DaemonSetPods: s.daemonSetPods, NodeCosts: costs, PoolUsage: s.usage, Claims: s.claims, VolumeRequirements: s.volumes, Refused: s.refused}
+	return &scheduling.Snapshot{Commitments: commitments, Pending: s.pending, Nodes: s.nodes, Pools: s.pools, InstanceTypes: s.instanceTypes, DaemonSetPods: s.daemonSetPods, NodeCosts: costs, PoolUsage: s.usage, Claims: s.claims, VolumeRequirements: s.volumes, VolumeAttachments: s.attachments, Refused: s.refused}
 }

@@ -7,6 +7,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/component-helpers/scheduling/corev1/nodeaffinity"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
@@ -35,6 +37,7 @@ func Plan(in scheduling.Input, r *scheduling.Results) []Violation {
 	}
 	for _, e := range r.Existing {
 		out = append(out, existing(e)...)
+		out = append(out, volumeLimits(e, in.VolumeAttachments)...)
 	}
 	out = append(out, accounted(in, r)...)
 	out = append(out, stranded(in, r)...)
@@ -87,6 +90,29 @@ func existing(e *scheduling.ExistingPlacement) []Violation {
 		}
 	}
 	return dedupe(out)
+}
+
+// volumeLimits checks that the pods placed on an existing node attach no more
+// volumes than its CSINode lets each driver attach, counting the bound pods' (a
+// node already over its limit, with nothing placed that adds to it, is none of the
+// plan's doing).
+func volumeLimits(e *scheduling.ExistingPlacement, attachments map[types.UID]scheduling.AttachedVolumes) []Violation {
+	var out []Violation
+	for driver, limit := range e.Node.VolumeLimits {
+		bound, all := sets.New[string](), sets.New[string]()
+		for _, p := range e.Node.Pods {
+			bound.Insert(attachments[p.UID][driver].UnsortedList()...)
+		}
+		all.Insert(bound.UnsortedList()...)
+		for _, p := range e.Pods {
+			all.Insert(attachments[p.UID][driver].UnsortedList()...)
+		}
+		if all.Len() > limit && all.Len() > bound.Len() {
+			out = append(out, Violation{Node: e.Node.Name, Rule: RuleVolumeLimits,
+				Detail: fmt.Sprintf("its pods and the pods placed attach %d volumes of %s, more than the %d its CSINode allows", all.Len(), driver, limit)})
+		}
+	}
+	return out
 }
 
 func mentions(detail string, p *corev1.Pod) bool {

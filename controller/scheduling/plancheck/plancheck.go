@@ -31,6 +31,7 @@ const (
 	RuleTaints       = "taints"
 	RuleResources    = "resources"
 	RuleHostPorts    = "host ports"
+	RuleVolumeLimits = "volume limits"
 	RuleTopology     = "topology"
 	RuleOffering     = "offerings"
 	RuleStranded     = "unschedulable"
