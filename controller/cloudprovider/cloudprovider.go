@@ -67,6 +67,25 @@ func IsInsufficientCapacity(err error) bool {
 	return errors.As(err, &ic)
 }
 
+// NodeClassNotReadyError reports that the claim's node class is not Ready: a launch
+// cannot succeed until it is, so the claim goes and its pods are planned again, as
+// Karpenter does (reason nodeclass_not_ready).
+type NodeClassNotReadyError struct{ Err error }
+
+func (e *NodeClassNotReadyError) Error() string {
+	return fmt.Sprintf("node class not ready, %v", e.Err)
+}
+func (e *NodeClassNotReadyError) Unwrap() error { return e.Err }
+
+// NewNodeClassNotReadyError wraps err.
+func NewNodeClassNotReadyError(err error) error { return &NodeClassNotReadyError{Err: err} }
+
+// IsNodeClassNotReady reports whether err is a NodeClassNotReadyError.
+func IsNodeClassNotReady(err error) bool {
+	var nr *NodeClassNotReadyError
+	return errors.As(err, &nr)
+}
+
 // Requirements returns a claim's requirements as the engine's algebra.
 func Requirements(nc *v1.NodeClaim) (scheduling.Requirements, error) {
 	reqs := scheduling.Requirements{}

@@ -135,6 +135,8 @@ var karpenterV115 = map[string]karpenterMetric{
 	"karpenter_cloudprovider_duration_seconds":                            {histogram, []string{"controller", "method", "provider"}},
 	"karpenter_cloudprovider_batcher_batch_time_seconds":                  {histogram, []string{"batcher"}},
 	"karpenter_cloudprovider_batcher_batch_size":                          {histogram, []string{"batcher"}},
+	// The AWS provider's (providers/launchtemplate/metrics.go), unchanged since v1.14.
+	"karpenter_ec2nodeclasses_userdata_bytes": {gauge, []string{"nodeclass"}},
 }
 
 // notServed are Karpenter's metrics of features Dovetail does not have, each with why.
@@ -156,7 +158,7 @@ func served(t *testing.T) map[string]karpenterMetric {
 	t.Helper()
 	out := map[string]karpenterMetric{}
 	collectors := append(append([]prometheus.Collector{}, metrics.Static...), cpmetrics.Collectors...)
-	collectors = append(collectors, awscp.InstanceTypeRefreshErrors, awscp.InstanceLaunchFailures, awscp.InstanceTerminationFailures)
+	collectors = append(collectors, awscp.InstanceTypeRefreshErrors, awscp.InstanceLaunchFailures, awscp.InstanceTerminationFailures, awscp.UserDataBytes)
 	clk := clocktesting.NewFakeClock(time.Date(2026, 11, 25, 12, 0, 0, 0, time.UTC))
 	cluster := &metrics.ClusterCollector{Reader: fakeCluster(t, clk.Now()), Clock: clk}
 	collectors = append(collectors, cluster)
@@ -222,6 +224,7 @@ func touchEverySeries() {
 	for _, v := range []*prometheus.CounterVec{awscp.InstanceLaunchFailures, awscp.InstanceTerminationFailures} {
 		touch(v.MetricVec)
 	}
+	touch(awscp.UserDataBytes.MetricVec)
 	// The instance type gauges are served from the lists the provider returned.
 	clk := clocktesting.NewFakeClock(time.Now())
 	provider := cpmetrics.Decorate(cpfake.New(clk, cpfake.InstanceType("m5.large", "2", "8Gi", "us-west-2a")), clk, "test")

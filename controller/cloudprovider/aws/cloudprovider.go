@@ -15,6 +15,7 @@ import (
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/nodeclass"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/pricing"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
@@ -120,7 +121,12 @@ func (c *CloudProvider) nodeClass(ctx context.Context, ref *v1.NodeClassReferenc
 				break
 			}
 		}
-		return nil, fmt.Errorf("EC2NodeClass %q is not ready (%s)", nc.Name, why)
+		err := fmt.Errorf("EC2NodeClass %q is not ready (%s)", nc.Name, why)
+		if cond != nil && cond.Status == metav1.ConditionFalse {
+			// Resolved and found wanting: no launch succeeds until someone fixes it.
+			return nil, cloudprovider.NewNodeClassNotReadyError(err)
+		}
+		return nil, err
 	}
 	return nc, nil
 }

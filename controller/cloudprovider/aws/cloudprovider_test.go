@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -19,6 +20,7 @@ import (
 	"github.com/aws/smithy-go/middleware"
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -367,6 +369,10 @@ func TestLaunchTagTerminate(t *testing.T) {
 		ud, _ := base64.StdEncoding.DecodeString(aws.ToString(data.UserData))
 		userData = append(userData, string(ud))
 	}
+	// karpenter_ec2nodeclasses_userdata_bytes is the size of the last rendering.
+	if got := testutil.ToFloat64(dtaws.UserDataBytes.WithLabelValues(class.Name)); !slices.ContainsFunc(userData, func(ud string) bool { return float64(len(ud)) == got }) {
+		t.Errorf("karpenter_ec2nodeclasses_userdata_bytes{nodeclass=%q} = %v; no template's user data is that long", class.Name, got)
+	}
 	all := strings.Join(userData, "\n")
 	for _, want := range []string{"application/node.eks.aws", "name: moto", "apiServerEndpoint: https://moto.example", "maxPods: 29", "maxPods: 58", "karpenter.sh/unregistered", "team=billing"} {
 		if !strings.Contains(all, want) {
@@ -616,6 +622,24 @@ func TestInsufficientCapacityFallsBack(t *testing.T) {
 	f.clock.Step(dtaws.UnavailableTTL)
 	if cp.Unavailable().IsUnavailable("m5.large", "us-west-2a", v1.CapacityTypeOnDemand) {
 		t.Error("m5.large is still unavailable after the TTL")
+	}
+
+	// No class, no capacity; a class resolved and found wanting cannot launch until
+	// it is fixed. Both end the claim (as Karpenter's errors of those kinds do), not
+	// a retry until the launch times out.
+	if _, err := cp.Create(f.ctx, claim("classless", "missing")); !cloudprovider.IsInsufficientCapacity(err) {
+		t.Errorf("a claim whose EC2NodeClass does not exist: %v; want InsufficientCapacity", err)
+	}
+	broken := &awsv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "no-subnets"}, Spec: awsv1.EC2NodeClassSpec{Role: f.seeded.Role,
+		AMISelectorTerms:           []awsv1.AMISelectorTerm{{Alias: "al2023@latest"}},
+		SubnetSelectorTerms:        []awsv1.SubnetSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": "no-such-cluster"}}},
+		SecurityGroupSelectorTerms: []awsv1.SecurityGroupSelectorTerm{{Tags: map[string]string{"karpenter.sh/discovery": cluster}}}}}
+	if err := f.kube.Create(f.ctx, broken); err != nil {
+		t.Fatal(err)
+	}
+	_, _ = f.status.Reconcile(f.ctx, broken)
+	if _, err := cp.Create(f.ctx, claim("stuck", "no-subnets")); !cloudprovider.IsNodeClassNotReady(err) || !strings.Contains(err.Error(), "no-subnets") {
+		t.Errorf("a claim whose EC2NodeClass selects no subnet: %v; want NodeClassNotReady naming the class", err)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/sets"
@@ -65,6 +66,11 @@ type candidate struct {
 // minutes, and the launch asks again with the rest.
 func (c *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeClaim, error) {
 	class, err := c.nodeClass(ctx, nc.Spec.NodeClassRef)
+	if apierrors.IsNotFound(err) {
+		// No class, no capacity: the claim goes and its pods are planned again, as
+		// Karpenter treats it.
+		return nil, cloudprovider.NewInsufficientCapacityError(fmt.Errorf("resolving the node class, %w", err))
+	}
 	if err != nil {
 		return nil, fmt.Errorf("resolving the node class, %w", err)
 	}

@@ -18,6 +18,7 @@ import (
 	"golang.org/x/sync/singleflight"
 	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/awserr"
@@ -202,6 +203,11 @@ func (l *LaunchTemplates) create(ctx context.Context, name string, t *LaunchTemp
 	if t.UserData != "" {
 		data.UserData = aws.String(base64.StdEncoding.EncodeToString([]byte(t.UserData)))
 	}
+	// Measured before the call, so a rendering EC2 refuses as too large is seen.
+	UserDataBytes.WithLabelValues(t.ClassName).Set(float64(len(t.UserData)))
+	if len(t.UserData) >= userDataWarnBytes {
+		log.FromContext(ctx).Info("rendered user data is approaching the EC2 user data size limit", "nodeclass", t.ClassName, "userdata-bytes", len(t.UserData), "limit", 16384)
+	}
 	if len(t.NetworkInterfaces) > 0 {
 		// Every interface carries the groups; the primary interface's settings go on
 		// every ENA interface, none on an EFA-only one (EC2 refuses them there).
@@ -299,6 +305,7 @@ func (l *LaunchTemplates) DeleteForClass(ctx context.Context, class string) erro
 			errs = append(errs, l.Delete(ctx, name))
 		}
 	}
+	UserDataBytes.DeleteLabelValues(class)
 	return errors.Join(errs...)
 }
 
@@ -320,12 +327,16 @@ func (l *LaunchTemplates) Sweep(ctx context.Context, classExists func(string) bo
 		if !ok {
 			last = l.started
 		}
-		if classExists(owned[name]) && now.Sub(last) < idle {
+		exists := classExists(owned[name])
+		if exists && now.Sub(last) < idle {
 			continue
 		}
 		if err := l.Delete(ctx, name); err != nil {
 			errs = append(errs, err)
 			continue
+		}
+		if !exists {
+			UserDataBytes.DeleteLabelValues(owned[name])
 		}
 		deleted = append(deleted, name)
 	}

@@ -24,6 +24,17 @@ var (
 	}, []string{"zone", "zone_id"})
 )
 
+// UserDataBytes is the size of a class's rendered user data, measured as a launch
+// template is made (Karpenter's gauge): EC2 refuses more than 16 KiB, so its
+// growth (certificate bundles, custom user data) shows before a launch fails.
+var UserDataBytes = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+	Namespace: "karpenter", Subsystem: "ec2nodeclasses", Name: "userdata_bytes",
+	Help: "Size in bytes of the rendered user data (raw, pre-base64) for the EC2NodeClass",
+}, []string{"nodeclass"})
+
+// userDataWarnBytes is where a rendering is logged as close to EC2's 16 KiB limit.
+const userDataWarnBytes = 16384 * 9 / 10
+
 func init() {
-	crmetrics.Registry.MustRegister(InstanceTypeRefreshErrors, InstanceLaunchFailures, InstanceTerminationFailures)
+	crmetrics.Registry.MustRegister(InstanceTypeRefreshErrors, InstanceLaunchFailures, InstanceTerminationFailures, UserDataBytes)
 }

@@ -48,10 +48,13 @@ func (d *decorated) observe(method, nodePool string, start time.Time, err error)
 	if err != nil {
 		// Karpenter v1.15's name for an error of no kind it knows.
 		kind := "unknown"
-		if cloudprovider.IsNodeClaimNotFound(err) {
+		switch {
+		case cloudprovider.IsNodeClaimNotFound(err):
 			kind = "NodeClaimNotFoundError"
-		} else if cloudprovider.IsInsufficientCapacity(err) {
+		case cloudprovider.IsInsufficientCapacity(err):
 			kind = "InsufficientCapacityError"
+		case cloudprovider.IsNodeClassNotReady(err):
+			kind = "NodeClassNotReadyError"
 		}
 		errorsTotal.WithLabelValues(d.controller, method, d.Name(), kind, nodePool).Inc()
 	}

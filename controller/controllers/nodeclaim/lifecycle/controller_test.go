@@ -247,6 +247,25 @@ func TestInsufficientCapacityDeletesTheClaimAtOnce(t *testing.T) {
 	}
 }
 
+// A node class found not Ready at launch deletes the claim at once, as Karpenter
+// v1.15 does (reason nodeclass_not_ready), rather than retrying until the launch
+// times out.
+func TestNodeClassNotReadyDeletesTheClaimAtOnce(t *testing.T) {
+	e := newEnv(t, nil, claim("default-a", time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)))
+	e.cloud.SetCreateErr(cloudprovider.NewNodeClassNotReadyError(errors.New(`EC2NodeClass "default" is not ready (SubnetsReady: no subnet matches)`)))
+	before := metricstest.Sum(metrics.NodeClaimsDisrupted, "reason", "nodeclass_not_ready")
+	e.reconcile(t, e.get(t, "default-a"))
+	if got := metricstest.Sum(metrics.NodeClaimsDisrupted, "reason", "nodeclass_not_ready") - before; got != 1 {
+		t.Errorf("nodeclaims disrupted for nodeclass_not_ready rose by %v, want 1", got)
+	}
+	if got := e.get(t, "default-a"); got.DeletionTimestamp == nil {
+		t.Errorf("the claim is not deleting after its node class was found not ready")
+	}
+	if msg, ok := hasEvent(e.events(), "NodeClassNotReady"); !ok || !strings.Contains(msg, "SubnetsReady") {
+		t.Errorf("no NodeClassNotReady event naming why: %q", msg)
+	}
+}
+
 // A Reconcile that reads the refused claim from a cache that does not show its
 // deletion yet launches nothing: the instance would belong to a claim being deleted,
 // and its node would sit tainted unregistered while the pods wait for it.

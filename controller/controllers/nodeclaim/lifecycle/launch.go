@@ -45,6 +45,14 @@ func (c *Controller) launch(ctx context.Context, nc *v1.NodeClaim) (reconcile.Re
 			c.refused.Store(nc.UID, struct{}{})
 			return reconcile.Result{}, c.deleteDisrupted(ctx, nc, "insufficient_capacity")
 		}
+		if cloudprovider.IsNodeClassNotReady(err) {
+			// Retrying cannot help until the class is fixed; Karpenter deletes the
+			// claim too, and its pods wait for a Ready pool.
+			c.recorder.Eventf(nc, corev1.EventTypeWarning, "NodeClassNotReady", "NodeClaim %s event: %v", nc.Name, err)
+			log.FromContext(ctx).Error(err, "launch failed, deleting the nodeclaim: its node class is not ready")
+			c.refused.Store(nc.UID, struct{}{})
+			return reconcile.Result{}, c.deleteDisrupted(ctx, nc, "nodeclass_not_ready")
+		}
 		return c.launchFailed(ctx, nc, err)
 	}
 	c.retries.DeleteEntry(string(nc.UID))
