@@ -47,13 +47,8 @@ var inTree = csitranslation.New()
 func (v *Volumes) Attachments(pod *corev1.Pod) AttachedVolumes {
 	var out AttachedVolumes
 	for _, vol := range pod.Spec.Volumes {
-		name := ""
-		switch {
-		case vol.PersistentVolumeClaim != nil:
-			name = vol.PersistentVolumeClaim.ClaimName
-		case vol.Ephemeral != nil:
-			name = pod.Name + "-" + vol.Name
-		default:
+		name, ok := claimName(pod, vol)
+		if !ok {
 			continue
 		}
 		pvc, ok := v.claims[pod.Namespace+"/"+name]

@@ -120,18 +120,10 @@ func (vt VolumeTopology) merged() VolumeTopology {
 func (v *Volumes) Requirements(pod *corev1.Pod) (VolumeTopology, error) {
 	var out VolumeTopology
 	for _, vol := range pod.Spec.Volumes {
-		name := ""
-		switch {
-		case vol.PersistentVolumeClaim != nil:
-			name = vol.PersistentVolumeClaim.ClaimName
-		case vol.Ephemeral != nil:
-			// A generic ephemeral volume's claim is the pod's own and is created anew
-			// for a new pod: a bound pod being moved is not held to its zone.
-			if pod.Spec.NodeName != "" {
-				continue
-			}
-			name = pod.Name + "-" + vol.Name
-		default:
+		name, ok := claimName(pod, vol)
+		// A generic ephemeral volume's claim is the pod's own and is created anew
+		// for a new pod: a bound pod being moved is not held to its zone.
+		if !ok || vol.Ephemeral != nil && pod.Spec.NodeName != "" {
 			continue
 		}
 		alts, err := v.claimTopology(pod, vol, name)
@@ -141,6 +133,18 @@ func (v *Volumes) Requirements(pod *corev1.Pod) (VolumeTopology, error) {
 		out = out.and(alts)
 	}
 	return out, nil
+}
+
+// claimName is the PersistentVolumeClaim a volume of the pod uses: its own, or the
+// one a generic ephemeral volume's claim is named for.
+func claimName(pod *corev1.Pod, vol corev1.Volume) (string, bool) {
+	switch {
+	case vol.PersistentVolumeClaim != nil:
+		return vol.PersistentVolumeClaim.ClaimName, true
+	case vol.Ephemeral != nil:
+		return pod.Name + "-" + vol.Name, true
+	}
+	return "", false
 }
 
 func (v *Volumes) claimTopology(pod *corev1.Pod, vol corev1.Volume, name string) (VolumeTopology, error) {

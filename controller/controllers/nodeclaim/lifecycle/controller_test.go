@@ -231,38 +231,32 @@ func TestFailedLabelWriteIsRetriedFromTheLaunchRecord(t *testing.T) {
 	}
 }
 
-func TestInsufficientCapacityDeletesTheClaimAtOnce(t *testing.T) {
-	e := newEnv(t, nil, claim("default-a", time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)))
-	e.cloud.SetCreateErr(cloudprovider.NewInsufficientCapacityError(errors.New("InsufficientInstanceCapacity")))
-	before := metricstest.Sum(metrics.NodeClaimsDisrupted, "reason", "insufficient_capacity")
-	e.reconcile(t, e.get(t, "default-a"))
-	if got := metricstest.Sum(metrics.NodeClaimsDisrupted, "reason", "insufficient_capacity") - before; got != 1 {
-		t.Errorf("nodeclaims disrupted for insufficient_capacity rose by %v, want 1", got)
-	}
-	if got := e.get(t, "default-a"); got.DeletionTimestamp == nil {
-		t.Errorf("the claim is not deleting after an insufficient capacity error")
-	}
-	if _, ok := hasEvent(e.events(), "InsufficientCapacityError"); !ok {
-		t.Errorf("no InsufficientCapacityError event")
-	}
-}
-
-// A node class found not Ready at launch deletes the claim at once, as Karpenter
-// v1.15 does (reason nodeclass_not_ready), rather than retrying until the launch
-// times out.
-func TestNodeClassNotReadyDeletesTheClaimAtOnce(t *testing.T) {
-	e := newEnv(t, nil, claim("default-a", time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)))
-	e.cloud.SetCreateErr(cloudprovider.NewNodeClassNotReadyError(errors.New(`EC2NodeClass "default" is not ready (SubnetsReady: no subnet matches)`)))
-	before := metricstest.Sum(metrics.NodeClaimsDisrupted, "reason", "nodeclass_not_ready")
-	e.reconcile(t, e.get(t, "default-a"))
-	if got := metricstest.Sum(metrics.NodeClaimsDisrupted, "reason", "nodeclass_not_ready") - before; got != 1 {
-		t.Errorf("nodeclaims disrupted for nodeclass_not_ready rose by %v, want 1", got)
-	}
-	if got := e.get(t, "default-a"); got.DeletionTimestamp == nil {
-		t.Errorf("the claim is not deleting after its node class was found not ready")
-	}
-	if msg, ok := hasEvent(e.events(), "NodeClassNotReady"); !ok || !strings.Contains(msg, "SubnetsReady") {
-		t.Errorf("no NodeClassNotReady event naming why: %q", msg)
+// A launch that cannot succeed as things are deletes the claim at once, so its pods
+// are planned again, as Karpenter v1.15 does: no capacity for any offering, or a
+// node class found not Ready (rather than retrying until the launch times out).
+func TestLaunchErrorsThatDeleteTheClaimAtOnce(t *testing.T) {
+	for _, tc := range []struct {
+		err           error
+		reason, event string
+	}{
+		{cloudprovider.NewInsufficientCapacityError(errors.New("InsufficientInstanceCapacity")), "insufficient_capacity", "InsufficientCapacityError"},
+		{cloudprovider.NewNodeClassNotReadyError(errors.New(`EC2NodeClass "default" is not ready (SubnetsReady: no subnet matches)`)), "nodeclass_not_ready", "NodeClassNotReady"},
+	} {
+		t.Run(tc.reason, func(t *testing.T) {
+			e := newEnv(t, nil, claim("default-a", time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)))
+			e.cloud.SetCreateErr(tc.err)
+			before := metricstest.Sum(metrics.NodeClaimsDisrupted, "reason", tc.reason)
+			e.reconcile(t, e.get(t, "default-a"))
+			if got := metricstest.Sum(metrics.NodeClaimsDisrupted, "reason", tc.reason) - before; got != 1 {
+				t.Errorf("nodeclaims disrupted for %s rose by %v, want 1", tc.reason, got)
+			}
+			if got := e.get(t, "default-a"); got.DeletionTimestamp == nil {
+				t.Errorf("the claim is not deleting after %v", tc.err)
+			}
+			if msg, ok := hasEvent(e.events(), tc.event); !ok || !strings.Contains(msg, errors.Unwrap(tc.err).Error()) {
+				t.Errorf("no %s event saying why: %q", tc.event, msg)
+			}
+		})
 	}
 }
 
