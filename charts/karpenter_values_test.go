@@ -131,8 +131,6 @@ func TestKarpenterValuesFilesInstall(t *testing.T) {
 					"settings.awsFeatureGates.draEFA":                 "settings.awsFeatureGates.draEFA: true is not supported yet",
 					"settings.awsFeatureGates.rebootForRepair":        "settings.awsFeatureGates.rebootForRepair: true is not supported yet",
 					"settings.enableDRA":                              "settings.enableDRA: true is not supported yet",
-					// The file's legacyNodeRepair: false, with repair turned on.
-					"settings.featureGates.nodeRepair": "settings.legacyNodeRepair: false with featureGates.nodeRepair is not supported yet",
 				} {
 					refused[path] = want
 				}
@@ -145,13 +143,27 @@ func TestKarpenterValuesFilesInstall(t *testing.T) {
 					t.Errorf("%s: true gave %v; want %q", path, err, want)
 				}
 			}
-			// Node repair as Dovetail does it, which v1.15 calls legacy, installs.
-			vals = karpenterValues(t, version)
-			setting(vals, "settings.clusterName", "demo")
-			setting(vals, "settings.featureGates.nodeRepair", true)
-			setting(vals, "settings.legacyNodeRepair", true)
-			if _, err := helmTemplate(t, "karpenter", "kube-system", vals); err != nil {
-				t.Errorf("nodeRepair with legacyNodeRepair: true is refused: %v", err)
+			// Node repair both ways: the file's legacyNodeRepair (false in v1.15's:
+			// repair as a disruption method), and true (the standalone controller).
+			for _, legacy := range []bool{false, true} {
+				vals = karpenterValues(t, version)
+				setting(vals, "settings.clusterName", "demo")
+				setting(vals, "settings.featureGates.nodeRepair", true)
+				setting(vals, "settings.legacyNodeRepair", legacy)
+				objs, err := helmTemplate(t, "karpenter", "kube-system", vals)
+				if err != nil {
+					t.Errorf("nodeRepair with legacyNodeRepair: %v is refused: %v", legacy, err)
+					continue
+				}
+				rendered := ""
+				for _, e := range deployment(t, objs).Spec.Template.Spec.Containers[0].Env {
+					if e.Name == "LEGACY_NODE_REPAIR" {
+						rendered = e.Value
+					}
+				}
+				if rendered != fmt.Sprint(legacy) {
+					t.Errorf("legacyNodeRepair: %v renders LEGACY_NODE_REPAIR=%q", legacy, rendered)
+				}
 			}
 		})
 	}

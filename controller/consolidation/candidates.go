@@ -342,6 +342,11 @@ func blocker(node *corev1.Node, pods []*corev1.Pod, pdbs []policyv1.PodDisruptio
 	if node.Annotations[v1.DoNotDisruptAnnotationKey] == "true" {
 		return fmt.Sprintf("node has the %s annotation", v1.DoNotDisruptAnnotationKey)
 	}
+	return podBlocker(pods, pdbs, now)
+}
+
+// podBlocker says which of the pods cannot be evicted now, and why, or "".
+func podBlocker(pods []*corev1.Pod, pdbs []policyv1.PodDisruptionBudget, now time.Time) string {
 	for _, p := range pods {
 		if p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed || p.DeletionTimestamp != nil {
 			continue
@@ -372,6 +377,20 @@ func blocker(node *corev1.Node, pods []*corev1.Pod, pdbs []policyv1.PodDisruptio
 		}
 	}
 	return ""
+}
+
+// RepairCandidate is a registered node as repair sees it: initialized or not (a
+// node that never became Ready is the commonest repair), with its pods, the price
+// of its node and what moving them costs. BlockedBy names only what its pods
+// block: a node's do-not-disrupt annotation does not hold repair, as in Karpenter.
+func (cl *Cluster) RepairCandidate(view *state.View, nc *v1.NodeClaim, node *corev1.Node, np *v1.NodePool, now time.Time) *Candidate {
+	onNode := view.PodsOn(node.Name)
+	cand := &Candidate{Claim: nc, Node: node, Pool: np, InstanceType: nc.Labels[v1.LabelInstanceType], CapacityType: nc.Labels[v1.LabelCapacityType]}
+	cand.Pods = reschedulable(onNode)
+	cand.BlockedBy = podBlocker(onNode, view.PDBs, now)
+	cand.Price = cl.price(cl.Snapshot, nc, node.Name)
+	cand.DisruptionCost = disruptionCost(cand.Pods, nc, now)
+	return cand
 }
 
 // price is what the claim's node costs per hour: what it adds to the bill when

@@ -15,6 +15,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
@@ -29,6 +30,7 @@ import (
 
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
+	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/kwok"
 	cpmetrics "github.com/dovetail-sh/dovetail/controller/cloudprovider/metrics"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/overlaid"
@@ -48,6 +50,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodepool/static"
 	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
+	"github.com/dovetail-sh/dovetail/controller/repair"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/scheduling/defaultspread"
 	"github.com/dovetail-sh/dovetail/controller/state"
@@ -173,6 +176,15 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(context
 		log.FromContext(ctx).Info("planning pods without topology spread constraints of their own under the cluster's defaults (--scheduler-config)", "defaultConstraints", cs)
 	}
 	cluster := state.NewCluster(mgr.GetClient(), clk).WithInformers(mgr.GetCache()).WithDefaultSpread(schedulerConfig.Constraints())
+	// Node repair as a disruption method (Karpenter v1.15) when asked for outright;
+	// unset keeps the standalone repair controller Dovetail has always run.
+	var repairs *repair.Matcher
+	if opts.FeatureGates.NodeRepair && opts.LegacyNodeRepair != nil && !*opts.LegacyNodeRepair {
+		// The kwok provider stands in for AWS, so both repair by AWS's policies.
+		if repairs, err = repair.NewMatcher(dtaws.RepairPolicies(false), sets.New(repair.Replace)); err != nil {
+			return fmt.Errorf("node repair policies, %w", err)
+		}
+	}
 	provisioner := provisioning.NewProvisioner(mgr.GetClient(), cluster, cloud, clk, recorder,
 		provisioning.NewBatcher(clk, opts.BatchIdleDuration, opts.BatchMaxDuration), opts.NodeCosts)
 	if err := mgr.Add(provisioner); err != nil {
@@ -193,7 +205,7 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(context
 		disruption.NewController(mgr.GetClient(), cloudFor("disruption"), provisioner, clk, recorder, disruption.Options{
 			Period: opts.DisruptionPeriod, ValidationDelay: opts.ConsolidationValidationDelay,
 			ReplacementTimeout: disruption.DefaultOptions().ReplacementTimeout, SpotToSpotConsolidation: opts.FeatureGates.SpotToSpotConsolidation,
-			DriftOnMetadata: opts.DriftOnMetadata,
+			DriftOnMetadata: opts.DriftOnMetadata, Repair: repairs,
 		}),
 	}
 	provisioner.WithCommitments(commitments)
@@ -206,7 +218,7 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(context
 		provisioner.WithBuffers(buffers)
 		controllers = append(controllers, capacitybuffer.NewController(mgr.GetClient(), buffers, provisioner, clk))
 	}
-	if opts.FeatureGates.NodeRepair {
+	if opts.FeatureGates.NodeRepair && repairs == nil {
 		// The kwok provider stands in for AWS, so both repair by AWS's policies.
 		controllers = append(controllers, health.NewController(mgr.GetClient(), clk, recorder, health.AWSRepairPolicies))
 	}

@@ -458,9 +458,6 @@ func (o *Options) unsupportedKarpenterSettings() []string {
 	if _, err := defaultspread.Parse(o.SchedulerConfig); err != nil {
 		errs = append(errs, fmt.Sprintf("--scheduler-config (SCHEDULER_CONFIG): %v", err))
 	}
-	if o.FeatureGates.NodeRepair && o.LegacyNodeRepair != nil && !*o.LegacyNodeRepair {
-		errs = append(errs, "--legacy-node-repair=false (LEGACY_NODE_REPAIR) with the NodeRepair gate: repair as a disruption method (replacement first, reboots) is not supported yet; Dovetail repairs as Karpenter's standalone node repair controller does: set it true or remove it")
-	}
 	return errs
 }
 

@@ -142,7 +142,7 @@ func TestKarpenterSettingsCarryOverOrAreRefused(t *testing.T) {
 			"SECURITY_GROUP_REFRESH_INTERVAL": "1m", "IGNORE_DRA_REQUESTS": "true"}},
 		"legacy node repair":         {env: map[string]string{"FEATURE_GATES": "NodeRepair=true", "LEGACY_NODE_REPAIR": "true"}},
 		"node repair, legacy unsaid": {env: map[string]string{"FEATURE_GATES": "NodeRepair=true"}},
-		"repair as disruption":       {env: map[string]string{"FEATURE_GATES": "NodeRepair=true", "LEGACY_NODE_REPAIR": "false"}, want: "--legacy-node-repair=false (LEGACY_NODE_REPAIR) with the NodeRepair gate: repair as a disruption method"},
+		"repair as disruption":       {env: map[string]string{"FEATURE_GATES": "NodeRepair=true", "LEGACY_NODE_REPAIR": "false"}},
 		"terminate-first drift":      {env: map[string]string{"FEATURE_GATES": "TerminateFirstDrift=true"}, want: "--feature-gates (FEATURE_GATES) TerminateFirstDrift=true: terminating a drifted node before its replacement launches is not supported yet"},
 		"pod deletion cost":          {args: []string{"--feature-gates", "PodDeletionCostManagement=true"}, want: "PodDeletionCostManagement=true: managing ReplicaSet pods' pod-deletion-cost annotations is not supported yet"},
 		"reboot for repair":          {env: map[string]string{"AWS_FEATURE_GATES": "RebootForRepair=true"}, want: "--aws-feature-gates (AWS_FEATURE_GATES) RebootForRepair=true: rebooting a node in place to repair it is not supported yet"},

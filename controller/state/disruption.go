@@ -31,6 +31,11 @@ type Disruption struct {
 	Candidates        []string            `json:"candidates"`
 	Replacements      []string            `json:"replacements"`
 	StartedAt         metav1.Time         `json:"startedAt"`
+	// DrainBound is a repair's bound on the candidates' drain, stamped as their
+	// termination deadline when they are deleted; nil for none. Condition is the
+	// node condition the repair is for, for its metrics.
+	DrainBound *metav1.Duration `json:"drainBound,omitempty"`
+	Condition  string           `json:"condition,omitempty"`
 }
 
 // Recorded reads the claim's disruption record, nil when it has none or it cannot be

@@ -3,16 +3,19 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/tests/localstack"
+	"github.com/dovetail-sh/dovetail/tests/testenv"
 )
 
 // TestNodeRepairReplacesAnUnhealthyNode runs the controller with --feature-gates
@@ -57,4 +60,85 @@ func TestNodeRepairReplacesAnUnhealthyNode(t *testing.T) {
 	if !repaired {
 		t.Errorf("no NodeRepair event on %s", sick)
 	}
+}
+
+// TestNodeRepairAsADisruptionMethod runs node repair as Karpenter v1.15's disruption
+// method (--legacy-node-repair=false, as v1.15's values file sets it), as the
+// installed ServiceAccount. The same unhealthy node is replaced first: its claim is
+// deleted only once its replacement has initialized, with its drain bounded by the
+// policy's 10 minutes, and its pod runs again on the replacement.
+func TestNodeRepairAsADisruptionMethod(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the whole local stack")
+	}
+	stack := testenv.StartStack(t)
+	opts := testenv.DefaultOptions(t)
+	must(t, opts.FeatureGates.Set("NodeRepair=true"))
+	opts.LegacyNodeRepair = ptr(false)
+	stack.RunController(t, opts)
+	c, ctx := stack.Client, context.Background()
+	must(t, c.Create(ctx, localstack.NodeClass("default")))
+	must(t, c.Create(ctx, localstack.GeneralNodePool("default")))
+	must(t, c.Create(ctx, localstack.Deployment("web", 1, "1", "1Gi")))
+	pod := allRunning(t, c, "web", 1, 90*time.Second)[0]
+	sick := pod.Spec.NodeName
+	node := &corev1.Node{}
+	must(t, c.Get(ctx, client.ObjectKey{Name: sick}, node))
+	sickClaim := claimOfNode(t, c, sick).Name
+	// A finalizer of the test's keeps the claim readable once deleted, so when it
+	// was deleted can be checked against when its replacement initialized.
+	const observing = "e2e.dovetail.sh/observe"
+	held := claimOfNode(t, c, sick)
+	patch := client.MergeFrom(held.DeepCopy())
+	held.Finalizers = append(held.Finalizers, observing)
+	must(t, c.Patch(ctx, held, patch))
+	defer func() {
+		nc := &v1.NodeClaim{}
+		if err := c.Get(ctx, client.ObjectKey{Name: sickClaim}, nc); err == nil {
+			patch := client.MergeFrom(nc.DeepCopy())
+			nc.Finalizers = slices.DeleteFunc(nc.Finalizers, func(f string) bool { return f == observing })
+			must(t, c.Patch(ctx, nc, patch))
+		}
+	}()
+	node.Status.Conditions = append(node.Status.Conditions, corev1.NodeCondition{Type: "KernelReady", Status: corev1.ConditionFalse,
+		Reason: "KernelDeadlock", Message: "task blocked for more than 120 seconds", LastTransitionTime: metav1.NewTime(time.Now().Add(-31 * time.Minute)),
+		LastHeartbeatTime: metav1.Now()})
+	must(t, c.Status().Update(ctx, node))
+
+	// Until the sick claim is deleted, watch that it is not deleted early.
+	eventually(t, 90*time.Second, "the unhealthy node's claim deleted once its replacement initialized", func() error {
+		nc := &v1.NodeClaim{}
+		if err := c.Get(ctx, client.ObjectKey{Name: sickClaim}, nc); err != nil {
+			return err
+		}
+		if nc.DeletionTimestamp == nil {
+			return fmt.Errorf("nodeclaim %s not deleting yet", sickClaim)
+		}
+		var claims v1.NodeClaimList
+		if err := c.List(ctx, &claims); err != nil {
+			return err
+		}
+		for _, other := range claims.Items {
+			if initialized := meta.FindStatusCondition(other.Status.Conditions, v1.ConditionTypeInitialized); other.Name != sickClaim && initialized != nil &&
+				initialized.Status == metav1.ConditionTrue && !initialized.LastTransitionTime.After(nc.DeletionTimestamp.Time) {
+				deadline, err := time.Parse(time.RFC3339, nc.Annotations[v1.NodeClaimTerminationTimestampAnnotationKey])
+				if err != nil || deadline.Sub(nc.DeletionTimestamp.Time) > 10*time.Minute+time.Second || deadline.Before(nc.DeletionTimestamp.Time) {
+					t.Errorf("termination deadline %q for a claim deleted at %s; want the policy's 10-minute drain bound", nc.Annotations[v1.NodeClaimTerminationTimestampAnnotationKey], nc.DeletionTimestamp)
+				}
+				return nil
+			}
+		}
+		t.Errorf("nodeclaim %s was deleted before any replacement initialized", sickClaim)
+		return nil
+	})
+	eventually(t, 90*time.Second, "the pod running on another node", func() error {
+		pods, err := podsOf(c, "web")
+		if err != nil {
+			return err
+		}
+		if len(pods) != 1 || pods[0].Status.Phase != corev1.PodRunning || pods[0].Spec.NodeName == sick {
+			return fmt.Errorf("%d web pods, want one running on another node", len(pods))
+		}
+		return nil
+	})
 }

@@ -104,10 +104,6 @@ checks the same settings when they reach it as env. */}}
 {{- fail (printf "settings.awsFeatureGates.%s: true is not supported yet; %s not implemented. Remove it or set false." $gate $what) -}}
 {{- end -}}
 {{- end -}}
-{{- $gates := $s.featureGates | default dict -}}
-{{- if and (or $gates.nodeRepair $gates.NodeRepair) (not (kindIs "invalid" $s.legacyNodeRepair)) (not $s.legacyNodeRepair) -}}
-{{- fail "settings.legacyNodeRepair: false with featureGates.nodeRepair is not supported yet; repair as a disruption method (Karpenter v1.15's default) is not implemented, and Dovetail repairs nodes as Karpenter's standalone node repair controller does. Set legacyNodeRepair: true or remove it." -}}
-{{- end -}}
 {{- if $s.disableClusterStateObservability -}}
 {{- fail "settings.disableClusterStateObservability: true is not supported yet; cluster state metrics are always exposed. Remove it or set false." -}}
 {{- end -}}

@@ -63,7 +63,10 @@ const (
 
 // Annotations and finalizers.
 const (
-	DoNotDisruptAnnotationKey                  = Group + "/do-not-disrupt"
+	DoNotDisruptAnnotationKey = Group + "/do-not-disrupt"
+	// DoNotRepairAnnotationKey "true" on a Node keeps node repair (Karpenter
+	// v1.15's disruption method) off it, whatever its conditions.
+	DoNotRepairAnnotationKey                   = Group + "/do-not-repair"
 	NodePoolHashAnnotationKey                  = Group + "/nodepool-hash"
 	NodePoolHashVersionAnnotationKey           = Group + "/nodepool-hash-version"
 	NodeClaimTerminationTimestampAnnotationKey = Group + "/nodeclaim-termination-timestamp"

@@ -34,6 +34,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/controllers/periodic"
 	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
+	"github.com/dovetail-sh/dovetail/controller/repair"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/state"
 )
@@ -53,6 +54,9 @@ type Options struct {
 	// DriftOnMetadata drifts nodes whose pool's template labels or annotations
 	// changed, as Karpenter does; off, they are updated in place.
 	DriftOnMetadata bool
+	// Repair, when set, repairs unhealthy nodes as Karpenter v1.15's disruption
+	// method (see repair.go); nil leaves repair to the standalone controller, or off.
+	Repair *repair.Matcher
 }
 
 // DefaultOptions are Karpenter's timings.
@@ -78,6 +82,8 @@ type Controller struct {
 	blocked  map[string]string // node → last blocking reason reported
 	// unconsolidatable is, per node, the last Unconsolidatable reason reported on it.
 	unconsolidatable map[string]string
+	// blockedRepairs is, per node, the last reason its repair waits reported.
+	blockedRepairs map[string]string
 }
 
 // proposal is what the last decision would have started: a candidate is acted on
@@ -92,7 +98,7 @@ type proposal struct {
 // NewController wires the controller.
 func NewController(kube client.Client, cloud cloudprovider.CloudProvider, provisioner *provisioning.Provisioner, clk clock.Clock, recorder record.EventRecorder, opts Options) *Controller {
 	return &Controller{kube: kube, cloud: cloud, provisioner: provisioner, clock: clk, recorder: recorder, opts: opts,
-		podSets: map[string]string{}, blocked: map[string]string{}, unconsolidatable: map[string]string{}}
+		podSets: map[string]string{}, blocked: map[string]string{}, unconsolidatable: map[string]string{}, blockedRepairs: map[string]string{}}
 }
 
 func (c *Controller) Name() string { return "disruption" }
@@ -123,6 +129,10 @@ type command struct {
 	explanation string
 	// scores are the Balanced scores of the moves the command's candidates are in.
 	scores []consolidation.Score
+	// drainBound bounds a repair's drain (nil: the claim's own
+	// terminationGracePeriod); condition is the node condition repaired.
+	drainBound *time.Duration
+	condition  string
 }
 
 func (cmd *command) String() string {
@@ -131,6 +141,7 @@ func (cmd *command) String() string {
 
 // pass is one pass's view of the cluster.
 type pass struct {
+	view       *state.View
 	snap       *scheduling.Snapshot
 	claims     []v1.NodeClaim
 	poolByName map[string]*v1.NodePool
@@ -149,6 +160,11 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 	}
 	if err := c.progress(ctx, s); err != nil {
 		return err
+	}
+	// Repair goes first, and does not wait for pending pods: an unhealthy node
+	// helps none of them.
+	if cmd := c.repairCommand(ctx, s); cmd != nil {
+		return c.execute(ctx, s, cmd)
 	}
 	if cmd := c.driftCommand(ctx, s); cmd != nil {
 		return c.execute(ctx, s, cmd)
@@ -337,7 +353,7 @@ func (c *Controller) observe(ctx context.Context) (*pass, error) {
 		}
 	}
 	now := c.clock.Now()
-	s := &pass{snap: snap, claims: view.Claims, poolByName: map[string]*v1.NodePool{}}
+	s := &pass{view: view, snap: snap, claims: view.Claims, poolByName: map[string]*v1.NodePool{}}
 	for _, np := range snap.Pools {
 		s.poolByName[np.Name] = np
 	}
@@ -378,6 +394,11 @@ func (c *Controller) observe(ctx context.Context) (*pass, error) {
 	for name := range c.unconsolidatable {
 		if !seenNodes.Has(name) {
 			delete(c.unconsolidatable, name)
+		}
+	}
+	for name := range c.blockedRepairs {
+		if !seenNodes.Has(name) {
+			delete(c.blockedRepairs, name)
 		}
 	}
 	allowed, errs := s.cluster.Allowed(now)

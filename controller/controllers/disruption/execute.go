@@ -105,7 +105,10 @@ func (cmd *command) claims() []*v1.NodeClaim {
 
 func (cmd *command) record() *state.Disruption {
 	d := &state.Disruption{ID: cmd.id, Reason: cmd.reason, ConsolidationType: cmd.consolidationType,
-		Replacements: cmd.launched, StartedAt: metav1.NewTime(cmd.startedAt)}
+		Replacements: cmd.launched, StartedAt: metav1.NewTime(cmd.startedAt), Condition: cmd.condition}
+	if cmd.drainBound != nil {
+		d.DrainBound = &metav1.Duration{Duration: *cmd.drainBound}
+	}
 	for _, cand := range cmd.candidates {
 		d.Candidates = append(d.Candidates, cand.Claim.Name)
 	}
@@ -172,14 +175,30 @@ func (c *Controller) deleteCandidates(ctx context.Context, cmd *command) error {
 			}
 			*cand.Claim = *updated
 		}
+		mode := metrics.TerminationMode(cand.Claim.Spec.TerminationGracePeriod)
+		// Karpenter labels the unhealthy counter by the repair's bound, every other
+		// by the claim's own.
+		repairMode := mode
+		if cmd.drainBound != nil {
+			// Stamped only now the replacements serve: the bound is the drain's,
+			// not the wait's.
+			if err := c.tightenDeadline(ctx, cand.Claim, c.clock.Now().Add(*cmd.drainBound)); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			repairMode = metrics.TerminationMode(&metav1.Duration{Duration: *cmd.drainBound})
+		}
 		if err := c.kube.Delete(ctx, cand.Claim); client.IgnoreNotFound(err) != nil {
 			errs = append(errs, fmt.Errorf("deleting nodeclaim %s, %w", cand.Claim.Name, err))
 			continue
 		}
 		now := metav1.NewTime(c.clock.Now())
 		cand.Claim.DeletionTimestamp = &now
+		if cmd.reason == v1.DisruptionReasonUnhealthy {
+			metrics.NodeClaimsUnhealthyDisrupted.WithLabelValues(metrics.SnakeCase(cmd.condition), cand.Pool.Name, cand.CapacityType, cand.Claim.Status.ImageID, repairMode).Inc()
+		}
 		disruption := metrics.Disruption{Reason: strings.ToLower(string(cmd.reason)), NodePool: cand.Pool.Name, CapacityType: cand.CapacityType,
-			TerminationMode: metrics.TerminationMode(cand.Claim.Spec.TerminationGracePeriod)}
+			TerminationMode: mode}
 		// As Karpenter, the policy is named for consolidation only, not drift.
 		if cmd.reason == v1.DisruptionReasonEmpty || cmd.reason == v1.DisruptionReasonUnderutilized {
 			disruption.ConsolidationPolicy = metrics.SnakeCase(string(cand.Pool.Spec.Disruption.ConsolidationPolicy))
@@ -233,7 +252,10 @@ func (c *Controller) resume(ctx context.Context, view *state.View) {
 		if running.Has(d.ID) {
 			continue
 		}
-		cmd := &command{id: d.ID, reason: d.Reason, consolidationType: d.ConsolidationType, launched: d.Replacements, startedAt: d.StartedAt.Time}
+		cmd := &command{id: d.ID, reason: d.Reason, consolidationType: d.ConsolidationType, launched: d.Replacements, startedAt: d.StartedAt.Time, condition: d.Condition}
+		if d.DrainBound != nil {
+			cmd.drainBound = &d.DrainBound.Duration
+		}
 		for _, name := range d.Candidates {
 			nc := claimNamed(view, name)
 			if nc == nil || nc.DeletionTimestamp != nil || state.Recorded(nc) == nil || state.Recorded(nc).ID != d.ID {

@@ -1,0 +1,143 @@
+package disruption
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/util/sets"
+	"k8s.io/client-go/util/retry"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/consolidation"
+	"github.com/dovetail-sh/dovetail/controller/repair"
+	"github.com/dovetail-sh/dovetail/controller/state"
+)
+
+// repairCommand repairs one unhealthy node per pass, as Karpenter v1.15's repair
+// disruption method: of the registered nodes whose conditions a repair policy
+// finds eligible, the most urgent one its pool's Unhealthy budget (initialized
+// nodes only) and unhealthy share allow, whose pods have a place. Its replacement
+// launches first when its pods need one, and its drain is bounded by the policy.
+// A node annotated karpenter.sh/do-not-repair, or whose pods block eviction with
+// no bound to override them, is left alone and says why.
+func (c *Controller) repairCommand(ctx context.Context, s *pass) *command {
+	if c.opts.Repair == nil {
+		return nil
+	}
+	now := c.clock.Now()
+	busy := sets.New[string]()
+	for _, cmd := range c.inflight {
+		for _, cand := range cmd.candidates {
+			busy.Insert(cand.Claim.Name)
+		}
+	}
+	tripped := c.opts.Repair.TrippedPools(s.view.Nodes, func(n *corev1.Node) string { return n.Labels[v1.LabelNodePool] })
+	type target struct {
+		cand   *candidate
+		result repair.Result
+		bound  *time.Duration
+	}
+	targets := map[string]target{}
+	var eligible []repair.Candidate
+	for i := range s.view.Claims {
+		nc := &s.view.Claims[i]
+		node := s.view.NodeOf(nc)
+		np := s.poolByName[nc.Labels[v1.LabelNodePool]]
+		if node == nil || np == nil || nc.DeletionTimestamp != nil || node.DeletionTimestamp != nil || busy.Has(nc.Name) || state.HasTaint(node, v1.DisruptedNoScheduleTaint) {
+			continue
+		}
+		result := repair.Resolve(c.opts.Repair.Match(node), now, time.Time{})
+		if result.Action == "" {
+			continue
+		}
+		if node.Annotations[v1.DoNotRepairAnnotationKey] == "true" {
+			c.repairBlocked(ctx, node, nc, "DisruptionBlocked", fmt.Sprintf("repair is blocked through the %q annotation", v1.DoNotRepairAnnotationKey))
+			continue
+		}
+		cand := s.cluster.RepairCandidate(s.view, nc, node, np, now)
+		var claimTGP *time.Duration
+		if nc.Spec.TerminationGracePeriod != nil {
+			claimTGP = &nc.Spec.TerminationGracePeriod.Duration
+		}
+		bound := repair.DrainBound(result, claimTGP)
+		if cand.BlockedBy != "" && bound == nil && claimTGP == nil {
+			c.repairBlocked(ctx, node, nc, "DisruptionBlocked", "repair requires a termination grace period to bypass blocking pods: "+cand.BlockedBy)
+			continue
+		}
+		if tripped.Has(np.Name) {
+			c.repairBlocked(ctx, node, nc, "NodeRepairBlocked", fmt.Sprintf("more than 20%% of nodes in nodepool %q are unhealthy", np.Name))
+			continue
+		}
+		targets[node.Name] = target{cand: cand, result: result, bound: bound}
+		eligible = append(eligible, repair.Candidate{Node: node.Name, Result: result, DisruptionCost: cand.DisruptionCost})
+	}
+	repair.Order(eligible, now)
+	for _, e := range eligible {
+		t := targets[e.Node]
+		pool := t.cand.Pool
+		// Only an initialized node takes from the budget: one that never became
+		// Ready serves nothing, and repairing it disrupts no one.
+		if meta.IsStatusConditionTrue(t.cand.Claim.Status.Conditions, v1.ConditionTypeInitialized) {
+			allowed, err := consolidation.Allowed(pool, v1.DisruptionReasonUnhealthy, s.cluster.Total[pool.Name], s.cluster.Disrupting[pool.Name], now)
+			if err != nil || allowed < 1 {
+				c.repairBlocked(ctx, t.cand.Node, t.cand.Claim, "DisruptionBlocked", "No allowed disruptions for disruption reason Unhealthy due to blocking budget")
+				continue
+			}
+		}
+		results := simulate(s, []*candidate{t.cand})
+		if u := unplaced(results, []*candidate{t.cand}); u != nil {
+			c.repairBlocked(ctx, t.cand.Node, t.cand.Claim, "DisruptionBlocked", fmt.Sprintf("repair would leave pod %s/%s without a place: %s", u.Pod.Namespace, u.Pod.Name, u.Reason))
+			continue
+		}
+		log.FromContext(ctx).WithValues(append([]any{"node", e.Node}, t.result.LogValues()...)...).Info("selected repair policy")
+		cmd := &command{reason: v1.DisruptionReasonUnhealthy, candidates: []*candidate{t.cand}, replacements: results.NodeClaims,
+			drainBound: t.bound, condition: string(t.result.Condition)}
+		cmd.explanation = fmt.Sprintf("node condition %s=%s (%s) since %s past its repair policy's toleration", t.result.Condition, t.result.Status, t.result.Reason,
+			t.result.EligibleAt.UTC().Format(time.RFC3339))
+		delete(c.blockedRepairs, e.Node)
+		return cmd
+	}
+	return nil
+}
+
+// repairBlocked puts an event on the node and its claim saying why repair waits,
+// once per distinct reason.
+func (c *Controller) repairBlocked(ctx context.Context, node *corev1.Node, nc *v1.NodeClaim, reason, message string) {
+	if c.blockedRepairs[node.Name] == message {
+		return
+	}
+	c.blockedRepairs[node.Name] = message
+	c.recorder.Eventf(node, corev1.EventTypeNormal, reason, "Cannot repair Node: %s", message)
+	c.recorder.Eventf(nc, corev1.EventTypeNormal, reason, "Cannot repair NodeClaim: %s", message)
+	log.FromContext(ctx).V(1).Info("repair blocked", "node", node.Name, "why", message)
+}
+
+// tightenDeadline sets the claim's termination deadline to at, unless it has an
+// earlier one: a repair bounds the drain, and never extends a deadline someone
+// else set.
+func (c *Controller) tightenDeadline(ctx context.Context, nc *v1.NodeClaim, at time.Time) error {
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		current := &v1.NodeClaim{}
+		if err := c.kube.Get(ctx, client.ObjectKeyFromObject(nc), current); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		if t, err := time.Parse(time.RFC3339, current.Annotations[v1.NodeClaimTerminationTimestampAnnotationKey]); err == nil && !t.After(at) {
+			return nil
+		}
+		patch := client.MergeFromWithOptions(current.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		if current.Annotations == nil {
+			current.Annotations = map[string]string{}
+		}
+		current.Annotations[v1.NodeClaimTerminationTimestampAnnotationKey] = at.UTC().Format(time.RFC3339)
+		return c.kube.Patch(ctx, current, patch)
+	})
+	if err != nil {
+		return fmt.Errorf("bounding the drain of nodeclaim %s, %w", nc.Name, err)
+	}
+	return nil
+}
