@@ -181,7 +181,11 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(context
 	var repairs *repair.Matcher
 	if opts.FeatureGates.NodeRepair && opts.LegacyNodeRepair != nil && !*opts.LegacyNodeRepair {
 		// The kwok provider stands in for AWS, so both repair by AWS's policies.
-		if repairs, err = repair.NewMatcher(dtaws.RepairPolicies(false), sets.New(repair.Replace)); err != nil {
+		policies := dtaws.RepairPolicies(false)
+		if opts.RepairPolicies != nil {
+			policies = opts.RepairPolicies
+		}
+		if repairs, err = repair.NewMatcher(policies, sets.New(repair.Replace)); err != nil {
 			return fmt.Errorf("node repair policies, %w", err)
 		}
 	}

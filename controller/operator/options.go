@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	"github.com/dovetail-sh/dovetail/controller/operator/nodecosts"
+	"github.com/dovetail-sh/dovetail/controller/repair"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/scheduling/defaultspread"
 )
@@ -113,6 +114,10 @@ type Options struct {
 	// default topology spread constraints, as kube-scheduler is configured with them
 	// (see defaultspread).
 	SchedulerConfig string
+	// RepairPolicies replace the AWS repair policies repair as a disruption method
+	// uses; not a flag: a test cannot age a Node past a 30-minute toleration (a
+	// condition counts from no earlier than its Node's creation).
+	RepairPolicies []repair.Policy
 	// AWSAPIOptions are added to every AWS client's middleware stack; not a flag:
 	// tests record the controller's AWS calls with them.
 	AWSAPIOptions []func(*middleware.Stack) error

@@ -168,3 +168,24 @@ func startClusterWithGates(t *testing.T, gates string) client.Client {
 	must(t, stack.Client.Create(context.Background(), localstack.NodeClass("default")))
 	return stack.Client
 }
+
+// standIn runs step every 200 ms until the test ends, as a node agent a test stands
+// in for would keep at its work.
+func standIn(t *testing.T, step func(ctx context.Context)) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			step(ctx)
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+}

@@ -135,37 +135,24 @@ func staticVolume(t *testing.T, c client.Client, name, key, zone string) {
 // kube-scheduler matches volumes carrying that key against it, and counts each
 // node's volumes against the limit.
 func ebsNodePlugin(t *testing.T, c client.Client) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done })
-	go func() {
-		defer close(done)
-		tick := time.NewTicker(200 * time.Millisecond)
-		defer tick.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-tick.C:
-			}
-			var nodes corev1.NodeList
-			if err := c.List(ctx, &nodes); err != nil {
+	standIn(t, func(ctx context.Context) {
+		var nodes corev1.NodeList
+		if err := c.List(ctx, &nodes); err != nil {
+			return
+		}
+		for i := range nodes.Items {
+			n := &nodes.Items[i]
+			// The kubelet registers the driver's attach limit in the node's CSINode.
+			limit := int32(ebsAttachLimit)
+			_ = c.Create(ctx, &storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: n.Name}, Spec: storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{{
+				Name: ebsDriver, NodeID: n.Name, TopologyKeys: []string{ebsZoneKey}, Allocatable: &storagev1.VolumeNodeResources{Count: &limit}}}}})
+			zone, ok := n.Labels[v1.LabelTopologyZone]
+			if !ok || n.Labels[ebsZoneKey] == zone {
 				continue
 			}
-			for i := range nodes.Items {
-				n := &nodes.Items[i]
-				// The kubelet registers the driver's attach limit in the node's CSINode.
-				limit := int32(ebsAttachLimit)
-				_ = c.Create(ctx, &storagev1.CSINode{ObjectMeta: metav1.ObjectMeta{Name: n.Name}, Spec: storagev1.CSINodeSpec{Drivers: []storagev1.CSINodeDriver{{
-					Name: ebsDriver, NodeID: n.Name, TopologyKeys: []string{ebsZoneKey}, Allocatable: &storagev1.VolumeNodeResources{Count: &limit}}}}})
-				zone, ok := n.Labels[v1.LabelTopologyZone]
-				if !ok || n.Labels[ebsZoneKey] == zone {
-					continue
-				}
-				patch := client.MergeFrom(n.DeepCopy())
-				n.Labels[ebsZoneKey] = zone
-				_ = c.Patch(ctx, n, patch)
-			}
+			patch := client.MergeFrom(n.DeepCopy())
+			n.Labels[ebsZoneKey] = zone
+			_ = c.Patch(ctx, n, patch)
 		}
-	}()
+	})
 }
