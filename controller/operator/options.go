@@ -312,7 +312,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.SecurityGroupRefreshInterval, "security-group-refresh-interval", envDuration("SECURITY_GROUP_REFRESH_INTERVAL", time.Minute), "how often a Ready EC2NodeClass's security groups are resolved again, at least 1m [SECURITY_GROUP_REFRESH_INTERVAL]")
 	fs.Var(&o.AWSFeatureGates, "aws-feature-gates", "Karpenter's AWS gates, Name=bool,... (NodeClassCEL, DRANVIDIAGPU, DRAEFA, RebootForRepair): only false is supported yet [AWS_FEATURE_GATES]")
 	o.LegacyNodeRepair = nil
-	fs.Var(optionalBool{&o.LegacyNodeRepair}, "legacy-node-repair", "node repair (gate NodeRepair) as Karpenter's standalone controller, which is how Dovetail repairs; false with NodeRepair on (repair as a disruption method, Karpenter v1.15's default) is not supported yet [LEGACY_NODE_REPAIR]")
+	fs.Var(optionalBool{&o.LegacyNodeRepair}, "legacy-node-repair", "with gate NodeRepair: false repairs as Karpenter v1.15's disruption method (replacement first, Unhealthy budgets, a bounded drain); true, or unset, by the standalone repair controller [LEGACY_NODE_REPAIR]")
 	fs.StringVar(&o.SchedulerConfig, "scheduler-config", env("SCHEDULER_CONFIG", ""), "the cluster's kube-scheduler defaults to mirror, as YAML: {podTopologySpread: {defaultConstraints: [...]}}, applied to pods without constraints of their own (Karpenter v1.15) [SCHEDULER_CONFIG]")
 	fs.StringVar(&o.MinValuesPolicy, "min-values-policy", env("MIN_VALUES_POLICY", "Strict"), "a requirement's minValues that cannot be met: Strict (nothing is launched); BestEffort is not supported yet [MIN_VALUES_POLICY]")
 	o.PlanDRARequests = !envBool("IGNORE_DRA_REQUESTS", true)

@@ -13,18 +13,25 @@ import (
 type AttachedVolumes map[string]sets.Set[string]
 
 // exceeds reports whether attaching more beside what a is over a node's limits,
-// per driver (a driver without a limit attaches any number), and names the driver.
-func (a AttachedVolumes) exceeds(limits map[string]int, more AttachedVolumes) (string, bool) {
+// per driver (a driver without a limit attaches any number). It runs for every
+// node a pod with volumes is tried on, so it counts without building the union.
+func (a AttachedVolumes) exceeds(limits map[string]int, more AttachedVolumes) bool {
 	for driver, claims := range more {
 		limit, ok := limits[driver]
 		if !ok {
 			continue
 		}
-		if n := a[driver].Union(claims).Len(); n > limit {
-			return driver, true
+		n := a[driver].Len()
+		for claim := range claims {
+			if !a[driver].Has(claim) {
+				n++
+			}
+		}
+		if n > limit {
+			return true
 		}
 	}
-	return "", false
+	return false
 }
 
 // add records more as attached; a is the caller's own.
@@ -62,7 +69,10 @@ func (v *Volumes) Attachments(pod *corev1.Pod) AttachedVolumes {
 		if out == nil {
 			out = AttachedVolumes{}
 		}
-		out.add(AttachedVolumes{driver: sets.New(pvc.Namespace + "/" + pvc.Name)})
+		if out[driver] == nil {
+			out[driver] = sets.New[string]()
+		}
+		out[driver].Insert(pvc.Namespace + "/" + pvc.Name)
 	}
 	return out
 }

@@ -590,7 +590,7 @@ func (s *solver) tryExisting(p *podInfo) bool {
 		if hostPortsConflict(ns.hostPorts, p.hostPorts) {
 			continue
 		}
-		if _, over := ns.attached.exceeds(ns.node.VolumeLimits, p.attached); over {
+		if ns.attached.exceeds(ns.node.VolumeLimits, p.attached) {
 			continue
 		}
 		domainOf := s.nodeDomain(ns)

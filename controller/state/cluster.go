@@ -143,15 +143,15 @@ func (c *Cluster) Read(ctx context.Context, copies Copies) (*View, error) {
 		}
 	}
 	v := &View{Pods: podPtrs, Nodes: nodes.Items, Claims: c.created.merge(claims.Items, c.clock.Now()), Pools: pools.Items, PDBs: pdbs.Items, DaemonSets: ds.Items}
-	v.index()
 	v.PVCs, v.PVs, v.StorageClasses, v.CSINodes = pvcs.Items, pvs.Items, scs.Items, csis.Items
 	if len(c.defaultSpread) > 0 {
 		w, err := c.workloads(ctx, opts)
 		if err != nil {
 			return nil, err
 		}
-		v.ApplyDefaultSpread(c.defaultSpread, w)
+		v.applyDefaultSpread(c.defaultSpread, w)
 	}
+	v.index()
 	return v, nil
 }
 
@@ -179,14 +179,22 @@ func (c *Cluster) workloads(ctx context.Context, opts []client.ListOption) (defa
 // ApplyDefaultSpread replaces each pod that takes the default constraints by a
 // copy that carries them; the pods read are not written to.
 func (v *View) ApplyDefaultSpread(constraints []corev1.TopologySpreadConstraint, w defaultspread.Workloads) {
+	if v.applyDefaultSpread(constraints, w) {
+		v.index()
+	}
+}
+
+// applyDefaultSpread is ApplyDefaultSpread before the view is indexed; it reports
+// whether any pod may have changed.
+func (v *View) applyDefaultSpread(constraints []corev1.TopologySpreadConstraint, w defaultspread.Workloads) bool {
 	in := defaultspread.NewInjector(constraints, w)
 	if !in.Applies() {
-		return
+		return false
 	}
 	for i, p := range v.Pods {
 		v.Pods[i] = in.Pod(p)
 	}
-	v.index()
+	return true
 }
 
 // storedPods are the pods in the informer's store, uncopied.

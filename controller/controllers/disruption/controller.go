@@ -141,7 +141,9 @@ func (cmd *command) String() string {
 
 // pass is one pass's view of the cluster.
 type pass struct {
-	view       *state.View
+	view *state.View
+	// inflight are the claims the commands carried on here are disrupting.
+	inflight   sets.Set[string]
 	snap       *scheduling.Snapshot
 	claims     []v1.NodeClaim
 	poolByName map[string]*v1.NodePool
@@ -353,7 +355,7 @@ func (c *Controller) observe(ctx context.Context) (*pass, error) {
 		}
 	}
 	now := c.clock.Now()
-	s := &pass{view: view, snap: snap, claims: view.Claims, poolByName: map[string]*v1.NodePool{}}
+	s := &pass{view: view, inflight: inflight, snap: snap, claims: view.Claims, poolByName: map[string]*v1.NodePool{}}
 	for _, np := range snap.Pools {
 		s.poolByName[np.Name] = np
 	}

@@ -7,7 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/util/retry"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
@@ -30,12 +29,6 @@ func (c *Controller) repairCommand(ctx context.Context, s *pass) *command {
 		return nil
 	}
 	now := c.clock.Now()
-	busy := sets.New[string]()
-	for _, cmd := range c.inflight {
-		for _, cand := range cmd.candidates {
-			busy.Insert(cand.Claim.Name)
-		}
-	}
 	tripped := c.opts.Repair.TrippedPools(s.view.Nodes, func(n *corev1.Node) string { return n.Labels[v1.LabelNodePool] })
 	type target struct {
 		cand   *candidate
@@ -48,7 +41,7 @@ func (c *Controller) repairCommand(ctx context.Context, s *pass) *command {
 		nc := &s.view.Claims[i]
 		node := s.view.NodeOf(nc)
 		np := s.poolByName[nc.Labels[v1.LabelNodePool]]
-		if node == nil || np == nil || nc.DeletionTimestamp != nil || node.DeletionTimestamp != nil || busy.Has(nc.Name) || state.HasTaint(node, v1.DisruptedNoScheduleTaint) {
+		if node == nil || np == nil || nc.DeletionTimestamp != nil || node.DeletionTimestamp != nil || s.inflight.Has(nc.Name) || state.HasTaint(node, v1.DisruptedNoScheduleTaint) {
 			continue
 		}
 		result := repair.Resolve(c.opts.Repair.Match(node), now, time.Time{})
