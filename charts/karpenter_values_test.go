@@ -123,8 +123,6 @@ func TestKarpenterValuesFilesInstall(t *testing.T) {
 			}
 			if version == karpenterrelease.Version {
 				for path, want := range map[string]string{
-					"settings.featureGates.terminateFirstDrift":       "settings.featureGates.terminateFirstDrift: true is not supported yet",
-					"settings.featureGates.terminateFirstRepair":      "settings.featureGates.terminateFirstRepair: true is not supported yet",
 					"settings.featureGates.podDeletionCostManagement": "settings.featureGates.podDeletionCostManagement: true is not supported yet",
 					"settings.awsFeatureGates.nodeClassCEL":           "settings.awsFeatureGates.nodeClassCEL: true is not supported yet",
 					"settings.awsFeatureGates.draNVIDIAGPU":           "settings.awsFeatureGates.draNVIDIAGPU: true is not supported yet",

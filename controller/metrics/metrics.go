@@ -87,6 +87,10 @@ var (
 		Namespace: "karpenter", Subsystem: "voluntary_disruption", Name: "decisions_by_nodepool_total",
 		Help: "Number of disruption decisions performed, one per nodepool a decision disrupts. Labeled by nodepool, disruption decision, reason, and consolidation type.",
 	}, []string{"nodepool", "decision", "reason", "consolidation_type"})
+	VoluntaryDisruptionTerminateFirstDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "karpenter", Subsystem: "voluntary_disruption", Name: "terminate_first_decisions_total",
+		Help: "Number of terminate-first disruption decisions performed. Labeled by nodepool name, reason, and why the replacement couldn't be staged first.",
+	}, []string{"nodepool", "reason", "terminate_first_reason"})
 	VoluntaryDisruptionQueueFailures = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "karpenter", Subsystem: "voluntary_disruption", Name: "queue_failures_total",
 		Help: "The number of times that an enqueued disruption decision failed. Labeled by disruption decision, reason, and consolidation type.",
@@ -187,7 +191,7 @@ var summaryObjectives = map[float64]float64{0: 0.01, 0.5: 0.01, 0.9: 0.01, 0.99:
 var Static = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated, NodeClaimsTerminationDuration, NodeClaimsInstanceTerminationDuration,
 	SchedulingDuration, SchedulerQueueDepth, PodsUnschedulable, SchedulerIgnoredPods, PendingPodsByEffectiveZone, schedulerUnfinishedWork,
 	NodePoolUsage, NodePoolLimit, NodePoolCost, NodePoolCostTrackerErrors, NodePoolNodesConsumingBudgets,
-	NodeClaimsDisrupted, PodsDisruptionInitiated, NodeClaimsUnhealthyDisrupted, VoluntaryDisruptionDecisions, VoluntaryDisruptionDecisionsByNodePool, VoluntaryDisruptionQueueFailures,
+	NodeClaimsDisrupted, PodsDisruptionInitiated, NodeClaimsUnhealthyDisrupted, VoluntaryDisruptionDecisions, VoluntaryDisruptionDecisionsByNodePool, VoluntaryDisruptionTerminateFirstDecisions, VoluntaryDisruptionQueueFailures,
 	VoluntaryDisruptionFailedValidations, VoluntaryDisruptionConsolidationTimeouts, VoluntaryDisruptionEligibleNodes, NodePoolAllowedDisruptions, ConsolidationScore, ConsolidationMoves,
 	InterruptionReceivedMessages, InterruptionDeletedMessages, InterruptionInstanceStatusUnhealthy, InterruptionQueueDuration, PodsEvictionRequests, PodsDrained, PodsSchedulingDecisionDuration,
 	NodesCreated, NodesDrained, NodesTerminated, NodesTerminationDuration, NodesLifetime, DecisionEvaluationDuration}

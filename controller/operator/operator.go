@@ -210,6 +210,7 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(context
 			Period: opts.DisruptionPeriod, ValidationDelay: opts.ConsolidationValidationDelay,
 			ReplacementTimeout: disruption.DefaultOptions().ReplacementTimeout, SpotToSpotConsolidation: opts.FeatureGates.SpotToSpotConsolidation,
 			DriftOnMetadata: opts.DriftOnMetadata, Repair: repairs,
+			TerminateFirstDrift: opts.FeatureGates.TerminateFirstDrift, TerminateFirstRepair: opts.FeatureGates.TerminateFirstRepair,
 		}),
 	}
 	provisioner.WithCommitments(commitments)

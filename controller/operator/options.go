@@ -186,6 +186,11 @@ type FeatureGates struct {
 	NodeOverlay      bool
 	StaticCapacity   bool
 	CapacityBuffer   bool
+	// TerminateFirstDrift and TerminateFirstRepair let a node that cannot be
+	// replaced while it runs (its slot in a full capacity reservation, or its static
+	// pool at limits.nodes) go first, its replacement launching after it.
+	TerminateFirstDrift  bool
+	TerminateFirstRepair bool
 	// reservedCapacitySet records that ReservedCapacity was given.
 	reservedCapacitySet bool
 	// notYetOn are gates of Karpenter's that Dovetail takes only turned off, given
@@ -197,8 +202,6 @@ type FeatureGates struct {
 // false, with what turning one on would ask for. Accepting them keeps a Karpenter
 // configuration carrying over; refusing true keeps a setting from being ignored.
 var notYetGates = map[string]string{
-	"TerminateFirstDrift":       "terminating a drifted node before its replacement launches",
-	"TerminateFirstRepair":      "terminating an unhealthy node before its replacement launches",
 	"PodDeletionCostManagement": "managing ReplicaSet pods' pod-deletion-cost annotations",
 }
 
@@ -260,13 +263,13 @@ func (g *AWSFeatureGates) Set(v string) error {
 func (f *FeatureGates) ReservedCapacityOn() bool { return !f.reservedCapacitySet || f.ReservedCapacity }
 
 func (f *FeatureGates) String() string {
-	return fmt.Sprintf("SpotToSpotConsolidation=%t,NodeRepair=%t,ReservedCapacity=%t,NodeOverlay=%t,StaticCapacity=%t,CapacityBuffer=%t",
-		f.SpotToSpotConsolidation, f.NodeRepair, f.ReservedCapacityOn(), f.NodeOverlay, f.StaticCapacity, f.CapacityBuffer)
+	return fmt.Sprintf("SpotToSpotConsolidation=%t,NodeRepair=%t,ReservedCapacity=%t,NodeOverlay=%t,StaticCapacity=%t,CapacityBuffer=%t,TerminateFirstDrift=%t,TerminateFirstRepair=%t",
+		f.SpotToSpotConsolidation, f.NodeRepair, f.ReservedCapacityOn(), f.NodeOverlay, f.StaticCapacity, f.CapacityBuffer, f.TerminateFirstDrift, f.TerminateFirstRepair)
 }
 
 // Set parses "Name=bool,Name=bool".
 func (f *FeatureGates) Set(v string) error {
-	known := append([]string{"SpotToSpotConsolidation", "NodeRepair", "ReservedCapacity", "NodeOverlay", "StaticCapacity", "CapacityBuffer"}, sets.List(sets.KeySet(notYetGates))...)
+	known := append([]string{"SpotToSpotConsolidation", "NodeRepair", "ReservedCapacity", "NodeOverlay", "StaticCapacity", "CapacityBuffer", "TerminateFirstDrift", "TerminateFirstRepair"}, sets.List(sets.KeySet(notYetGates))...)
 	return parseGates(v, known, func(name string, b bool) bool {
 		switch name {
 		case "SpotToSpotConsolidation":
@@ -281,6 +284,10 @@ func (f *FeatureGates) Set(v string) error {
 			f.StaticCapacity = b
 		case "CapacityBuffer":
 			f.CapacityBuffer = b
+		case "TerminateFirstDrift":
+			f.TerminateFirstDrift = b
+		case "TerminateFirstRepair":
+			f.TerminateFirstRepair = b
 		default:
 			if _, ok := notYetGates[name]; !ok {
 				return false
@@ -323,7 +330,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.StringVar(&o.KwokCatalog, "kwok-catalog", env("KWOK_CATALOG", ""), "instance-type catalog for the kwok provider; default: the embedded AWS catalog [KWOK_CATALOG]")
 	fs.DurationVar(&o.BatchIdleDuration, "batch-idle-duration", envDuration("BATCH_IDLE_DURATION", time.Second), "close a provisioning batch after this long without new pending pods [BATCH_IDLE_DURATION]")
 	fs.DurationVar(&o.BatchMaxDuration, "batch-max-duration", envDuration("BATCH_MAX_DURATION", 10*time.Second), "close a provisioning batch after this long regardless [BATCH_MAX_DURATION]")
-	fs.Var(&o.FeatureGates, "feature-gates", "Name=bool,... (SpotToSpotConsolidation, ReservedCapacity, NodeOverlay, StaticCapacity, NodeRepair, CapacityBuffer) [FEATURE_GATES]")
+	fs.Var(&o.FeatureGates, "feature-gates", "Name=bool,... (SpotToSpotConsolidation, ReservedCapacity, NodeOverlay, StaticCapacity, NodeRepair, CapacityBuffer, TerminateFirstDrift, TerminateFirstRepair) [FEATURE_GATES]")
 	fs.StringVar(&o.BindAddress, "bind-address", env("BIND_ADDRESS", ""), "address the metrics and health servers listen on; empty means all [BIND_ADDRESS]")
 	fs.IntVar(&o.MetricsPort, "metrics-port", envInt("METRICS_PORT", 8080), "port of the Prometheus /metrics endpoint; 0 turns it off [METRICS_PORT]")
 	fs.IntVar(&o.HealthProbePort, "health-probe-port", envInt("HEALTH_PROBE_PORT", 8081), "port of /healthz and /readyz; 0 turns them off [HEALTH_PROBE_PORT]")

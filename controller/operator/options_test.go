@@ -143,7 +143,7 @@ func TestKarpenterSettingsCarryOverOrAreRefused(t *testing.T) {
 		"legacy node repair":         {env: map[string]string{"FEATURE_GATES": "NodeRepair=true", "LEGACY_NODE_REPAIR": "true"}},
 		"node repair, legacy unsaid": {env: map[string]string{"FEATURE_GATES": "NodeRepair=true"}},
 		"repair as disruption":       {env: map[string]string{"FEATURE_GATES": "NodeRepair=true", "LEGACY_NODE_REPAIR": "false"}},
-		"terminate-first drift":      {env: map[string]string{"FEATURE_GATES": "TerminateFirstDrift=true"}, want: "--feature-gates (FEATURE_GATES) TerminateFirstDrift=true: terminating a drifted node before its replacement launches is not supported yet"},
+		"terminate-first":            {env: map[string]string{"FEATURE_GATES": "TerminateFirstDrift=true,TerminateFirstRepair=true,NodeRepair=true", "LEGACY_NODE_REPAIR": "false"}},
 		"pod deletion cost":          {args: []string{"--feature-gates", "PodDeletionCostManagement=true"}, want: "PodDeletionCostManagement=true: managing ReplicaSet pods' pod-deletion-cost annotations is not supported yet"},
 		"reboot for repair":          {env: map[string]string{"AWS_FEATURE_GATES": "RebootForRepair=true"}, want: "--aws-feature-gates (AWS_FEATURE_GATES) RebootForRepair=true: rebooting a node in place to repair it is not supported yet"},
 		"an AWS gate misspelt":       {env: map[string]string{"AWS_FEATURE_GATES": "NodeClassCel=false"}, want: `unknown feature gate "NodeClassCel"; known gates are DRAEFA, DRANVIDIAGPU, NodeClassCEL, RebootForRepair`},

@@ -128,6 +128,24 @@ func (c RequirementCache) InstanceType(name string, labels map[string]string, ca
 	return it
 }
 
+// withReservationFreed is it with its offerings in reservation id available, or it
+// itself when it has none that are not.
+func (it *InstanceType) withReservationFreed(id string) *InstanceType {
+	i := slices.IndexFunc(it.Offerings, func(o Offering) bool { return o.ReservationID == id && !o.Available })
+	if i < 0 {
+		return it
+	}
+	freed := *it
+	freed.Offerings = slices.Clone(it.Offerings)
+	for j := range freed.Offerings {
+		if freed.Offerings[j].ReservationID == id {
+			freed.Offerings[j].Available = true
+			freed.CheapestPrice = min(freed.CheapestPrice, freed.Offerings[j].Price)
+		}
+	}
+	return &freed
+}
+
 // Refresh computes Allocatable and CheapestPrice again after Capacity or the
 // offerings changed. Hugepages are carved out of memory, so what they take is not
 // allocatable as memory too.
@@ -233,13 +251,22 @@ func (it *InstanceType) cheapestOffering(reqs Requirements) (Offering, bool) {
 
 // compatible reports whether the type's labels and offerings meet the requirements.
 func (it *InstanceType) compatible(reqs Requirements) bool {
+	if !it.labelsMeet(reqs) {
+		return false
+	}
+	_, ok := it.cheapestOffering(reqs)
+	return ok
+}
+
+// labelsMeet reports whether a node of the type can meet the requirements, whatever
+// capacity is available.
+func (it *InstanceType) labelsMeet(reqs Requirements) bool {
 	for key, r := range reqs {
 		if !it.allows(key, r) {
 			return false
 		}
 	}
-	_, ok := it.cheapestOffering(reqs)
-	return ok
+	return true
 }
 
 // allows reports whether a node of the type can meet want on key. A key the type

@@ -100,3 +100,20 @@ func (s *Snapshot) Pool(name string) *v1.NodePool {
 	}
 	return nil
 }
+
+// FreeingReservation is the snapshot as it will be once a node holding a place in
+// the capacity reservation id has gone: the reservation's offerings are available
+// again. The snapshot itself is unchanged; types without such an offering are
+// shared.
+func (s *Snapshot) FreeingReservation(id string) *Snapshot {
+	out := *s
+	out.InstanceTypes = make(map[string][]*InstanceType, len(s.InstanceTypes))
+	for pool, types := range s.InstanceTypes {
+		freed := make([]*InstanceType, len(types))
+		for i, it := range types {
+			freed[i] = it.withReservationFreed(id)
+		}
+		out.InstanceTypes[pool] = freed
+	}
+	return &out
+}

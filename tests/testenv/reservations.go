@@ -16,7 +16,7 @@ import (
 // reservations given (with EC2's filters), and a CreateFleet whose launch template
 // targets a reservation launches on moto while the reservation has room, takes one
 // place of it, and is refused with ReservationCapacityExceeded, as EC2 refuses it,
-// once it is full.
+// once it is full; TerminateInstances gives an instance's place back.
 type CapacityReservations struct {
 	// Templates reads launch templates (a client without this emulator's option).
 	Templates *ec2.Client
@@ -25,11 +25,13 @@ type CapacityReservations struct {
 	reservations []ec2types.CapacityReservation
 	// Launched counts the instances launched into each reservation.
 	launched map[string]int
+	// holding names the reservation each instance launched into holds a place in.
+	holding map[string]string
 }
 
 // NewCapacityReservations emulates the given reservations.
 func NewCapacityReservations(templates *ec2.Client, reservations ...ec2types.CapacityReservation) *CapacityReservations {
-	return &CapacityReservations{Templates: templates, reservations: reservations, launched: map[string]int{}}
+	return &CapacityReservations{Templates: templates, reservations: reservations, launched: map[string]int{}, holding: map[string]string{}}
 }
 
 // Launched is how many instances went into the reservation.
@@ -54,6 +56,12 @@ func (r *CapacityReservations) APIOption(stack *middleware.Stack) error {
 			return middleware.InitializeOutput{Result: &ec2.DescribeCapacityReservationsOutput{CapacityReservations: r.describe(input)}}, middleware.Metadata{}, nil
 		case *ec2.CreateFleetInput:
 			return r.createFleet(ctx, input, in, next)
+		case *ec2.TerminateInstancesInput:
+			out, md, err := next.HandleInitialize(ctx, in)
+			if err == nil {
+				r.release(input.InstanceIds)
+			}
+			return out, md, err
 		}
 		return next.HandleInitialize(ctx, in)
 	}), middleware.After)
@@ -194,6 +202,9 @@ func (r *CapacityReservations) createFleet(ctx context.Context, fleet *ec2.Creat
 			found := r.find(id)
 			found.AvailableInstanceCount = aws.Int32(aws.ToInt32(found.AvailableInstanceCount) - int32(len(inst.InstanceIds)))
 			r.launched[id] += len(inst.InstanceIds)
+			for _, instance := range inst.InstanceIds {
+				r.holding[instance] = id
+			}
 		}
 	}
 	return out, md, err
@@ -206,4 +217,21 @@ func (r *CapacityReservations) find(id string) *ec2types.CapacityReservation {
 		}
 	}
 	return nil
+}
+
+// release gives the places terminated instances held back to their reservations,
+// as EC2 does once they terminate.
+func (r *CapacityReservations) release(instances []string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, instance := range instances {
+		id, ok := r.holding[instance]
+		if !ok {
+			continue
+		}
+		delete(r.holding, instance)
+		if found := r.find(id); found != nil {
+			found.AvailableInstanceCount = aws.Int32(aws.ToInt32(found.AvailableInstanceCount) + 1)
+		}
+	}
 }

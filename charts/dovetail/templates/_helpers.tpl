@@ -92,7 +92,7 @@ checks the same settings when they reach it as env. */}}
 {{- if $s.enableDRA -}}
 {{- fail "settings.enableDRA: true is not supported yet; Dovetail does not plan for pods' dynamic resource allocation claims. Remove it or set false." -}}
 {{- end -}}
-{{- $notYet := dict "terminateFirstDrift" "terminating a drifted node before its replacement launches" "terminateFirstRepair" "terminating an unhealthy node before its replacement launches" "podDeletionCostManagement" "managing ReplicaSet pods' pod-deletion-cost annotations" -}}
+{{- $notYet := dict "podDeletionCostManagement" "managing ReplicaSet pods' pod-deletion-cost annotations" -}}
 {{- range $gate, $what := $notYet -}}
 {{- if or (index ($s.featureGates | default dict) $gate) (index ($s.featureGates | default dict) (printf "%s%s" (substr 0 1 $gate | upper) (substr 1 -1 $gate))) -}}
 {{- fail (printf "settings.featureGates.%s: true is not supported yet; %s is not implemented. Remove it or set false." $gate $what) -}}

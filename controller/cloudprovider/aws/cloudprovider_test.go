@@ -829,10 +829,14 @@ func TestLaunchesIntoCapacityReservations(t *testing.T) {
 	}
 
 	allowed := req(v1.LabelCapacityType, v1.CapacityTypeReserved, v1.CapacityTypeOnDemand)
+	var reservedClaim *v1.NodeClaim
 	for i := range 3 {
 		launched, err := cp.Create(f.ctx, claim(fmt.Sprintf("r%d", i), "reserved", req(v1.LabelInstanceType, "m5.large"), allowed))
 		if err != nil {
 			t.Fatal(err)
+		}
+		if i == 0 {
+			reservedClaim = launched
 		}
 		wantType, wantID := v1.CapacityTypeReserved, ml
 		if i == 2 {
@@ -870,6 +874,32 @@ func TestLaunchesIntoCapacityReservations(t *testing.T) {
 	_, err = f.provider(emu.Option).Create(f.ctx, claim("only-reserved", "reserved", req(v1.LabelInstanceType, "m5.large"), req(v1.LabelCapacityType, v1.CapacityTypeReserved)))
 	if !cloudprovider.IsInsufficientCapacity(err) {
 		t.Errorf("a claim only a full reservation satisfies: %v; want InsufficientCapacity", err)
+	}
+	// A node that leaves gives its place back at once (as Karpenter's MarkTerminated
+	// does): a claim only the reservation satisfies launches into it without waiting
+	// for the next count, which is what a node terminated first to free its place
+	// (TerminateFirstDrift) is waiting for.
+	for attempt := 0; ; attempt++ {
+		err := cp.Delete(f.ctx, reservedClaim)
+		if cloudprovider.IsNodeClaimNotFound(err) {
+			break
+		}
+		if err != nil || attempt == 10 {
+			t.Fatalf("deleting %s: %v after %d attempts", reservedClaim.Name, err, attempt+1)
+		}
+		f.clock.Step(time.Second)
+	}
+	// A repeated Delete of a gone instance gives no second place back.
+	_ = cp.Delete(f.ctx, reservedClaim)
+	refilled, err := cp.Create(f.ctx, claim("refill", "reserved", req(v1.LabelInstanceType, "m5.large"), req(v1.LabelCapacityType, v1.CapacityTypeReserved)))
+	if err != nil {
+		t.Fatalf("a claim into the place a terminated node freed: %v", err)
+	}
+	if refilled.Labels[v1.LabelCapacityReservationID] != ml {
+		t.Fatalf("a claim into the place a terminated node freed launched with labels %v", refilled.Labels)
+	}
+	if _, err := cp.Create(f.ctx, claim("one-too-many", "reserved", req(v1.LabelInstanceType, "m5.large"), req(v1.LabelCapacityType, v1.CapacityTypeReserved))); !cloudprovider.IsInsufficientCapacity(err) {
+		t.Errorf("a second claim into the one place freed: %v; want InsufficientCapacity", err)
 	}
 	// The ReservedCapacity=false gate leaves reservations unused.
 	off := dtaws.New(f.kube, ec2.New(f.clients.EC2.Options(), emu.Option), dtaws.Settings{ClusterName: cluster, Region: region, ClusterEndpoint: "https://moto.example",

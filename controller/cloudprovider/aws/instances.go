@@ -55,6 +55,9 @@ func (c *CloudProvider) Delete(ctx context.Context, nc *v1.NodeClaim) error {
 	}
 	inst, err := c.describe(ctx, id)
 	if err != nil {
+		if reservation := nc.Labels[v1.LabelCapacityReservationID]; reservation != "" && cloudprovider.IsNodeClaimNotFound(err) {
+			c.reserved.terminated(reservation, id)
+		}
 		return err
 	}
 	if inst.State != nil && inst.State.Name == ec2types.InstanceStateNameShuttingDown {

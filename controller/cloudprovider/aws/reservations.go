@@ -36,10 +36,12 @@ type reservationCounts struct {
 	counts  map[string]int32
 	fetched map[string]time.Time
 	version uint64
+	// returned are the instances whose places went back to their reservations.
+	returned map[string]bool
 }
 
 func newReservationCounts(api nodeclass.CapacityReservationAPI, clk clock.Clock) *reservationCounts {
-	return &reservationCounts{api: api, clock: clk, counts: map[string]int32{}, fetched: map[string]time.Time{}}
+	return &reservationCounts{api: api, clock: clk, counts: map[string]int32{}, fetched: map[string]time.Time{}, returned: map[string]bool{}}
 }
 
 // refresh asks EC2 for the reservations whose counts are missing or stale. A failure
@@ -97,6 +99,24 @@ func (r *reservationCounts) launched(id string) {
 	defer r.mu.Unlock()
 	if r.counts[id] > 0 {
 		r.counts[id]--
+		r.version++
+	}
+}
+
+// terminated gives the place a terminated instance held back to its reservation,
+// once: EC2 frees it as the instance terminates, and waiting for the next count
+// would leave a node that went first to free it (terminate-first) without its
+// replacement for as long. Like Karpenter's, it may overestimate for a moment;
+// a launch EC2 then refuses marks the reservation unavailable.
+func (r *reservationCounts) terminated(id, instance string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.returned[instance] {
+		return
+	}
+	r.returned[instance] = true
+	if n, ok := r.counts[id]; ok {
+		r.counts[id] = n + 1
 		r.version++
 	}
 }

@@ -57,6 +57,10 @@ type Options struct {
 	// Repair, when set, repairs unhealthy nodes as Karpenter v1.15's disruption
 	// method (see repair.go); nil leaves repair to the standalone controller, or off.
 	Repair *repair.Matcher
+	// TerminateFirstDrift and TerminateFirstRepair let a drifted or unhealthy node
+	// that cannot be replaced while it runs go before its replacement launches (see
+	// terminatefirst.go).
+	TerminateFirstDrift, TerminateFirstRepair bool
 }
 
 // DefaultOptions are Karpenter's timings.
@@ -133,6 +137,9 @@ type command struct {
 	// terminationGracePeriod); condition is the node condition repaired.
 	drainBound *time.Duration
 	condition  string
+	// terminateFirst says why the command deletes its candidates before anything
+	// replaces them, as Karpenter's terminate_first_reason does ("": it does not).
+	terminateFirst string
 }
 
 func (cmd *command) String() string {

@@ -144,6 +144,15 @@ func (c *Controller) driftCommand(ctx context.Context, s *pass) *command {
 		}
 		results := simulate(s, byPool[pool])
 		if u := unplaced(results, byPool[pool]); u != nil {
+			if c.opts.TerminateFirstDrift {
+				for _, cand := range byPool[pool] {
+					if id, ok := freesItsReservation(s, cand); ok {
+						cmd := &command{reason: v1.DisruptionReasonDrifted, consolidationType: typeDrift, candidates: []*candidate{cand}, terminateFirst: terminateFirstNoReservedCapacity}
+						cmd.explanation = fmt.Sprintf("the node no longer matches nodepool %s or its node class, and its replacement can launch only into the place it holds in capacity reservation %s: it goes first (TerminateFirstDrift)", pool, id)
+						return cmd
+					}
+				}
+			}
 			log.FromContext(ctx).V(1).Info("drifted nodes wait: their pods would have no place", "nodepool", pool, "reason", u.Reason)
 			continue
 		}
@@ -155,10 +164,29 @@ func (c *Controller) driftCommand(ctx context.Context, s *pass) *command {
 }
 
 // staticDriftCommand replaces a static pool's drifted nodes one for one with new
-// nodes from its template, launched first, as Karpenter's StaticDrift: as many as
-// the budget and limits.nodes leave room for, and none while the pool has more
-// nodes than its replicas (scale-down first).
+// nodes from its template, launched first, as Karpenter's StaticDrift.
 func (c *Controller) staticDriftCommand(ctx context.Context, s *pass, np *v1.NodePool, cands []*candidate) *command {
+	cmd, wait := staticCommand(s, np, cands, c.opts.TerminateFirstDrift)
+	if cmd == nil {
+		log.FromContext(ctx).V(1).Info("drifted nodes of a static nodepool wait: "+wait, "nodepool", np.Name)
+		return nil
+	}
+	cmd.reason, cmd.consolidationType = v1.DisruptionReasonDrifted, typeDrift
+	if cmd.terminateFirst != "" {
+		cmd.explanation = fmt.Sprintf("the node no longer matches static nodepool %s or its node class; %s (TerminateFirstDrift)", np.Name, terminateFirstExplanation(cmd.terminateFirst, np))
+	} else {
+		cmd.explanation = fmt.Sprintf("the node no longer matches static nodepool %s or its node class; replaced one for one from its template", np.Name)
+	}
+	return cmd
+}
+
+// staticCommand replaces a static pool's nodes one for one with new nodes from its
+// template, launched first: as many as limits.nodes leaves room for, and none while
+// the pool has more nodes than its replicas (scale-down first). Static pools are not
+// planned for pods, so their pods' places are not simulated. When the replacement
+// cannot launch first and terminateFirst is on, the nodes that free what it needs
+// go first (see staticTerminateFirst). Without a command, wait says why.
+func staticCommand(s *pass, np *v1.NodePool, cands []*candidate, terminateFirst bool) (cmd *command, wait string) {
 	claims := 0
 	for i := range s.claims {
 		if s.claims[i].Labels[v1.LabelNodePool] == np.Name {
@@ -166,28 +194,36 @@ func (c *Controller) staticDriftCommand(ctx context.Context, s *pass, np *v1.Nod
 		}
 	}
 	if claims-s.cluster.Disrupting[np.Name] > int(*np.Spec.Replicas) {
-		log.FromContext(ctx).V(1).Info("drifted nodes of a static nodepool wait for its scale-down", "nodepool", np.Name)
-		return nil
+		return nil, "the pool is scaling down"
 	}
+	room := len(cands)
 	if limit, ok := np.Spec.Limits[v1.ResourceNodes]; ok {
-		cands = cands[:max(min(len(cands), int(limit.Value())-claims), 0)]
+		room = max(min(room, int(limit.Value())-claims), 0)
 	}
-	if len(cands) == 0 {
-		log.FromContext(ctx).V(1).Info("drifted nodes of a static nodepool wait: limits.nodes leaves no room for their replacements", "nodepool", np.Name)
-		return nil
+	if terminateFirst {
+		first, reason, err := staticTerminateFirst(s, np, cands, room == 0)
+		switch {
+		case err != nil:
+			return nil, err.Error()
+		case reason != "" && len(first) == 0:
+			return nil, "its capacity reservations are full and none of these nodes holds a place in them"
+		case reason != "":
+			return &command{candidates: first, terminateFirst: reason}, ""
+		}
+	}
+	if room == 0 {
+		return nil, "limits.nodes leaves no room for their replacements"
 	}
 	plan, err := scheduling.TemplatePlan(np, s.snap.InstanceTypes[np.Name])
 	if err != nil {
-		log.FromContext(ctx).Error(err, "drifted nodes of a static nodepool wait", "nodepool", np.Name)
-		return nil
+		return nil, err.Error()
 	}
-	cmd := &command{reason: v1.DisruptionReasonDrifted, consolidationType: typeDrift, candidates: cands}
-	for range cands {
+	cmd = &command{candidates: cands[:room]}
+	for range cmd.candidates {
 		p := *plan
 		cmd.replacements = append(cmd.replacements, &p)
 	}
-	cmd.explanation = fmt.Sprintf("the node no longer matches static nodepool %s or its node class; replaced one for one from its template", np.Name)
-	return cmd
+	return cmd, ""
 }
 
 // unplaced is the first of the candidates' pods the plan leaves without a place,
@@ -219,11 +255,16 @@ func typeNames(plans []*scheduling.NodeClaimPlan) string {
 // simulate plans the candidates' pods, and those of nodes already being disrupted,
 // onto the cluster without the candidates.
 func simulate(s *pass, cands []*candidate) *scheduling.Results {
+	return simulateOn(s.snap, s, cands)
+}
+
+// simulateOn is simulate on another snapshot of the pass's cluster.
+func simulateOn(snap *scheduling.Snapshot, s *pass, cands []*candidate) *scheduling.Results {
 	gone := sets.New[string]()
 	pods := append([]*corev1.Pod(nil), s.cluster.Moving...)
 	for _, cand := range cands {
 		gone.Insert(cand.Node.Name, cand.Claim.Name)
 		pods = append(pods, cand.Pods...)
 	}
-	return s.snap.PlanWithout(gone, pods)
+	return snap.PlanWithout(gone, pods)
 }

@@ -67,8 +67,11 @@ func (c *Controller) execute(ctx context.Context, s *pass, cmd *command) error {
 		}
 	}
 	decision := "delete"
-	if len(cmd.replacements) > 0 {
+	switch {
+	case len(cmd.replacements) > 0:
 		decision = "replace"
+	case cmd.terminateFirst != "":
+		decision = "terminate-first"
 	}
 	metrics.VoluntaryDisruptionDecisions.WithLabelValues(decision, strings.ToLower(string(cmd.reason)), cmd.consolidationType).Inc()
 	pools := sets.New[string]()
@@ -77,6 +80,9 @@ func (c *Controller) execute(ctx context.Context, s *pass, cmd *command) error {
 	}
 	for pool := range pools {
 		metrics.VoluntaryDisruptionDecisionsByNodePool.WithLabelValues(pool, decision, strings.ToLower(string(cmd.reason)), cmd.consolidationType).Inc()
+		if cmd.terminateFirst != "" {
+			metrics.VoluntaryDisruptionTerminateFirstDecisions.WithLabelValues(pool, strings.ToLower(string(cmd.reason)), cmd.terminateFirst).Inc()
+		}
 	}
 	logger.Info("disrupting")
 	cmd.startedAt = c.clock.Now()

@@ -82,20 +82,47 @@ func (c *Controller) repairCommand(ctx context.Context, s *pass) *command {
 				continue
 			}
 		}
-		results := simulate(s, []*candidate{t.cand})
-		if u := unplaced(results, []*candidate{t.cand}); u != nil {
-			c.repairBlocked(ctx, t.cand.Node, t.cand.Claim, "DisruptionBlocked", fmt.Sprintf("repair would leave pod %s/%s without a place: %s", u.Pod.Namespace, u.Pod.Name, u.Reason))
+		cmd, blocked := c.repairOf(s, t.cand)
+		if cmd == nil {
+			c.repairBlocked(ctx, t.cand.Node, t.cand.Claim, "DisruptionBlocked", blocked)
 			continue
 		}
 		log.FromContext(ctx).WithValues(append([]any{"node", e.Node}, t.result.LogValues()...)...).Info("selected repair policy")
-		cmd := &command{reason: v1.DisruptionReasonUnhealthy, candidates: []*candidate{t.cand}, replacements: results.NodeClaims,
-			drainBound: t.bound, condition: string(t.result.Condition)}
+		cmd.reason, cmd.drainBound, cmd.condition = v1.DisruptionReasonUnhealthy, t.bound, string(t.result.Condition)
 		cmd.explanation = fmt.Sprintf("node condition %s=%s (%s) since %s past its repair policy's toleration", t.result.Condition, t.result.Status, t.result.Reason,
 			t.result.EligibleAt.UTC().Format(time.RFC3339))
+		if cmd.terminateFirst != "" {
+			cmd.explanation += "; nothing can replace it while it runs, so it goes first (TerminateFirstRepair)"
+		}
 		delete(c.blockedRepairs, e.Node)
 		return cmd
 	}
 	return nil
+}
+
+// repairOf is the command that repairs the candidate: its replacement launched
+// first (a static pool's from its template, as Karpenter's repair mirrors
+// StaticDrift), or, with TerminateFirstRepair, the node deleted first when only its
+// going makes room for what replaces it. Without one, blocked says why.
+func (c *Controller) repairOf(s *pass, cand *candidate) (cmd *command, blocked string) {
+	if cand.Pool.Spec.Replicas != nil {
+		cmd, wait := staticCommand(s, cand.Pool, []*candidate{cand}, c.opts.TerminateFirstRepair)
+		if cmd == nil {
+			return nil, fmt.Sprintf("static nodepool %s cannot replace it: %s", cand.Pool.Name, wait)
+		}
+		return cmd, ""
+	}
+	results := simulate(s, []*candidate{cand})
+	u := unplaced(results, []*candidate{cand})
+	if u == nil {
+		return &command{candidates: []*candidate{cand}, replacements: results.NodeClaims}, ""
+	}
+	if c.opts.TerminateFirstRepair {
+		if _, ok := freesItsReservation(s, cand); ok {
+			return &command{candidates: []*candidate{cand}, terminateFirst: terminateFirstNoReservedCapacity}, ""
+		}
+	}
+	return nil, fmt.Sprintf("repair would leave pod %s/%s without a place: %s", u.Pod.Namespace, u.Pod.Name, u.Reason)
 }
 
 // repairBlocked puts an event on the node and its claim saying why repair waits,
