@@ -127,7 +127,6 @@ func TestKarpenterValuesFilesInstall(t *testing.T) {
 					"settings.awsFeatureGates.nodeClassCEL":           "settings.awsFeatureGates.nodeClassCEL: true is not supported yet",
 					"settings.awsFeatureGates.draNVIDIAGPU":           "settings.awsFeatureGates.draNVIDIAGPU: true is not supported yet",
 					"settings.awsFeatureGates.draEFA":                 "settings.awsFeatureGates.draEFA: true is not supported yet",
-					"settings.awsFeatureGates.rebootForRepair":        "settings.awsFeatureGates.rebootForRepair: true is not supported yet",
 					"settings.enableDRA":                              "settings.enableDRA: true is not supported yet",
 				} {
 					refused[path] = want

@@ -84,6 +84,13 @@ func ControllerPolicy(in ControllerPolicyInput) (string, error) {
 				"StringEquals": {"aws:ResourceTag/" + clusterTag: "owned"},
 				"StringLike":   {"aws:ResourceTag/karpenter.sh/nodepool": "*"},
 			}},
+		// RebootForRepair reboots a node in place; scoped as deletion is.
+		{Sid: "AllowScopedReboot", Effect: "Allow", Action: []string{"ec2:RebootInstances"},
+			Resource: []string{ec2ARN("instance")},
+			Condition: map[string]map[string]any{
+				"StringEquals": {"aws:ResourceTag/" + clusterTag: "owned"},
+				"StringLike":   {"aws:ResourceTag/karpenter.sh/nodepool": "*"},
+			}},
 		{Sid: "AllowRegionalReadActions", Effect: "Allow",
 			Action: []string{"ec2:DescribeAvailabilityZones", "ec2:DescribeCapacityReservations", "ec2:DescribeImages", "ec2:DescribeInstances", "ec2:DescribeInstanceStatus", "ec2:DescribePlacementGroups",
 				"ec2:DescribeInstanceTypeOfferings", "ec2:DescribeInstanceTypes", "ec2:DescribeLaunchTemplates", "ec2:DescribeSecurityGroups",

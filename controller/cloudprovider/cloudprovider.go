@@ -30,6 +30,33 @@ type CloudProvider interface {
 	GetInstanceTypes(ctx context.Context, np *v1.NodePool) ([]*scheduling.InstanceType, error)
 	// IsDrifted says why the claim's instance no longer matches its node class, or "".
 	IsDrifted(ctx context.Context, nc *v1.NodeClaim) (DriftReason, error)
+	// Reboot asks for the claim's instance to be rebooted in place and returns once
+	// the cloud accepted it. operationID names the one reboot, for the logs. A
+	// provider that cannot returns a NodeRebootNotImplementedError; a refusal
+	// retrying will not change, a NodeRebootFailedError; a gone instance, a
+	// NodeClaimNotFoundError.
+	Reboot(ctx context.Context, nc *v1.NodeClaim, operationID string) error
+}
+
+// NodeRebootNotImplementedError: the provider cannot reboot instances.
+type NodeRebootNotImplementedError struct{ Provider string }
+
+func (e *NodeRebootNotImplementedError) Error() string {
+	return fmt.Sprintf("cloud provider %s cannot reboot instances", e.Provider)
+}
+
+// NodeRebootFailedError: the cloud refused the reboot for good (not permitted).
+type NodeRebootFailedError struct{ Err error }
+
+func (e *NodeRebootFailedError) Error() string { return fmt.Sprintf("reboot refused, %v", e.Err) }
+func (e *NodeRebootFailedError) Unwrap() error { return e.Err }
+
+// IsNodeRebootRefused reports whether err says retrying the reboot cannot help:
+// the provider cannot reboot, or the cloud refused it for good.
+func IsNodeRebootRefused(err error) bool {
+	var ni *NodeRebootNotImplementedError
+	var nf *NodeRebootFailedError
+	return errors.As(err, &ni) || errors.As(err, &nf)
 }
 
 // DriftReason names why a claim drifted; empty means it has not.

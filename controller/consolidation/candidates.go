@@ -120,6 +120,12 @@ func Observe(view *state.View, snap *scheduling.Snapshot, disrupting sets.Set[st
 			cl.Disrupting[pool]++
 			continue
 		}
+		if nc.Rebooting() {
+			// Repair is rebooting it in place: it counts against every budget, as in
+			// Karpenter, and nothing else disrupts it meanwhile.
+			cl.Disrupting[pool]++
+			continue
+		}
 		node := view.NodeOf(nc)
 		initialized := meta.IsStatusConditionTrue(nc.Status.Conditions, v1.ConditionTypeInitialized)
 		if !initialized {

@@ -87,6 +87,20 @@ var (
 		Namespace: "karpenter", Subsystem: "voluntary_disruption", Name: "decisions_by_nodepool_total",
 		Help: "Number of disruption decisions performed, one per nodepool a decision disrupts. Labeled by nodepool, disruption decision, reason, and consolidation type.",
 	}, []string{"nodepool", "decision", "reason", "consolidation_type"})
+	NodesReboots = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Namespace: "karpenter", Subsystem: "nodes", Name: "reboots_total",
+		Help: "Number of node reboots for repair that reached a terminal state. Labeled by result.",
+	}, []string{"result"})
+	NodesRebootDuration = prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		Namespace: "karpenter", Subsystem: "nodes", Name: "reboot_duration_seconds",
+		Help:    "Time from a reboot's request to its terminal state. Labeled by result.",
+		Buckets: prometheus.ExponentialBuckets(10, 2, 8),
+	}, []string{"result"})
+	NodesRebootRecoveryDuration = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Namespace: "karpenter", Subsystem: "nodes", Name: "reboot_recovery_duration_seconds",
+		Help:    "Time from a reboot's issue to the node's recovery, for reboots that succeeded.",
+		Buckets: prometheus.ExponentialBuckets(10, 2, 8),
+	})
 	VoluntaryDisruptionTerminateFirstDecisions = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Namespace: "karpenter", Subsystem: "voluntary_disruption", Name: "terminate_first_decisions_total",
 		Help: "Number of terminate-first disruption decisions performed. Labeled by nodepool name, reason, and why the replacement couldn't be staged first.",
@@ -191,7 +205,7 @@ var summaryObjectives = map[float64]float64{0: 0.01, 0.5: 0.01, 0.9: 0.01, 0.99:
 var Static = []prometheus.Collector{NodeClaimsCreated, NodeClaimsTerminated, NodeClaimsTerminationDuration, NodeClaimsInstanceTerminationDuration,
 	SchedulingDuration, SchedulerQueueDepth, PodsUnschedulable, SchedulerIgnoredPods, PendingPodsByEffectiveZone, schedulerUnfinishedWork,
 	NodePoolUsage, NodePoolLimit, NodePoolCost, NodePoolCostTrackerErrors, NodePoolNodesConsumingBudgets,
-	NodeClaimsDisrupted, PodsDisruptionInitiated, NodeClaimsUnhealthyDisrupted, VoluntaryDisruptionDecisions, VoluntaryDisruptionDecisionsByNodePool, VoluntaryDisruptionTerminateFirstDecisions, VoluntaryDisruptionQueueFailures,
+	NodeClaimsDisrupted, PodsDisruptionInitiated, NodeClaimsUnhealthyDisrupted, VoluntaryDisruptionDecisions, VoluntaryDisruptionDecisionsByNodePool, VoluntaryDisruptionTerminateFirstDecisions, NodesReboots, NodesRebootDuration, NodesRebootRecoveryDuration, VoluntaryDisruptionQueueFailures,
 	VoluntaryDisruptionFailedValidations, VoluntaryDisruptionConsolidationTimeouts, VoluntaryDisruptionEligibleNodes, NodePoolAllowedDisruptions, ConsolidationScore, ConsolidationMoves,
 	InterruptionReceivedMessages, InterruptionDeletedMessages, InterruptionInstanceStatusUnhealthy, InterruptionQueueDuration, PodsEvictionRequests, PodsDrained, PodsSchedulingDecisionDuration,
 	NodesCreated, NodesDrained, NodesTerminated, NodesTerminationDuration, NodesLifetime, DecisionEvaluationDuration}

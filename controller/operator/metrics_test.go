@@ -141,9 +141,6 @@ var karpenterV115 = map[string]karpenterMetric{
 
 // notServed are Karpenter's metrics of features Dovetail does not have, each with why.
 var notServed = map[string]string{
-	"karpenter_nodes_reboots_total":                                    "rebooting a node to repair it (RebootForRepair) is not implemented yet",
-	"karpenter_nodes_reboot_duration_seconds":                          "rebooting a node to repair it (RebootForRepair) is not implemented yet",
-	"karpenter_nodes_reboot_recovery_duration_seconds":                 "rebooting a node to repair it (RebootForRepair) is not implemented yet",
 	"karpenter_pod_deletion_cost_nodes_with_pending_annotation_writes": "PodDeletionCostManagement is not implemented yet",
 	"karpenter_pod_deletion_cost_pod_annotation_writes_total":          "PodDeletionCostManagement is not implemented yet",
 	"karpenter_cloudprovider_batcher_batch_time_seconds":               "Dovetail does not batch cloud provider calls across NodeClaims",

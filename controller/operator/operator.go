@@ -44,6 +44,7 @@ import (
 	claimhash "github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/hash"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/lifecycle"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/metadata"
+	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/reboot"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/termination"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeoverlay"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodepool/counter"
@@ -181,11 +182,11 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(context
 	var repairs *repair.Matcher
 	if opts.FeatureGates.NodeRepair && opts.LegacyNodeRepair != nil && !*opts.LegacyNodeRepair {
 		// The kwok provider stands in for AWS, so both repair by AWS's policies.
-		policies := dtaws.RepairPolicies(false)
+		policies := dtaws.RepairPolicies(opts.AWSFeatureGates.RebootForRepair)
 		if opts.RepairPolicies != nil {
 			policies = opts.RepairPolicies
 		}
-		if repairs, err = repair.NewMatcher(policies, sets.New(repair.Replace)); err != nil {
+		if repairs, err = repair.NewMatcher(policies, sets.New(repair.Replace, repair.Reboot)); err != nil {
 			return fmt.Errorf("node repair policies, %w", err)
 		}
 	}
@@ -202,6 +203,9 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(context
 		provisioning.NewPodController(mgr.GetClient(), provisioner),
 		lifecycle.NewController(mgr.GetClient(), cloudFor("nodeclaim.lifecycle"), clk, recorder, opts.RegistrationTTL),
 		termination.NewController(mgr.GetClient(), cloudFor("nodeclaim.termination"), clk, recorder),
+		// Registered whatever the gates say, as Karpenter's: a reboot committed
+		// before a restart with other settings is still seen through.
+		reboot.NewController(mgr.GetClient(), cloudFor("nodeclaim.reboot"), clk, recorder),
 		poolCounter,
 		garbagecollection.NewController(mgr.GetClient(), cloudFor("nodeclaim.garbagecollection"), clk),
 		expiration.NewController(mgr.GetClient(), clk, recorder),

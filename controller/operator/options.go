@@ -208,10 +208,9 @@ var notYetGates = map[string]string{
 // notYetAWSGates are Karpenter v1.15's AWS feature gates (--aws-feature-gates),
 // all accepted only at false.
 var notYetAWSGates = map[string]string{
-	"NodeClassCEL":    "CEL expressions in an EC2NodeClass's kubelet settings",
-	"DRANVIDIAGPU":    "planning for the NVIDIA GPU driver's DRA devices",
-	"DRAEFA":          "planning for the dranet driver's EFA devices",
-	"RebootForRepair": "rebooting a node in place to repair it",
+	"NodeClassCEL": "CEL expressions in an EC2NodeClass's kubelet settings",
+	"DRANVIDIAGPU": "planning for the NVIDIA GPU driver's DRA devices",
+	"DRAEFA":       "planning for the dranet driver's EFA devices",
 }
 
 // parseGates reads "Name=bool,..." and calls set for each; unknown names are
@@ -240,14 +239,21 @@ func parseGates(v string, known []string, set func(name string, on bool) bool) e
 // AWSFeatureGates are Karpenter's AWS provider gates (AWS_FEATURE_GATES); none is
 // carried out yet, so each is taken only turned off.
 type AWSFeatureGates struct {
-	notYetOn []string
+	// RebootForRepair reboots a node in place for the GPU faults a reboot clears,
+	// with node repair as a disruption method.
+	RebootForRepair bool
+	notYetOn        []string
 }
 
 func (g *AWSFeatureGates) String() string { return strings.Join(g.notYetOn, ",") }
 
 // Set parses "Name=bool,Name=bool".
 func (g *AWSFeatureGates) Set(v string) error {
-	return parseGates(v, sets.List(sets.KeySet(notYetAWSGates)), func(name string, on bool) bool {
+	return parseGates(v, append([]string{"RebootForRepair"}, sets.List(sets.KeySet(notYetAWSGates))...), func(name string, on bool) bool {
+		if name == "RebootForRepair" {
+			g.RebootForRepair = on
+			return true
+		}
 		if _, ok := notYetAWSGates[name]; !ok {
 			return false
 		}
@@ -317,7 +323,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.AMIRefreshInterval, "ami-refresh-interval", envDuration("AMI_REFRESH_INTERVAL", 5*time.Minute), "how often a Ready EC2NodeClass's images are resolved again, at least 1m [AMI_REFRESH_INTERVAL]")
 	fs.DurationVar(&o.SubnetRefreshInterval, "subnet-refresh-interval", envDuration("SUBNET_REFRESH_INTERVAL", 5*time.Minute), "how often a Ready EC2NodeClass's subnets are resolved again, at least 1m [SUBNET_REFRESH_INTERVAL]")
 	fs.DurationVar(&o.SecurityGroupRefreshInterval, "security-group-refresh-interval", envDuration("SECURITY_GROUP_REFRESH_INTERVAL", time.Minute), "how often a Ready EC2NodeClass's security groups are resolved again, at least 1m [SECURITY_GROUP_REFRESH_INTERVAL]")
-	fs.Var(&o.AWSFeatureGates, "aws-feature-gates", "Karpenter's AWS gates, Name=bool,... (NodeClassCEL, DRANVIDIAGPU, DRAEFA, RebootForRepair): only false is supported yet [AWS_FEATURE_GATES]")
+	fs.Var(&o.AWSFeatureGates, "aws-feature-gates", "Karpenter's AWS gates, Name=bool,... (RebootForRepair, with NodeRepair and --legacy-node-repair=false; NodeClassCEL, DRANVIDIAGPU, DRAEFA: only false is supported yet) [AWS_FEATURE_GATES]")
 	o.LegacyNodeRepair = nil
 	fs.Var(optionalBool{&o.LegacyNodeRepair}, "legacy-node-repair", "with gate NodeRepair: false repairs as Karpenter v1.15's disruption method (replacement first, Unhealthy budgets, a bounded drain); true, or unset, by the standalone repair controller [LEGACY_NODE_REPAIR]")
 	fs.StringVar(&o.SchedulerConfig, "scheduler-config", env("SCHEDULER_CONFIG", ""), "the cluster's kube-scheduler defaults to mirror, as YAML: {podTopologySpread: {defaultConstraints: [...]}}, applied to pods without constraints of their own (Karpenter v1.15) [SCHEDULER_CONFIG]")

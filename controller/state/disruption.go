@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"k8s.io/client-go/util/retry"
 	"sort"
 	"time"
 
@@ -160,4 +161,35 @@ func HasTaint(n *corev1.Node, taint corev1.Taint) bool {
 // NewDisruptionID names a command uniquely enough to group its candidates.
 func NewDisruptionID(now time.Time, firstCandidate string) string {
 	return fmt.Sprintf("%s-%d", firstCandidate, now.UnixNano())
+}
+
+// TightenDeadline sets the claim's termination deadline
+// (karpenter.sh/nodeclaim-termination-timestamp) to at, unless it has an earlier one:
+// a repair bounds the drain, and never extends a deadline someone else set. nc
+// becomes the claim as it now is.
+func TightenDeadline(ctx context.Context, kube client.Client, nc *v1.NodeClaim, at time.Time) error {
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		current := &v1.NodeClaim{}
+		if err := kube.Get(ctx, client.ObjectKeyFromObject(nc), current); err != nil {
+			return client.IgnoreNotFound(err)
+		}
+		if t, err := time.Parse(time.RFC3339, current.Annotations[v1.NodeClaimTerminationTimestampAnnotationKey]); err == nil && !t.After(at) {
+			return nil
+		}
+		patch := client.MergeFromWithOptions(current.DeepCopy(), client.MergeFromWithOptimisticLock{})
+		if current.Annotations == nil {
+			current.Annotations = map[string]string{}
+		}
+		current.Annotations[v1.NodeClaimTerminationTimestampAnnotationKey] = at.UTC().Format(time.RFC3339)
+		if err := kube.Patch(ctx, current, patch); err != nil {
+			return err
+		}
+		// The caller acts on the claim next (deletes it, with a precondition).
+		*nc = *current
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("bounding the drain of nodeclaim %s, %w", nc.Name, err)
+	}
+	return nil
 }

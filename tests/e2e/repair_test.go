@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,6 +16,7 @@ import (
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
+	"github.com/dovetail-sh/dovetail/controller/metrics"
 	"github.com/dovetail-sh/dovetail/tests/localstack"
 	"github.com/dovetail-sh/dovetail/tests/testenv"
 )
@@ -77,9 +79,10 @@ func TestNodeRepairAsADisruptionMethod(t *testing.T) {
 	opts := testenv.DefaultOptions(t)
 	must(t, opts.FeatureGates.Set("NodeRepair=true"))
 	opts.LegacyNodeRepair = ptr(false)
+	must(t, opts.AWSFeatureGates.Set("RebootForRepair=true"))
 	// AWS's policies but for the toleration: a condition counts from no earlier than
 	// its Node's creation, and the test cannot wait out 30 minutes.
-	for _, p := range dtaws.RepairPolicies(false) {
+	for _, p := range dtaws.RepairPolicies(true) {
 		p.Toleration = 5 * time.Second
 		opts.RepairPolicies = append(opts.RepairPolicies, p)
 	}
@@ -100,14 +103,15 @@ func TestNodeRepairAsADisruptionMethod(t *testing.T) {
 	patch := client.MergeFrom(held.DeepCopy())
 	held.Finalizers = append(held.Finalizers, observing)
 	must(t, c.Patch(ctx, held, patch))
-	defer func() {
+	release := func() {
 		nc := &v1.NodeClaim{}
 		if err := c.Get(ctx, client.ObjectKey{Name: sickClaim}, nc); err == nil {
 			patch := client.MergeFrom(nc.DeepCopy())
 			nc.Finalizers = slices.DeleteFunc(nc.Finalizers, func(f string) bool { return f == observing })
 			must(t, c.Patch(ctx, nc, patch))
 		}
-	}()
+	}
+	defer release()
 	// The node monitoring agent keeps reporting the condition; kwok's heartbeat
 	// would otherwise rewrite the node's conditions within 45 seconds.
 	nodeMonitoringAgent(t, c, sick, corev1.NodeCondition{Type: "KernelReady", Status: corev1.ConditionFalse,
@@ -147,6 +151,84 @@ func TestNodeRepairAsADisruptionMethod(t *testing.T) {
 			return fmt.Errorf("%d web pods, want one running on another node", len(pods))
 		}
 		return nil
+	})
+
+	// The replaced node goes; until then it counts against the Unhealthy budget.
+	release()
+	eventually(t, 60*time.Second, "the replaced claim gone", func() error {
+		if err := c.Get(ctx, client.ObjectKey{Name: sickClaim}, &v1.NodeClaim{}); err == nil {
+			return fmt.Errorf("nodeclaim %s still there", sickClaim)
+		}
+		return nil
+	})
+
+	t.Run("RebootForRepair: a GPU fault a reboot clears is rebooted in place", func(t *testing.T) {
+		pod := allRunning(t, c, "web", 1, 60*time.Second)[0]
+		gpu := pod.Spec.NodeName
+		claim := claimOfNode(t, c, gpu)
+		var before v1.NodeClaimList
+		must(t, c.List(ctx, &before))
+		succeeded := testutil.ToFloat64(metrics.NodesReboots.WithLabelValues("succeeded"))
+		must(t, c.Get(ctx, client.ObjectKey{Name: gpu}, node))
+		firstBoot := node.Status.NodeInfo.BootID
+		// The agent reports XID 48 until the instance boots again, which clears it.
+		since := metav1.NewTime(time.Now().Truncate(time.Second))
+		standIn(t, func(ctx context.Context) {
+			n := &corev1.Node{}
+			if err := c.Get(ctx, client.ObjectKey{Name: gpu}, n); err != nil {
+				return
+			}
+			want := corev1.NodeCondition{Type: "AcceleratedHardwareReady", Status: corev1.ConditionFalse, Reason: "NvidiaXID48Error", LastTransitionTime: since}
+			if n.Status.NodeInfo.BootID != firstBoot {
+				want = corev1.NodeCondition{Type: "AcceleratedHardwareReady", Status: corev1.ConditionTrue, Reason: "AcceleratedHardwareIsReady", LastTransitionTime: since}
+			}
+			i := slices.IndexFunc(n.Status.Conditions, func(nc corev1.NodeCondition) bool { return nc.Type == want.Type })
+			if i >= 0 && n.Status.Conditions[i].Status == want.Status {
+				return
+			}
+			want.LastHeartbeatTime = metav1.Now()
+			if i < 0 {
+				n.Status.Conditions = append(n.Status.Conditions, want)
+			} else {
+				n.Status.Conditions[i] = want
+			}
+			_ = c.Status().Update(ctx, n)
+		})
+		sawRebooting := false
+		eventually(t, 120*time.Second, "the claim's reboot succeeded", func() error {
+			nc := &v1.NodeClaim{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(claim), nc); err != nil {
+				return err
+			}
+			cond := meta.FindStatusCondition(nc.Status.Conditions, v1.ConditionTypeRebooting)
+			if cond == nil {
+				return fmt.Errorf("no Rebooting condition yet")
+			}
+			sawRebooting = sawRebooting || cond.Status == metav1.ConditionTrue
+			if cond.Status != metav1.ConditionFalse {
+				return fmt.Errorf("Rebooting %s/%s", cond.Status, cond.Reason)
+			}
+			if cond.Reason != v1.RebootSucceeded || nc.DeletionTimestamp != nil {
+				t.Fatalf("the reboot ended %s (%s), claim deleting %v", cond.Reason, cond.Message, nc.DeletionTimestamp != nil)
+			}
+			return nil
+		})
+		must(t, c.Get(ctx, client.ObjectKey{Name: gpu}, node))
+		if node.Status.NodeInfo.BootID == firstBoot || !strings.HasPrefix(node.Status.NodeInfo.BootID, "kwok-") || slices.ContainsFunc(node.Spec.Taints, func(tn corev1.Taint) bool { return tn.Key == v1.RebootingNoScheduleTaint.Key }) {
+			t.Errorf("node %s after its reboot: boot id %q (was %q), taints %v; want a new boot and no fence", gpu, node.Status.NodeInfo.BootID, firstBoot, node.Spec.Taints)
+		}
+		if got := testutil.ToFloat64(metrics.NodesReboots.WithLabelValues("succeeded")) - succeeded; got != 1 {
+			t.Errorf("karpenter_nodes_reboots_total{result=succeeded} rose by %v, want 1", got)
+		}
+		// The pod was drained and waited for its node: nothing was bought meanwhile.
+		var after v1.NodeClaimList
+		must(t, c.List(ctx, &after))
+		for _, nc := range after.Items {
+			if !slices.ContainsFunc(before.Items, func(b v1.NodeClaim) bool { return b.Name == nc.Name }) {
+				t.Errorf("nodeclaim %s launched during an in-place reboot", nc.Name)
+			}
+		}
+		allRunning(t, c, "web", 1, 60*time.Second)
 	})
 }
 

@@ -51,6 +51,7 @@ var mappings = map[string]map[string]builder{
 		"CreateLaunchTemplate":          typed(createLaunchTemplate),
 		"DeleteLaunchTemplate":          typed(deleteLaunchTemplate),
 		"TerminateInstances":            typed(terminateInstances),
+		"RebootInstances":               typed(rebootInstances),
 	},
 	"SSM": {
 		"GetParameter": typed(getParameter),
@@ -357,6 +358,21 @@ func terminateInstances(c *call, in *ec2.TerminateInstancesInput) ([]Request, er
 			return nil, err
 		}
 		out = append(out, withResourceTags(c.request("ec2:TerminateInstances", c.ec2ARN("instance", id)), tags))
+	}
+	return out, nil
+}
+
+func rebootInstances(c *call, in *ec2.RebootInstancesInput) ([]Request, error) {
+	if c.r.opts.Lookup == nil {
+		return nil, fmt.Errorf("no Lookup to read the tags of instances %v", in.InstanceIds)
+	}
+	var out []Request
+	for _, id := range in.InstanceIds {
+		tags, err := c.r.opts.Lookup.InstanceTags(c.ctx, id)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, withResourceTags(c.request("ec2:RebootInstances", c.ec2ARN("instance", id)), tags))
 	}
 	return out, nil
 }

@@ -40,6 +40,7 @@ var inputs = map[string]func() any{
 	"EC2 CreateLaunchTemplate":           func() any { return &ec2.CreateLaunchTemplateInput{} },
 	"EC2 DeleteLaunchTemplate":           func() any { return &ec2.DeleteLaunchTemplateInput{} },
 	"EC2 TerminateInstances":             func() any { return &ec2.TerminateInstancesInput{} },
+	"EC2 RebootInstances":                func() any { return &ec2.RebootInstancesInput{} },
 	"SSM GetParameter":                   func() any { return &ssm.GetParameterInput{} },
 	"IAM GetInstanceProfile":             func() any { return &iam.GetInstanceProfileInput{} },
 	"IAM CreateInstanceProfile":          func() any { return &iam.CreateInstanceProfileInput{} },

@@ -98,7 +98,7 @@ checks the same settings when they reach it as env. */}}
 {{- fail (printf "settings.featureGates.%s: true is not supported yet; %s is not implemented. Remove it or set false." $gate $what) -}}
 {{- end -}}
 {{- end -}}
-{{- $awsNotYet := dict "nodeClassCEL" "CEL expressions in an EC2NodeClass's kubelet settings are" "draNVIDIAGPU" "planning for the NVIDIA GPU driver's DRA devices is" "draEFA" "planning for the dranet driver's EFA devices is" "rebootForRepair" "rebooting a node in place to repair it is" -}}
+{{- $awsNotYet := dict "nodeClassCEL" "CEL expressions in an EC2NodeClass's kubelet settings are" "draNVIDIAGPU" "planning for the NVIDIA GPU driver's DRA devices is" "draEFA" "planning for the dranet driver's EFA devices is" -}}
 {{- range $gate, $what := $awsNotYet -}}
 {{- if index ($s.awsFeatureGates | default dict) $gate -}}
 {{- fail (printf "settings.awsFeatureGates.%s: true is not supported yet; %s not implemented. Remove it or set false." $gate $what) -}}

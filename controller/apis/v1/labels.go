@@ -70,13 +70,21 @@ const (
 	NodePoolHashAnnotationKey                  = Group + "/nodepool-hash"
 	NodePoolHashVersionAnnotationKey           = Group + "/nodepool-hash-version"
 	NodeClaimTerminationTimestampAnnotationKey = Group + "/nodeclaim-termination-timestamp"
-	TerminationFinalizer                       = Group + "/termination"
-	NodePoolHashVersion                        = "v3"
+	// RebootPreBootIDAnnotationKey keeps on a claim the node's boot ID from before
+	// its reboot, so a new one says the reboot happened, across restarts too.
+	RebootPreBootIDAnnotationKey = Group + "/reboot-pre-boot-id"
+	// RebootTerminationGracePeriodAnnotationKey bounds a reboot's drain (a Go
+	// duration; absent: unbounded, 0s: none).
+	RebootTerminationGracePeriodAnnotationKey = Group + "/reboot-termination-grace-period"
+	TerminationFinalizer                      = Group + "/termination"
+	NodePoolHashVersion                       = "v3"
 )
 
 // Taints Dovetail places on nodes it manages.
 var (
-	DisruptedNoScheduleTaint   = corev1.Taint{Key: Group + "/disrupted", Effect: corev1.TaintEffectNoSchedule}
+	DisruptedNoScheduleTaint = corev1.Taint{Key: Group + "/disrupted", Effect: corev1.TaintEffectNoSchedule}
+	// RebootingNoScheduleTaint keeps new pods off a node repair reboots in place.
+	RebootingNoScheduleTaint   = corev1.Taint{Key: Group + "/rebooting", Effect: corev1.TaintEffectNoSchedule}
 	UnregisteredNoExecuteTaint = corev1.Taint{Key: Group + "/unregistered", Effect: corev1.TaintEffectNoExecute}
 )
 

@@ -98,7 +98,24 @@ const (
 	ConditionTypeInstanceTerminating = "InstanceTerminating"
 	ConditionTypeValidationSucceeded = "ValidationSucceeded"
 	ConditionTypeNodeClassReady      = "NodeClassReady"
+	// ConditionTypeRebooting is True while repair reboots the node in place
+	// (Karpenter v1.15's RebootForRepair), its reason the phase; False once the
+	// reboot ended, when it did.
+	ConditionTypeRebooting = "Rebooting"
 )
+
+// The Rebooting condition's reasons, as Karpenter v1.15 names them.
+const (
+	RebootRequested = "RebootRequested"
+	RebootIssued    = "RebootIssued"
+	RebootSucceeded = "RebootSucceeded"
+	RebootFailed    = "RebootFailed"
+)
+
+// Rebooting reports whether repair is rebooting the claim's node.
+func (nc *NodeClaim) Rebooting() bool {
+	return meta.IsStatusConditionTrue(nc.Status.Conditions, ConditionTypeRebooting)
+}
 
 // NodeClaim is one node's lifecycle: launched, registered, initialized, terminated.
 // +kubebuilder:object:root=true

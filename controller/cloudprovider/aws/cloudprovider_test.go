@@ -338,6 +338,10 @@ func TestLaunchTagTerminate(t *testing.T) {
 	if again.Status.ProviderID != first.Status.ProviderID || again.Labels[v1.LabelInstanceType] != "m5.large" {
 		t.Errorf("launching claim first again gave %s (%s); want its instance %s", again.Status.ProviderID, again.Labels[v1.LabelInstanceType], first.Status.ProviderID)
 	}
+	// RebootForRepair's call, checked against the shipped policy with the rest.
+	if err := cp.Reboot(f.ctx, first, "uid-first-0-boot"); err != nil {
+		t.Errorf("rebooting the instance: %v", err)
+	}
 	inst := f.instance(t, first.Status.ProviderID)
 	tags := tagsOf(inst)
 	for k, want := range map[string]string{"kubernetes.io/cluster/moto": "owned", dtaws.TagCluster: cluster, dtaws.TagNodePool: "general", dtaws.TagNodeClaim: "first", dtaws.TagName: "first", dtaws.TagNodeClass: "default", "team": "billing"} {

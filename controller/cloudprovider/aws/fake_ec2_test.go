@@ -380,6 +380,24 @@ func matches(inst *ec2types.Instance, filters []ec2types.Filter) bool {
 	return true
 }
 
+func (f *fakeEC2) RebootInstances(_ context.Context, in *ec2.RebootInstancesInput, _ ...func(*ec2.Options)) (*ec2.RebootInstancesOutput, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.call("RebootInstances"); err != nil {
+		return nil, err
+	}
+	for _, id := range in.InstanceIds {
+		known := false
+		for _, inst := range f.instances {
+			known = known || aws.ToString(inst.InstanceId) == id
+		}
+		if !known {
+			return nil, apiError("InvalidInstanceID.NotFound", "The instance ID '"+id+"' does not exist")
+		}
+	}
+	return &ec2.RebootInstancesOutput{}, nil
+}
+
 func (f *fakeEC2) TerminateInstances(_ context.Context, in *ec2.TerminateInstancesInput, _ ...func(*ec2.Options)) (*ec2.TerminateInstancesOutput, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

@@ -73,6 +73,29 @@ func (c *CloudProvider) Delete(ctx context.Context, nc *v1.NodeClaim) error {
 	return nil
 }
 
+// Reboot reboots the claim's instance in place (RebootForRepair), as Karpenter's
+// does: a gone instance is NodeClaimNotFound, a call the policy denies a refusal
+// retrying cannot change, anything else retried.
+func (c *CloudProvider) Reboot(ctx context.Context, nc *v1.NodeClaim, operationID string) error {
+	id, err := instanceID(nc.Status.ProviderID)
+	if err != nil {
+		return err
+	}
+	if _, err := c.describe(ctx, id); err != nil {
+		return err
+	}
+	if _, err := c.ec2.RebootInstances(ctx, &ec2.RebootInstancesInput{InstanceIds: []string{id}}); err != nil {
+		switch {
+		case isCode(err, "InvalidInstanceID.NotFound"):
+			return cloudprovider.NewNodeClaimNotFoundError(err)
+		case isCode(err, "UnauthorizedOperation"):
+			return &cloudprovider.NodeRebootFailedError{Err: fmt.Errorf("rebooting instance %s (operation %s), %w", id, operationID, err)}
+		}
+		return fmt.Errorf("rebooting instance %s (operation %s), %w", id, operationID, err)
+	}
+	return nil
+}
+
 // Get describes the instance behind a providerID as a NodeClaim.
 func (c *CloudProvider) Get(ctx context.Context, providerID string) (*v1.NodeClaim, error) {
 	id, err := instanceID(providerID)

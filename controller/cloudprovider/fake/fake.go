@@ -38,7 +38,10 @@ type CloudProvider struct {
 	// launched other than as planned.
 	LaunchedCondition *metav1.Condition
 	// Drifted maps providerIDs to what IsDrifted says of them.
-	Drifted   map[string]cloudprovider.DriftReason
+	Drifted map[string]cloudprovider.DriftReason
+	// RebootErr, while set, is what Reboot returns instead of accepting.
+	RebootErr error
+	reboots   []string
 	instances map[string]*v1.NodeClaim
 	creates   map[string]int
 	deleted   []string
@@ -159,6 +162,27 @@ func (p *CloudProvider) IsDrifted(_ context.Context, nc *v1.NodeClaim) (cloudpro
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.Drifted[nc.Status.ProviderID], nil
+}
+
+// Reboot accepts the reboot of a known instance, recording its operation ID.
+func (p *CloudProvider) Reboot(_ context.Context, nc *v1.NodeClaim, operationID string) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.RebootErr != nil {
+		return p.RebootErr
+	}
+	if _, ok := p.instances[nc.Status.ProviderID]; !ok {
+		return cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("instance %s not found", nc.Status.ProviderID))
+	}
+	p.reboots = append(p.reboots, operationID)
+	return nil
+}
+
+// Reboots are the operation IDs Reboot accepted, in order.
+func (p *CloudProvider) Reboots() []string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return append([]string(nil), p.reboots...)
 }
 
 // SetDeleteErr makes Delete fail with err from now on; nil lets it terminate again.

@@ -192,6 +192,28 @@ func (p *CloudProvider) Delete(ctx context.Context, nc *v1.NodeClaim) error {
 	return nil
 }
 
+// Reboot stands in for an instance reboot as Karpenter's kwok provider does: the
+// node reports a new boot ID, kwok-<operationID>.
+func (p *CloudProvider) Reboot(ctx context.Context, nc *v1.NodeClaim, operationID string) error {
+	name, ok := strings.CutPrefix(nc.Status.ProviderID, ProviderIDPrefix)
+	if !ok {
+		return cloudprovider.NewNodeClaimNotFoundError(fmt.Errorf("providerID %q is not a kwok one", nc.Status.ProviderID))
+	}
+	node := &corev1.Node{}
+	if err := p.client.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
+		if apierrors.IsNotFound(err) {
+			return cloudprovider.NewNodeClaimNotFoundError(err)
+		}
+		return fmt.Errorf("rebooting kwok node, %w", err)
+	}
+	patch := client.MergeFrom(node.DeepCopy())
+	node.Status.NodeInfo.BootID = "kwok-" + operationID
+	if err := p.client.Status().Patch(ctx, node, patch); err != nil {
+		return fmt.Errorf("rebooting kwok node, %w", err)
+	}
+	return nil
+}
+
 func (p *CloudProvider) Get(ctx context.Context, providerID string) (*v1.NodeClaim, error) {
 	name, ok := strings.CutPrefix(providerID, ProviderIDPrefix)
 	if !ok {

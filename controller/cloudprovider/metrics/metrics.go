@@ -75,6 +75,13 @@ func (d *decorated) Delete(ctx context.Context, nc *v1.NodeClaim) error {
 	return err
 }
 
+func (d *decorated) Reboot(ctx context.Context, nc *v1.NodeClaim, operationID string) error {
+	start := d.clock.Now()
+	err := d.CloudProvider.Reboot(ctx, nc, operationID)
+	d.observe("Reboot", poolOf(nc), start, err)
+	return err
+}
+
 func (d *decorated) Get(ctx context.Context, providerID string) (*v1.NodeClaim, error) {
 	start := d.clock.Now()
 	out, err := d.CloudProvider.Get(ctx, providerID)

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
@@ -88,6 +89,9 @@ type Controller struct {
 	unconsolidatable map[string]string
 	// blockedRepairs is, per node, the last reason its repair waits reported.
 	blockedRepairs map[string]string
+	// reboots are the reboots repair committed, for replacing a node whose fault
+	// keeps coming back.
+	reboots *repair.RebootHistory
 }
 
 // proposal is what the last decision would have started: a candidate is acted on
@@ -102,7 +106,7 @@ type proposal struct {
 // NewController wires the controller.
 func NewController(kube client.Client, cloud cloudprovider.CloudProvider, provisioner *provisioning.Provisioner, clk clock.Clock, recorder record.EventRecorder, opts Options) *Controller {
 	return &Controller{kube: kube, cloud: cloud, provisioner: provisioner, clock: clk, recorder: recorder, opts: opts,
-		podSets: map[string]string{}, blocked: map[string]string{}, unconsolidatable: map[string]string{}, blockedRepairs: map[string]string{}}
+		podSets: map[string]string{}, blocked: map[string]string{}, unconsolidatable: map[string]string{}, blockedRepairs: map[string]string{}, reboots: repair.NewRebootHistory()}
 }
 
 func (c *Controller) Name() string { return "disruption" }
@@ -140,6 +144,8 @@ type command struct {
 	// terminateFirst says why the command deletes its candidates before anything
 	// replaces them, as Karpenter's terminate_first_reason does ("": it does not).
 	terminateFirst string
+	// reboot: repair reboots the candidate in place (see reboot.go).
+	reboot bool
 }
 
 func (cmd *command) String() string {
@@ -405,6 +411,11 @@ func (c *Controller) observe(ctx context.Context) (*pass, error) {
 			delete(c.unconsolidatable, name)
 		}
 	}
+	uids := sets.New[types.UID]()
+	for i := range s.claims {
+		uids.Insert(s.claims[i].UID)
+	}
+	c.reboots.Forget(uids.Has)
 	for name := range c.blockedRepairs {
 		if !seenNodes.Has(name) {
 			delete(c.blockedRepairs, name)

@@ -27,6 +27,9 @@ import (
 // only once every replacement has initialized. A crash before the record leaves
 // tainted nodes no record explains: the next pass puts them back in service.
 func (c *Controller) execute(ctx context.Context, s *pass, cmd *command) error {
+	if cmd.reboot {
+		return c.commitReboot(ctx, cmd)
+	}
 	logger := log.FromContext(ctx).WithValues("command", cmd.String())
 	cmd.id = state.NewDisruptionID(c.clock.Now(), cmd.candidates[0].Claim.Name)
 	for _, cand := range cmd.candidates {
@@ -188,7 +191,7 @@ func (c *Controller) deleteCandidates(ctx context.Context, cmd *command) error {
 		if cmd.drainBound != nil {
 			// Stamped only now the replacements serve: the bound is the drain's,
 			// not the wait's.
-			if err := c.tightenDeadline(ctx, cand.Claim, c.clock.Now().Add(*cmd.drainBound)); err != nil {
+			if err := state.TightenDeadline(ctx, c.kube, cand.Claim, c.clock.Now().Add(*cmd.drainBound)); err != nil {
 				errs = append(errs, err)
 				continue
 			}

@@ -7,8 +7,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
-	"k8s.io/client-go/util/retry"
-	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
@@ -41,12 +39,21 @@ func (c *Controller) repairCommand(ctx context.Context, s *pass) *command {
 		nc := &s.view.Claims[i]
 		node := s.view.NodeOf(nc)
 		np := s.poolByName[nc.Labels[v1.LabelNodePool]]
-		if node == nil || np == nil || nc.DeletionTimestamp != nil || node.DeletionTimestamp != nil || s.inflight.Has(nc.Name) || state.HasTaint(node, v1.DisruptedNoScheduleTaint) {
+		if node == nil || np == nil || nc.DeletionTimestamp != nil || node.DeletionTimestamp != nil || s.inflight.Has(nc.Name) ||
+			state.HasTaint(node, v1.DisruptedNoScheduleTaint) || nc.Rebooting() {
 			continue
 		}
-		result := repair.Resolve(c.opts.Repair.Match(node), now, time.Time{})
+		// A condition a reboot left behind is tolerated afresh from the reboot's end.
+		var rebootEnded time.Time
+		if cond := meta.FindStatusCondition(nc.Status.Conditions, v1.ConditionTypeRebooting); cond != nil {
+			rebootEnded = cond.LastTransitionTime.Time
+		}
+		result := repair.Resolve(c.opts.Repair.Match(node), now, rebootEnded)
 		if result.Action == "" {
 			continue
+		}
+		if c.reboots.Escalate(&result, nc.UID, now) {
+			log.FromContext(ctx).Info("the node was rebooted twice within a day for its faults: replacing it", "node", node.Name, "reboot-escalated", true)
 		}
 		if node.Annotations[v1.DoNotRepairAnnotationKey] == "true" {
 			c.repairBlocked(ctx, node, nc, "DisruptionBlocked", fmt.Sprintf("repair is blocked through the %q annotation", v1.DoNotRepairAnnotationKey))
@@ -81,6 +88,15 @@ func (c *Controller) repairCommand(ctx context.Context, s *pass) *command {
 				c.repairBlocked(ctx, t.cand.Node, t.cand.Claim, "DisruptionBlocked", "No allowed disruptions for disruption reason Unhealthy due to blocking budget")
 				continue
 			}
+		}
+		if t.result.Action == repair.Reboot {
+			log.FromContext(ctx).WithValues(append([]any{"node", e.Node}, t.result.LogValues()...)...).Info("selected repair policy")
+			bound := t.bound
+			if bound == nil && t.cand.Claim.Spec.TerminationGracePeriod != nil {
+				bound = &t.cand.Claim.Spec.TerminationGracePeriod.Duration
+			}
+			return &command{reason: v1.DisruptionReasonUnhealthy, candidates: []*candidate{t.cand}, reboot: true, drainBound: bound,
+				condition: string(t.result.Condition), explanation: fmt.Sprintf("rebooting for %s/%s", t.result.Condition, t.result.Reason)}
 		}
 		cmd, blocked := c.repairOf(s, t.cand)
 		if cmd == nil {
@@ -135,29 +151,4 @@ func (c *Controller) repairBlocked(ctx context.Context, node *corev1.Node, nc *v
 	c.recorder.Eventf(node, corev1.EventTypeNormal, reason, "Cannot repair Node: %s", message)
 	c.recorder.Eventf(nc, corev1.EventTypeNormal, reason, "Cannot repair NodeClaim: %s", message)
 	log.FromContext(ctx).V(1).Info("repair blocked", "node", node.Name, "why", message)
-}
-
-// tightenDeadline sets the claim's termination deadline to at, unless it has an
-// earlier one: a repair bounds the drain, and never extends a deadline someone
-// else set.
-func (c *Controller) tightenDeadline(ctx context.Context, nc *v1.NodeClaim, at time.Time) error {
-	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
-		current := &v1.NodeClaim{}
-		if err := c.kube.Get(ctx, client.ObjectKeyFromObject(nc), current); err != nil {
-			return client.IgnoreNotFound(err)
-		}
-		if t, err := time.Parse(time.RFC3339, current.Annotations[v1.NodeClaimTerminationTimestampAnnotationKey]); err == nil && !t.After(at) {
-			return nil
-		}
-		patch := client.MergeFromWithOptions(current.DeepCopy(), client.MergeFromWithOptimisticLock{})
-		if current.Annotations == nil {
-			current.Annotations = map[string]string{}
-		}
-		current.Annotations[v1.NodeClaimTerminationTimestampAnnotationKey] = at.UTC().Format(time.RFC3339)
-		return c.kube.Patch(ctx, current, patch)
-	})
-	if err != nil {
-		return fmt.Errorf("bounding the drain of nodeclaim %s, %w", nc.Name, err)
-	}
-	return nil
 }

@@ -358,12 +358,15 @@ func hasTaint(n *corev1.Node, key string) bool {
 }
 
 // withoutStartupTaints drops taints that go away on their own (the unregistered
-// taint, node conditions' taints, and the NodePool's startup taints until the node
-// initializes) so capacity being born is still usable: pods need not tolerate them.
+// taint, node conditions' taints, the NodePool's startup taints until the node
+// initializes, and a reboot's taint) so capacity being born, or coming back from a
+// reboot, is still usable: pods need not tolerate them, and the pods a reboot
+// drains wait for their node rather than buy another, as in Karpenter.
 func withoutStartupTaints(taints, startup []corev1.Taint) []corev1.Taint {
 	out := make([]corev1.Taint, 0, len(taints))
 	for _, t := range taints {
-		if t.Key == v1.UnregisteredNoExecuteTaint.Key || strings.HasPrefix(t.Key, "node.kubernetes.io/") || strings.HasPrefix(t.Key, "node.cloudprovider.kubernetes.io/") {
+		if t.Key == v1.UnregisteredNoExecuteTaint.Key || t.Key == v1.RebootingNoScheduleTaint.Key ||
+			strings.HasPrefix(t.Key, "node.kubernetes.io/") || strings.HasPrefix(t.Key, "node.cloudprovider.kubernetes.io/") {
 			continue
 		}
 		if matchesAny(t, startup) {

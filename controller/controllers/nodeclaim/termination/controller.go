@@ -289,7 +289,7 @@ func (c *Controller) drain(ctx context.Context, claim string, node *corev1.Node,
 		}
 		eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
 		err := c.kube.SubResource("eviction").Create(ctx, pod, eviction)
-		metrics.PodsEvictionRequests.WithLabelValues(evictionCode(err)).Inc()
+		metrics.PodsEvictionRequests.WithLabelValues(EvictionCode(err)).Inc()
 		if err == nil {
 			metrics.PodsDrained.WithLabelValues(reason).Inc()
 			if first {
@@ -350,8 +350,9 @@ func firstEvictionGroup(pods []corev1.Pod, now time.Time) int {
 	return first
 }
 
-// evictionCode is the HTTP status the eviction API answered.
-func evictionCode(err error) string {
+// EvictionCode is the HTTP status the eviction API answered, as
+// karpenter_pods_eviction_requests_total counts it.
+func EvictionCode(err error) string {
 	if err == nil {
 		return "200"
 	}
