@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
@@ -50,5 +51,31 @@ func TestAllowed(t *testing.T) {
 	}
 	if _, err := Allowed(pool(v1.Budget{Nodes: "1", Schedule: ptr("every tuesday"), Duration: &metav1.Duration{Duration: time.Hour}}), v1.DisruptionReasonEmpty, 3, 0, now); err == nil {
 		t.Error("a bad schedule was accepted")
+	}
+}
+
+// Budgets count nodes as Karpenter v1.15's do: a node not initialized yet takes no
+// share of a percentage, nor does a deleting one; a node not Ready counts as
+// disrupted for every reason but Unhealthy, so repair is not starved by the nodes
+// it is there to repair.
+func TestBudgetsCountNodesAsKarpenter(t *testing.T) {
+	tc := newTestCluster("50%")
+	for range 4 {
+		tc.addNode("m.large", 1, "100m")
+	}
+	tc.addNode("m.large", 0, "100m")
+	tc.claims[len(tc.claims)-1].Status.Conditions = nil
+	notReady := &tc.nodes[0]
+	notReady.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
+	_, cl := tc.decide(t)
+	if cl.Total["default"] != 4 {
+		t.Fatalf("total %d; want the 4 initialized nodes, not the one starting", cl.Total["default"])
+	}
+	allowed, _ := cl.Allowed(testNow)
+	if got := allowed["default"][v1.DisruptionReasonDrifted]; got != 1 {
+		t.Errorf("Drifted allows %d; want 50%% of 4 less the NotReady node = 1", got)
+	}
+	if got, _ := Allowed(tc.pool, v1.DisruptionReasonUnhealthy, cl.Total["default"], cl.Consuming("default", v1.DisruptionReasonUnhealthy), testNow); got != 2 {
+		t.Errorf("Unhealthy allows %d; want 50%% of 4 = 2, the NotReady node not counted against repair", got)
 	}
 }

@@ -80,8 +80,13 @@ type Cluster struct {
 	Moving []*corev1.Pod
 	// Launching maps the snapshot's nodes that are not initialized yet (claims in
 	// flight, nodes still starting) to their claims: pods planned onto them wait.
-	Launching         map[string]string
-	Total, Disrupting map[string]int
+	Launching map[string]string
+	// Total counts each pool's nodes as Karpenter's budgets do: initialized (or
+	// rebooting), their instance not yet terminating. Disrupting are those being
+	// disrupted (deleting, tainted for it, rebooting); NotReady those whose Node is
+	// not Ready, which every budget but Unhealthy's counts as disrupted (repair must
+	// not be starved by the nodes it is there to repair).
+	Total, Disrupting, NotReady map[string]int
 	// Totals are each pool's $/h and disruption cost over all its nodes, what
 	// Balanced pools score moves against.
 	Totals map[string]PoolTotals
@@ -99,7 +104,8 @@ type Cluster struct {
 // disrupting names the claims commands in this process are disrupting; claims
 // tainted for disruption or being deleted count as disrupting too.
 func Observe(view *state.View, snap *scheduling.Snapshot, disrupting sets.Set[string], now time.Time) *Cluster {
-	cl := &Cluster{Snapshot: snap, Launching: map[string]string{}, Total: map[string]int{}, Disrupting: map[string]int{}, Totals: map[string]PoolTotals{}, pdbAllowed: map[string]int{}, placeablePending: -1}
+	cl := &Cluster{Snapshot: snap, Launching: map[string]string{}, Total: map[string]int{}, Disrupting: map[string]int{}, NotReady: map[string]int{},
+		Totals: map[string]PoolTotals{}, pdbAllowed: map[string]int{}, placeablePending: -1}
 	for i := range view.PDBs {
 		cl.pdbAllowed[view.PDBs[i].Namespace+"/"+view.PDBs[i].Name] = int(view.PDBs[i].Status.DisruptionsAllowed)
 	}
@@ -114,10 +120,18 @@ func Observe(view *state.View, snap *scheduling.Snapshot, disrupting sets.Set[st
 	for i := range view.Claims {
 		nc := &view.Claims[i]
 		pool := nc.Labels[v1.LabelNodePool]
-		cl.Total[pool]++
+		initialized := meta.IsStatusConditionTrue(nc.Status.Conditions, v1.ConditionTypeInitialized)
+		// A node not initialized yet serves no pods and takes no share of a budget,
+		// so a percentage does not round up on replacements still starting.
+		counted := (initialized || nc.Rebooting()) && !meta.IsStatusConditionTrue(nc.Status.Conditions, v1.ConditionTypeInstanceTerminating)
+		if counted {
+			cl.Total[pool]++
+		}
 		cl.addToTotals(view, snap, nc)
 		if nc.DeletionTimestamp != nil {
-			cl.Disrupting[pool]++
+			if counted {
+				cl.Disrupting[pool]++
+			}
 			continue
 		}
 		if nc.Rebooting() {
@@ -127,7 +141,6 @@ func Observe(view *state.View, snap *scheduling.Snapshot, disrupting sets.Set[st
 			continue
 		}
 		node := view.NodeOf(nc)
-		initialized := meta.IsStatusConditionTrue(nc.Status.Conditions, v1.ConditionTypeInitialized)
 		if !initialized {
 			cl.Launching[nc.Name] = nc.Name
 			if node != nil {
@@ -141,6 +154,9 @@ func Observe(view *state.View, snap *scheduling.Snapshot, disrupting sets.Set[st
 			cl.Disrupting[pool]++
 			cl.Moving = append(cl.Moving, reschedulable(view.PodsOn(node.Name))...)
 			continue
+		}
+		if counted && !nodeReady(node) {
+			cl.NotReady[pool]++
 		}
 		np, ok := pools[pool]
 		if !ok || !initialized {
@@ -220,7 +236,7 @@ func (cl *Cluster) Allowed(now time.Time) (map[string]map[v1.DisruptionReason]in
 	for _, np := range cl.Snapshot.Pools {
 		out[np.Name] = map[v1.DisruptionReason]int{}
 		for _, r := range Reasons {
-			n, err := Allowed(np, r, cl.Total[np.Name], cl.Disrupting[np.Name], now)
+			n, err := Allowed(np, r, cl.Total[np.Name], cl.Consuming(np.Name, r), now)
 			if err != nil {
 				errs = append(errs, err)
 			}
@@ -228,6 +244,27 @@ func (cl *Cluster) Allowed(now time.Time) (map[string]map[v1.DisruptionReason]in
 		}
 	}
 	return out, errs
+}
+
+// Consuming is how many of the pool's nodes count against its budget for the
+// reason: those being disrupted, and for every reason but Unhealthy those not Ready.
+func (cl *Cluster) Consuming(pool string, reason v1.DisruptionReason) int {
+	if reason == v1.DisruptionReasonUnhealthy {
+		return cl.Disrupting[pool]
+	}
+	return cl.Disrupting[pool] + cl.NotReady[pool]
+}
+
+// nodeReady is false when the kubelet (or the node controller) says the node is not
+// Ready. A Node that reports no Ready condition at all (a snapshot's, an object made
+// by hand) is taken as Ready.
+func nodeReady(node *corev1.Node) bool {
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return true
 }
 
 // nominatedTo counts, per node, the pods the provisioner nominated to it that are

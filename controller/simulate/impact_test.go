@@ -31,8 +31,9 @@ func impactOf(t *testing.T, mutate func(np *v1.NodePool)) *Impact {
 
 // TestPlanImpactOfANodePoolChange: on the blocked snapshot's pool "default" (five
 // claims, one in flight; budget 100%), an unchanged spec drifts nothing; new template labels
-// apply in place; a taint drifts every node by the pool hash, replaced in one
-// wave at the same $/h; requirements that exclude m6i drift them by their
+// apply in place; a taint drifts every node by the pool hash, replaced at the same
+// $/h in two waves (the budget is 100% of the four initialized nodes, as Karpenter
+// counts them: the claim in flight takes no share); requirements that exclude m6i drift them by their
 // requirements, replaced with other types; with a budget of 0 the replacement
 // waits, and the impact says so.
 func TestPlanImpactOfANodePoolChange(t *testing.T) {
@@ -47,8 +48,8 @@ func TestPlanImpactOfANodePoolChange(t *testing.T) {
 	taint := impactOf(t, func(np *v1.NodePool) {
 		np.Spec.Template.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "shop", Effect: corev1.TaintEffectNoSchedule}}
 	})
-	if len(taint.Drifted) != 5 || taint.Drifted[0].Reason != "NodePoolDrift" || taint.Waves != 1 || taint.EstimatedDuration != WavePace {
-		t.Errorf("a taint: %+v; want 5 NodePoolDrift in one wave", taint)
+	if len(taint.Drifted) != 5 || taint.Drifted[0].Reason != "NodePoolDrift" || taint.Waves != 2 || taint.PerWave != 4 || taint.EstimatedDuration != 2*WavePace {
+		t.Errorf("a taint: %+v; want 5 NodePoolDrift in two waves of up to 4", taint)
 	}
 	family := impactOf(t, func(np *v1.NodePool) {
 		np.Spec.Template.Spec.Requirements[1].Values = []string{"c6i"}
@@ -56,7 +57,7 @@ func TestPlanImpactOfANodePoolChange(t *testing.T) {
 	if len(family.Drifted) != 5 || family.Drifted[0].Reason != "RequirementsDrift" || len(family.Unplaced) != 0 || family.PricePerHourAfter == family.PricePerHourBefore {
 		t.Errorf("m6i to c6i: %+v; want every node drifted by its requirements and its pods placed on c6i at another $/h", family)
 	}
-	for _, want := range []string{"Drift: 5 RequirementsDrift.", "Pacing: 1 wave(s)", "Cost: $"} {
+	for _, want := range []string{"Drift: 5 RequirementsDrift.", "Pacing: 2 wave(s) of up to 4 node(s)", "Cost: $"} {
 		if !strings.Contains(family.String(), want) {
 			t.Errorf("the impact lacks %q:\n%s", want, family)
 		}

@@ -432,8 +432,9 @@ func (c *Controller) observe(ctx context.Context) (*pass, error) {
 			n := allowed[name][r]
 			status = append(status, v1.AllowedDisruption{Reason: r, Nodes: int32(n)})
 			metrics.NodePoolAllowedDisruptions.WithLabelValues(name, strings.ToLower(string(r))).Set(float64(n))
-			// Every node being disrupted counts against each reason's budget.
-			metrics.NodePoolNodesConsumingBudgets.WithLabelValues(name, strings.ToLower(string(r))).Set(float64(s.cluster.Disrupting[name]))
+			// Every node being disrupted counts against each reason's budget, and a
+			// NotReady one against every reason's but Unhealthy's.
+			metrics.NodePoolNodesConsumingBudgets.WithLabelValues(name, strings.ToLower(string(r))).Set(float64(s.cluster.Consuming(name, r)))
 		}
 		c.writeAllowed(ctx, np, status)
 	}

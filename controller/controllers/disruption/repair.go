@@ -83,7 +83,7 @@ func (c *Controller) repairCommand(ctx context.Context, s *pass) *command {
 		// Only an initialized node takes from the budget: one that never became
 		// Ready serves nothing, and repairing it disrupts no one.
 		if meta.IsStatusConditionTrue(t.cand.Claim.Status.Conditions, v1.ConditionTypeInitialized) {
-			allowed, err := consolidation.Allowed(pool, v1.DisruptionReasonUnhealthy, s.cluster.Total[pool.Name], s.cluster.Disrupting[pool.Name], now)
+			allowed, err := consolidation.Allowed(pool, v1.DisruptionReasonUnhealthy, s.cluster.Total[pool.Name], s.cluster.Consuming(pool.Name, v1.DisruptionReasonUnhealthy), now)
 			if err != nil || allowed < 1 {
 				c.repairBlocked(ctx, t.cand.Node, t.cand.Claim, "DisruptionBlocked", "No allowed disruptions for disruption reason Unhealthy due to blocking budget")
 				continue
