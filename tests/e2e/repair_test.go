@@ -114,8 +114,9 @@ func TestNodeRepairAsADisruptionMethod(t *testing.T) {
 	defer release()
 	// The node monitoring agent keeps reporting the condition; kwok's heartbeat
 	// would otherwise rewrite the node's conditions within 45 seconds.
-	nodeMonitoringAgent(t, c, sick, corev1.NodeCondition{Type: "KernelReady", Status: corev1.ConditionFalse,
-		Reason: "KernelDeadlock", Message: "task blocked for more than 120 seconds", LastTransitionTime: metav1.NewTime(time.Now().Truncate(time.Second))})
+	kernelDeadlock := corev1.NodeCondition{Type: "KernelReady", Status: corev1.ConditionFalse,
+		Reason: "KernelDeadlock", Message: "task blocked for more than 120 seconds", LastTransitionTime: metav1.NewTime(time.Now().Truncate(time.Second))}
+	nodeMonitoringAgent(t, c, sick, func(*corev1.Node) corev1.NodeCondition { return kernelDeadlock })
 
 	eventually(t, 90*time.Second, "the unhealthy node's claim deleted once its replacement initialized", func() error {
 		nc := &v1.NodeClaim{}
@@ -173,26 +174,11 @@ func TestNodeRepairAsADisruptionMethod(t *testing.T) {
 		firstBoot := node.Status.NodeInfo.BootID
 		// The agent reports XID 48 until the instance boots again, which clears it.
 		since := metav1.NewTime(time.Now().Truncate(time.Second))
-		standIn(t, func(ctx context.Context) {
-			n := &corev1.Node{}
-			if err := c.Get(ctx, client.ObjectKey{Name: gpu}, n); err != nil {
-				return
-			}
-			want := corev1.NodeCondition{Type: "AcceleratedHardwareReady", Status: corev1.ConditionFalse, Reason: "NvidiaXID48Error", LastTransitionTime: since}
+		nodeMonitoringAgent(t, c, gpu, func(n *corev1.Node) corev1.NodeCondition {
 			if n.Status.NodeInfo.BootID != firstBoot {
-				want = corev1.NodeCondition{Type: "AcceleratedHardwareReady", Status: corev1.ConditionTrue, Reason: "AcceleratedHardwareIsReady", LastTransitionTime: since}
+				return corev1.NodeCondition{Type: "AcceleratedHardwareReady", Status: corev1.ConditionTrue, Reason: "AcceleratedHardwareIsReady", LastTransitionTime: since}
 			}
-			i := slices.IndexFunc(n.Status.Conditions, func(nc corev1.NodeCondition) bool { return nc.Type == want.Type })
-			if i >= 0 && n.Status.Conditions[i].Status == want.Status {
-				return
-			}
-			want.LastHeartbeatTime = metav1.Now()
-			if i < 0 {
-				n.Status.Conditions = append(n.Status.Conditions, want)
-			} else {
-				n.Status.Conditions[i] = want
-			}
-			_ = c.Status().Update(ctx, n)
+			return corev1.NodeCondition{Type: "AcceleratedHardwareReady", Status: corev1.ConditionFalse, Reason: "NvidiaXID48Error", LastTransitionTime: since}
 		})
 		sawRebooting := false
 		eventually(t, 120*time.Second, "the claim's reboot succeeded", func() error {
@@ -233,14 +219,15 @@ func TestNodeRepairAsADisruptionMethod(t *testing.T) {
 }
 
 // nodeMonitoringAgent stands in for the EKS node monitoring agent on one node: it
-// keeps the condition on the node's status, as the agent reports it, until the
-// test ends or the node is gone.
-func nodeMonitoringAgent(t *testing.T, c client.Client, name string, condition corev1.NodeCondition) {
+// keeps the condition report gives for the node on its status, as the agent
+// reports it, until the test ends or the node is gone.
+func nodeMonitoringAgent(t *testing.T, c client.Client, name string, report func(*corev1.Node) corev1.NodeCondition) {
 	standIn(t, func(ctx context.Context) {
 		node := &corev1.Node{}
 		if err := c.Get(ctx, client.ObjectKey{Name: name}, node); err != nil {
 			return
 		}
+		condition := report(node)
 		i := slices.IndexFunc(node.Status.Conditions, func(nc corev1.NodeCondition) bool { return nc.Type == condition.Type })
 		if i >= 0 && node.Status.Conditions[i].Status == condition.Status && node.Status.Conditions[i].LastTransitionTime.Equal(&condition.LastTransitionTime) {
 			return

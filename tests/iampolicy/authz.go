@@ -348,31 +348,25 @@ func deleteLaunchTemplate(c *call, in *ec2.DeleteLaunchTemplateInput) ([]Request
 }
 
 func terminateInstances(c *call, in *ec2.TerminateInstancesInput) ([]Request, error) {
-	if c.r.opts.Lookup == nil {
-		return nil, fmt.Errorf("no Lookup to read the tags of instances %v", in.InstanceIds)
-	}
-	var out []Request
-	for _, id := range in.InstanceIds {
-		tags, err := c.r.opts.Lookup.InstanceTags(c.ctx, id)
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, withResourceTags(c.request("ec2:TerminateInstances", c.ec2ARN("instance", id)), tags))
-	}
-	return out, nil
+	return onInstances(c, "ec2:TerminateInstances", in.InstanceIds)
 }
 
 func rebootInstances(c *call, in *ec2.RebootInstancesInput) ([]Request, error) {
+	return onInstances(c, "ec2:RebootInstances", in.InstanceIds)
+}
+
+// onInstances authorizes the action on each instance, with its tags.
+func onInstances(c *call, action string, ids []string) ([]Request, error) {
 	if c.r.opts.Lookup == nil {
-		return nil, fmt.Errorf("no Lookup to read the tags of instances %v", in.InstanceIds)
+		return nil, fmt.Errorf("no Lookup to read the tags of instances %v", ids)
 	}
 	var out []Request
-	for _, id := range in.InstanceIds {
+	for _, id := range ids {
 		tags, err := c.r.opts.Lookup.InstanceTags(c.ctx, id)
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, withResourceTags(c.request("ec2:RebootInstances", c.ec2ARN("instance", id)), tags))
+		out = append(out, withResourceTags(c.request(action, c.ec2ARN("instance", id)), tags))
 	}
 	return out, nil
 }

@@ -13,7 +13,6 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -294,36 +293,21 @@ func (c *Controller) drain(ctx context.Context, node *corev1.Node) (int, error) 
 		if protected, _ := v1.PodDoNotDisrupt(pod, now); protected {
 			continue
 		}
-		eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
-		err := c.kube.SubResource("eviction").Create(ctx, pod, eviction)
-		metrics.PodsEvictionRequests.WithLabelValues(termination.EvictionCode(err)).Inc()
-		switch {
-		case err == nil:
-			metrics.PodsDrained.WithLabelValues("unhealthy").Inc()
-		case apierrors.IsNotFound(err):
+		_, gone, err := termination.Evict(ctx, c.kube, c.recorder, pod, "unhealthy")
+		if err != nil {
+			return 0, err
+		}
+		if gone {
 			remaining--
-		case apierrors.IsTooManyRequests(err):
-			c.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedDraining", "Eviction blocked by a PodDisruptionBudget; retrying")
-		default:
-			return 0, fmt.Errorf("evicting pod %s/%s, %w", pod.Namespace, pod.Name, err)
 		}
 	}
 	return remaining, nil
 }
 
+// drained: a reboot moves the pods a drain would, but DaemonSet pods, which the
+// reboot restarts where they are.
 func drained(pod *corev1.Pod) bool {
-	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || scheduling.OwnedByDaemonSet(pod) {
-		return false
-	}
-	if _, mirror := pod.Annotations[corev1.MirrorPodAnnotationKey]; mirror {
-		return false
-	}
-	for i := range pod.Spec.Tolerations {
-		if pod.Spec.Tolerations[i].ToleratesTaint(&v1.RebootingNoScheduleTaint) {
-			return false
-		}
-	}
-	return true
+	return termination.Drainable(pod, v1.RebootingNoScheduleTaint) && !scheduling.OwnedByDaemonSet(pod)
 }
 
 // drainBound is the reboot's drain bound: nil unbounded, 0 none.

@@ -287,27 +287,40 @@ func (c *Controller) drain(ctx context.Context, claim string, node *corev1.Node,
 			// A smaller pod goes in a later pass, once the larger ones have landed.
 			continue
 		}
-		eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
-		err := c.kube.SubResource("eviction").Create(ctx, pod, eviction)
-		metrics.PodsEvictionRequests.WithLabelValues(EvictionCode(err)).Inc()
-		if err == nil {
-			metrics.PodsDrained.WithLabelValues(reason).Inc()
-			if first {
-				c.evictedPod(wave, pod)
-			}
-		}
+		evicted, gone, err := Evict(ctx, c.kube, c.recorder, pod, reason)
 		if err != nil {
-			switch {
-			case apierrors.IsNotFound(err):
-				remaining--
-			case apierrors.IsTooManyRequests(err):
-				c.recorder.Eventf(pod, corev1.EventTypeWarning, "FailedDraining", "Eviction blocked by a PodDisruptionBudget; retrying")
-			default:
-				return 0, fmt.Errorf("evicting pod %s/%s, %w", pod.Namespace, pod.Name, err)
-			}
+			return 0, err
+		}
+		if gone {
+			remaining--
+		}
+		if evicted && first {
+			c.evictedPod(wave, pod)
 		}
 	}
 	return remaining, nil
+}
+
+// Evict asks the Eviction API to evict the pod, so its PodDisruptionBudgets are
+// respected, and counts it (karpenter_pods_eviction_requests_total, and
+// karpenter_pods_drained_total under reason). evicted says the API accepted; gone
+// that the pod no longer exists. A budget that allows no disruption now is no
+// error: an event on the pod says the drain retries.
+func Evict(ctx context.Context, kube client.Client, recorder record.EventRecorder, pod *corev1.Pod, reason string) (evicted, gone bool, err error) {
+	eviction := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace}}
+	err = kube.SubResource("eviction").Create(ctx, pod, eviction)
+	metrics.PodsEvictionRequests.WithLabelValues(evictionCode(err)).Inc()
+	switch {
+	case err == nil:
+		metrics.PodsDrained.WithLabelValues(reason).Inc()
+		return true, false, nil
+	case apierrors.IsNotFound(err):
+		return false, true, nil
+	case apierrors.IsTooManyRequests(err):
+		recorder.Eventf(pod, corev1.EventTypeWarning, "FailedDraining", "Eviction blocked by a PodDisruptionBudget; retrying")
+		return false, false, nil
+	}
+	return false, false, fmt.Errorf("evicting pod %s/%s, %w", pod.Namespace, pod.Name, err)
 }
 
 // The built-in priority classes a drain treats as critical, as Karpenter does.
@@ -350,9 +363,8 @@ func firstEvictionGroup(pods []corev1.Pod, now time.Time) int {
 	return first
 }
 
-// EvictionCode is the HTTP status the eviction API answered, as
-// karpenter_pods_eviction_requests_total counts it.
-func EvictionCode(err error) string {
+// evictionCode is the HTTP status the eviction API answered.
+func evictionCode(err error) string {
 	if err == nil {
 		return "200"
 	}
@@ -385,7 +397,11 @@ func podGracePeriod(pod *corev1.Pod) time.Duration {
 // could be scheduled straight back; most DaemonSets tolerate every taint. A
 // DaemonSet pod that does not is evicted, in its turn, so that it stops cleanly:
 // its controller does not recreate it on a node with a taint it does not tolerate.
-func needsEviction(pod *corev1.Pod) bool {
+func needsEviction(pod *corev1.Pod) bool { return Drainable(pod, v1.DisruptedNoScheduleTaint) }
+
+// Drainable says whether a drain behind the taint moves the pod: not a mirror pod,
+// a finished one, or one that tolerates the taint.
+func Drainable(pod *corev1.Pod, taint corev1.Taint) bool {
 	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
 		return false
 	}
@@ -393,7 +409,7 @@ func needsEviction(pod *corev1.Pod) bool {
 		return false
 	}
 	for i := range pod.Spec.Tolerations {
-		if pod.Spec.Tolerations[i].ToleratesTaint(&v1.DisruptedNoScheduleTaint) {
+		if pod.Spec.Tolerations[i].ToleratesTaint(&taint) {
 			return false
 		}
 	}
