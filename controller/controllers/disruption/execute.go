@@ -69,24 +69,7 @@ func (c *Controller) execute(ctx context.Context, s *pass, cmd *command) error {
 			c.recorder.Eventf(cand.Claim, corev1.EventTypeNormal, "DisruptionLaunching", "Launching NodeClaim %s to replace it: %s", nc.Name, cmd.reason)
 		}
 	}
-	decision := "delete"
-	switch {
-	case len(cmd.replacements) > 0:
-		decision = "replace"
-	case cmd.terminateFirst != "":
-		decision = "terminate-first"
-	}
-	metrics.VoluntaryDisruptionDecisions.WithLabelValues(decision, strings.ToLower(string(cmd.reason)), cmd.consolidationType).Inc()
-	pools := sets.New[string]()
-	for _, cand := range cmd.candidates {
-		pools.Insert(cand.Pool.Name)
-	}
-	for pool := range pools {
-		metrics.VoluntaryDisruptionDecisionsByNodePool.WithLabelValues(pool, decision, strings.ToLower(string(cmd.reason)), cmd.consolidationType).Inc()
-		if cmd.terminateFirst != "" {
-			metrics.VoluntaryDisruptionTerminateFirstDecisions.WithLabelValues(pool, strings.ToLower(string(cmd.reason)), cmd.terminateFirst).Inc()
-		}
-	}
+	cmd.recordDecision()
 	logger.Info("disrupting")
 	cmd.startedAt = c.clock.Now()
 	if len(cmd.launched) > 0 {
@@ -184,10 +167,6 @@ func (c *Controller) deleteCandidates(ctx context.Context, cmd *command) error {
 			}
 			*cand.Claim = *updated
 		}
-		mode := metrics.TerminationMode(cand.Claim.Spec.TerminationGracePeriod)
-		// Karpenter labels the unhealthy counter by the repair's bound, every other
-		// by the claim's own.
-		repairMode := mode
 		if cmd.drainBound != nil {
 			// Stamped only now the replacements serve: the bound is the drain's,
 			// not the wait's.
@@ -195,7 +174,6 @@ func (c *Controller) deleteCandidates(ctx context.Context, cmd *command) error {
 				errs = append(errs, err)
 				continue
 			}
-			repairMode = metrics.TerminationMode(&metav1.Duration{Duration: *cmd.drainBound})
 		}
 		if err := c.kube.Delete(ctx, cand.Claim); client.IgnoreNotFound(err) != nil {
 			errs = append(errs, fmt.Errorf("deleting nodeclaim %s, %w", cand.Claim.Name, err))
@@ -203,18 +181,57 @@ func (c *Controller) deleteCandidates(ctx context.Context, cmd *command) error {
 		}
 		now := metav1.NewTime(c.clock.Now())
 		cand.Claim.DeletionTimestamp = &now
-		if cmd.reason == v1.DisruptionReasonUnhealthy {
-			metrics.NodeClaimsUnhealthyDisrupted.WithLabelValues(metrics.SnakeCase(cmd.condition), cand.Pool.Name, cand.CapacityType, cand.Claim.Status.ImageID, repairMode).Inc()
-		}
-		disruption := metrics.Disruption{Reason: strings.ToLower(string(cmd.reason)), NodePool: cand.Pool.Name, CapacityType: cand.CapacityType,
-			TerminationMode: mode}
-		// As Karpenter, the policy is named for consolidation only, not drift.
-		if cmd.reason == v1.DisruptionReasonEmpty || cmd.reason == v1.DisruptionReasonUnderutilized {
-			disruption.ConsolidationPolicy = metrics.SnakeCase(string(cand.Pool.Spec.Disruption.ConsolidationPolicy))
-		}
-		disruption.Record(len(cand.Pods))
+		cmd.recordDisrupted(cand, cand.Claim)
 	}
 	return errors.Join(errs...)
+}
+
+// recordDecision counts the command as Karpenter's decision metrics do: replace,
+// delete, terminate-first or reboot, for its reason, once per pool it disrupts.
+func (cmd *command) recordDecision() {
+	decision := "delete"
+	switch {
+	case cmd.reboot:
+		decision = "reboot"
+	case len(cmd.replacements) > 0:
+		decision = "replace"
+	case cmd.terminateFirst != "":
+		decision = "terminate-first"
+	}
+	reason := strings.ToLower(string(cmd.reason))
+	metrics.VoluntaryDisruptionDecisions.WithLabelValues(decision, reason, cmd.consolidationType).Inc()
+	pools := sets.New[string]()
+	for _, cand := range cmd.candidates {
+		pools.Insert(cand.Pool.Name)
+	}
+	for pool := range pools {
+		metrics.VoluntaryDisruptionDecisionsByNodePool.WithLabelValues(pool, decision, reason, cmd.consolidationType).Inc()
+		if cmd.terminateFirst != "" {
+			metrics.VoluntaryDisruptionTerminateFirstDecisions.WithLabelValues(pool, reason, cmd.terminateFirst).Inc()
+		}
+	}
+}
+
+// recordDisrupted counts a candidate the command disrupts (nc is its claim as
+// written): karpenter_nodeclaims_disrupted_total and the pods it moves, and for a
+// repair karpenter_nodeclaims_unhealthy_disrupted_total, labelled by the repair's
+// bound where Karpenter labels every other counter by the claim's own.
+func (cmd *command) recordDisrupted(cand *candidate, nc *v1.NodeClaim) {
+	mode := metrics.TerminationMode(nc.Spec.TerminationGracePeriod)
+	if cmd.reason == v1.DisruptionReasonUnhealthy {
+		repairMode := mode
+		if cmd.drainBound != nil {
+			repairMode = metrics.TerminationMode(&metav1.Duration{Duration: *cmd.drainBound})
+		}
+		metrics.NodeClaimsUnhealthyDisrupted.WithLabelValues(metrics.SnakeCase(cmd.condition), cand.Pool.Name, cand.CapacityType, nc.Status.ImageID, repairMode).Inc()
+	}
+	disruption := metrics.Disruption{Reason: strings.ToLower(string(cmd.reason)), NodePool: cand.Pool.Name, CapacityType: cand.CapacityType,
+		TerminationMode: mode}
+	// As Karpenter, the policy is named for consolidation only, not drift.
+	if cmd.reason == v1.DisruptionReasonEmpty || cmd.reason == v1.DisruptionReasonUnderutilized {
+		disruption.ConsolidationPolicy = metrics.SnakeCase(string(cand.Pool.Spec.Disruption.ConsolidationPolicy))
+	}
+	disruption.Record(len(cand.Pods))
 }
 
 // deletionStarted reports whether any candidate was deleted by this command.

@@ -3,7 +3,6 @@ package disruption
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -12,7 +11,6 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
-	"github.com/dovetail-sh/dovetail/controller/metrics"
 )
 
 // commitReboot hands the candidate to the reboot controller
@@ -52,16 +50,8 @@ func (c *Controller) commitReboot(ctx context.Context, cmd *command) error {
 		return fmt.Errorf("committing the reboot of nodeclaim %s, %w", current.Name, err)
 	}
 	c.reboots.Record(current.UID, now)
-	reason := strings.ToLower(string(cmd.reason))
-	metrics.VoluntaryDisruptionDecisions.WithLabelValues("reboot", reason, "").Inc()
-	metrics.VoluntaryDisruptionDecisionsByNodePool.WithLabelValues(cand.Pool.Name, "reboot", reason, "").Inc()
-	mode := metrics.TerminationMode(current.Spec.TerminationGracePeriod)
-	repairMode := mode
-	if cmd.drainBound != nil {
-		repairMode = metrics.TerminationMode(&metav1.Duration{Duration: *cmd.drainBound})
-	}
-	metrics.NodeClaimsUnhealthyDisrupted.WithLabelValues(metrics.SnakeCase(cmd.condition), cand.Pool.Name, cand.CapacityType, current.Status.ImageID, repairMode).Inc()
-	metrics.Disruption{Reason: reason, NodePool: cand.Pool.Name, CapacityType: cand.CapacityType, TerminationMode: mode}.Record(len(cand.Pods))
+	cmd.recordDecision()
+	cmd.recordDisrupted(cand, current)
 	message := fmt.Sprintf("Rebooting in place (repair): %s", cmd.explanation)
 	c.recorder.Event(current, corev1.EventTypeNormal, "DisruptionRebooting", message)
 	c.recorder.Event(cand.Node, corev1.EventTypeNormal, "DisruptionRebooting", message)
