@@ -2,6 +2,7 @@ package scheduling
 
 import (
 	"encoding/json"
+	"math"
 
 	corev1 "k8s.io/api/core/v1"
 )
@@ -93,21 +94,37 @@ func (s *solver) buildBuckets(pods []*podInfo) {
 	}
 }
 
+// mixWeight is how much fill weighs keeping a node's free capacity in the mix of
+// the pending demand against leaving the least free. Below about 3 a node still
+// runs out of memory on memory-heavy pods with a third of its cpu free
+// (TestFillLeavesNoResourceStrandedWhenTheMixFits); from 1 to 8 the benchmark's
+// 20k-pod plans stay within 0.7% of the bound, up from 1.5–2.7% for the dot product.
+const mixWeight = 3
+
 // fill packs a newly opened claim with pending pods, each time taking the workload
-// whose request best aligns with the claim's remaining capacity (the dot-product
-// heuristic for vector bin packing). Filling node by node this way uses cpu and
-// memory together, where first-fit in size order fills one and strands the other.
+// that leaves the claim least free capacity (the L2 heuristic for vector bin
+// packing) while keeping what is free in the cpu:memory mix of the demand still
+// pending. Taking the largest pod that fits instead fills one resource with pods
+// heavy in it and strands the other, which the rest of the demand then needs.
 func (s *solver) fill(c *claim) {
 	failed := map[*bucket]bool{}
 	for {
 		var best *bucket
-		bestScore := -1.0
+		// Scores are negative once the mix penalty outweighs the fit; any fitting
+		// pod is still better than closing the claim.
+		bestScore := math.Inf(-1)
 		a := c.target.Allocatable
 		if a.MilliCPU == 0 || a.Memory == 0 {
 			return
 		}
 		remCPU := float64(c.remaining.MilliCPU) / float64(a.MilliCPU)
 		remMem := float64(c.remaining.Memory) / float64(a.Memory)
+		// The direction of the pool's pending demand, in units of this node: what
+		// the node should keep free is a multiple of it.
+		dc, dm := float64(c.pool.demand.MilliCPU)/float64(a.MilliCPU), float64(c.pool.demand.Memory)/float64(a.Memory)
+		if n := math.Hypot(dc, dm); n > 0 {
+			dc, dm = dc/n, dm/n
+		}
 		liveShapes := s.shapes[:0]
 		for _, sh := range s.shapes {
 			// Buckets empty out front to back mostly (the engine places pods in size
@@ -133,7 +150,11 @@ func (s *solver) fill(c *claim) {
 			if first == nil {
 				continue
 			}
-			score := float64(sh.requests.MilliCPU)/float64(a.MilliCPU)*remCPU + float64(sh.requests.Memory)/float64(a.Memory)*remMem
+			// ||rem||² - ||rem-req||², less the square of how far what would be left
+			// lies off the demand's direction.
+			rc, rm := float64(sh.requests.MilliCPU)/float64(a.MilliCPU), float64(sh.requests.Memory)/float64(a.Memory)
+			off := (remCPU-rc)*dm - (remMem-rm)*dc
+			score := 2*(rc*remCPU+rm*remMem) - rc*rc - rm*rm - mixWeight*off*off
 			if score > bestScore {
 				best, bestScore = first, score
 			}
