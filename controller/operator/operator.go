@@ -177,18 +177,9 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(context
 		log.FromContext(ctx).Info("planning pods without topology spread constraints of their own under the cluster's defaults (--scheduler-config)", "defaultConstraints", cs)
 	}
 	cluster := state.NewCluster(mgr.GetClient(), clk).WithInformers(mgr.GetCache()).WithDefaultSpread(schedulerConfig.Constraints())
-	// Node repair as a disruption method (Karpenter v1.15) when asked for outright;
-	// unset keeps the standalone repair controller Dovetail has always run.
-	var repairs *repair.Matcher
-	if opts.FeatureGates.NodeRepair && opts.LegacyNodeRepair != nil && !*opts.LegacyNodeRepair {
-		// The kwok provider stands in for AWS, so both repair by AWS's policies.
-		policies := dtaws.RepairPolicies(opts.AWSFeatureGates.RebootForRepair)
-		if opts.RepairPolicies != nil {
-			policies = opts.RepairPolicies
-		}
-		if repairs, err = repair.NewMatcher(policies, sets.New(repair.Replace, repair.Reboot)); err != nil {
-			return fmt.Errorf("node repair policies, %w", err)
-		}
+	repairs, err := repairMethod(opts)
+	if err != nil {
+		return err
 	}
 	provisioner := provisioning.NewProvisioner(mgr.GetClient(), cluster, cloud, clk, recorder,
 		provisioning.NewBatcher(clk, opts.BatchIdleDuration, opts.BatchMaxDuration), opts.NodeCosts)
@@ -227,7 +218,7 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(context
 		provisioner.WithBuffers(buffers)
 		controllers = append(controllers, capacitybuffer.NewController(mgr.GetClient(), buffers, provisioner, clk))
 	}
-	if opts.FeatureGates.NodeRepair && repairs == nil {
+	if opts.FeatureGates.NodeRepair && opts.LegacyNodeRepair {
 		// The kwok provider stands in for AWS, so both repair by AWS's policies.
 		controllers = append(controllers, health.NewController(mgr.GetClient(), clk, recorder, health.AWSRepairPolicies))
 	}
@@ -309,4 +300,23 @@ func profilingHandlers(on bool) map[string]http.Handler {
 		"/debug/pprof/symbol":  http.HandlerFunc(pprof.Symbol),
 		"/debug/pprof/trace":   http.HandlerFunc(pprof.Trace),
 	}
+}
+
+// repairMethod is the policy matcher of node repair as a disruption method, as in
+// Karpenter v1.15: nil when the NodeRepair gate is off or --legacy-node-repair
+// hands repair to the standalone controller.
+func repairMethod(opts Options) (*repair.Matcher, error) {
+	if !opts.FeatureGates.NodeRepair || opts.LegacyNodeRepair {
+		return nil, nil
+	}
+	// The kwok provider stands in for AWS, so both repair by AWS's policies.
+	policies := dtaws.RepairPolicies(opts.AWSFeatureGates.RebootForRepair)
+	if opts.RepairPolicies != nil {
+		policies = opts.RepairPolicies
+	}
+	m, err := repair.NewMatcher(policies, sets.New(repair.Replace, repair.Reboot))
+	if err != nil {
+		return nil, fmt.Errorf("node repair policies, %w", err)
+	}
+	return m, nil
 }

@@ -108,8 +108,8 @@ type Options struct {
 	// AWSFeatureGates are Karpenter's AWS gates, each taken only turned off.
 	AWSFeatureGates AWSFeatureGates
 	// LegacyNodeRepair is Karpenter v1.15's switch back to its standalone node repair
-	// controller, which is what Dovetail's node repair is; nil when not given.
-	LegacyNodeRepair *bool
+	// controller. Off, as in Karpenter v1.15, node repair is a disruption method.
+	LegacyNodeRepair bool
 	// SchedulerConfig is Karpenter v1.15's scheduler configuration: the cluster's
 	// default topology spread constraints, as kube-scheduler is configured with them
 	// (see defaultspread).
@@ -324,8 +324,7 @@ func (o *Options) AddFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&o.SubnetRefreshInterval, "subnet-refresh-interval", envDuration("SUBNET_REFRESH_INTERVAL", 5*time.Minute), "how often a Ready EC2NodeClass's subnets are resolved again, at least 1m [SUBNET_REFRESH_INTERVAL]")
 	fs.DurationVar(&o.SecurityGroupRefreshInterval, "security-group-refresh-interval", envDuration("SECURITY_GROUP_REFRESH_INTERVAL", time.Minute), "how often a Ready EC2NodeClass's security groups are resolved again, at least 1m [SECURITY_GROUP_REFRESH_INTERVAL]")
 	fs.Var(&o.AWSFeatureGates, "aws-feature-gates", "Karpenter's AWS gates, Name=bool,... (RebootForRepair, with NodeRepair and --legacy-node-repair=false; NodeClassCEL, DRANVIDIAGPU, DRAEFA: only false is supported yet) [AWS_FEATURE_GATES]")
-	o.LegacyNodeRepair = nil
-	fs.Var(optionalBool{&o.LegacyNodeRepair}, "legacy-node-repair", "with gate NodeRepair: false repairs as Karpenter v1.15's disruption method (replacement first, Unhealthy budgets, a bounded drain); true, or unset, by the standalone repair controller [LEGACY_NODE_REPAIR]")
+	fs.BoolVar(&o.LegacyNodeRepair, "legacy-node-repair", envBool("LEGACY_NODE_REPAIR", false), "with gate NodeRepair: true repairs by the standalone repair controller, which only replaces nodes; false, as in Karpenter v1.15, repairs as a disruption method (replacement first, Unhealthy budgets, a bounded drain, reboots, karpenter.sh/do-not-repair) [LEGACY_NODE_REPAIR]")
 	fs.StringVar(&o.SchedulerConfig, "scheduler-config", env("SCHEDULER_CONFIG", ""), "the cluster's kube-scheduler defaults to mirror, as YAML: {podTopologySpread: {defaultConstraints: [...]}}, applied to pods without constraints of their own (Karpenter v1.15) [SCHEDULER_CONFIG]")
 	fs.StringVar(&o.MinValuesPolicy, "min-values-policy", env("MIN_VALUES_POLICY", "Strict"), "a requirement's minValues that cannot be met: Strict (nothing is launched); BestEffort is not supported yet [MIN_VALUES_POLICY]")
 	o.PlanDRARequests = !envBool("IGNORE_DRA_REQUESTS", true)
@@ -478,27 +477,6 @@ func (o *Options) unsupportedKarpenterSettings() []string {
 	}
 	return errs
 }
-
-// optionalBool is a bool flag that records whether it was given.
-type optionalBool struct{ p **bool }
-
-func (b optionalBool) String() string {
-	if b.p == nil || *b.p == nil {
-		return ""
-	}
-	return strconv.FormatBool(**b.p)
-}
-
-func (b optionalBool) Set(v string) error {
-	parsed, err := strconv.ParseBool(v)
-	if err != nil {
-		return fmt.Errorf("%q is not true or false", v)
-	}
-	*b.p = &parsed
-	return nil
-}
-
-func (b optionalBool) IsBoolFlag() bool { return true }
 
 // LogStreams reads a log output path list; empty is stderr. Files are refused: in a
 // pod the container log collects stdout and stderr, and a file would need a volume.

@@ -22,14 +22,23 @@ import (
 )
 
 // TestNodeRepairReplacesAnUnhealthyNode runs the controller with --feature-gates
-// NodeRepair=true, as the installed ServiceAccount. A node reports the node
-// monitoring agent's KernelReady=False since 31 minutes ago (past the 30 its
-// policy tolerates): its claim is deleted at once, though a budget of 0 nodes
-// without reasons holds every graceful disruption, and its pod runs again on a
-// new node.
+// NodeRepair=true and --legacy-node-repair (the standalone repair controller
+// Karpenter v1.15 keeps behind that flag), as the installed ServiceAccount. A node
+// reports the node monitoring agent's KernelReady=False since 31 minutes ago (past
+// the 30 its policy tolerates): its claim is deleted at once, though a budget of 0
+// nodes without reasons holds every graceful disruption, and its pod runs again on
+// a new node.
 func TestNodeRepairReplacesAnUnhealthyNode(t *testing.T) {
-	c := startClusterWithGates(t, "NodeRepair=true")
-	ctx := context.Background()
+	if testing.Short() {
+		t.Skip("starts the whole local stack")
+	}
+	stack := testenv.StartStack(t)
+	opts := testenv.DefaultOptions(t)
+	must(t, opts.FeatureGates.Set("NodeRepair=true"))
+	opts.LegacyNodeRepair = true
+	stack.RunController(t, opts)
+	c, ctx := stack.Client, context.Background()
+	must(t, c.Create(ctx, localstack.NodeClass("default")))
 	pool := localstack.GeneralNodePool("default")
 	pool.Spec.Disruption.Budgets = []v1.Budget{{Nodes: "0"}}
 	must(t, c.Create(ctx, pool))
@@ -66,7 +75,7 @@ func TestNodeRepairReplacesAnUnhealthyNode(t *testing.T) {
 }
 
 // TestNodeRepairAsADisruptionMethod runs node repair as Karpenter v1.15's disruption
-// method (--legacy-node-repair=false, as v1.15's values file sets it), as the
+// method (the default, --legacy-node-repair=false, as in v1.15), as the
 // installed ServiceAccount, with AWS's policies tolerating 5 seconds. A node
 // reporting KernelReady=False is replaced first: its claim is deleted only once its
 // replacement has initialized, with its drain bounded by the policy's 10 minutes,
@@ -78,7 +87,6 @@ func TestNodeRepairAsADisruptionMethod(t *testing.T) {
 	stack := testenv.StartStack(t)
 	opts := testenv.DefaultOptions(t)
 	must(t, opts.FeatureGates.Set("NodeRepair=true"))
-	opts.LegacyNodeRepair = ptr(false)
 	must(t, opts.AWSFeatureGates.Set("RebootForRepair=true"))
 	// AWS's policies but for the toleration: a condition counts from no earlier than
 	// its Node's creation, and the test cannot wait out 30 minutes.
