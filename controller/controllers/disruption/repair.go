@@ -16,10 +16,11 @@ import (
 )
 
 // repairCommand repairs one unhealthy node per pass, as Karpenter v1.15's repair
-// disruption method: of the registered nodes whose conditions a repair policy
-// finds eligible, the most urgent one its pool's Unhealthy budget (initialized
-// nodes only) and unhealthy share allow, whose pods have a place. Its replacement
-// launches first when its pods need one, and its drain is bounded by the policy.
+// disruption method: of the registered nodes of a NodePool whose conditions a
+// repair policy finds eligible, the most urgent one its pool's Unhealthy budget
+// (initialized nodes only) and unhealthy share allow, whose pods have a place. Its
+// replacement launches first when its pods need one, and its drain is bounded by
+// the policy.
 // A node annotated karpenter.sh/do-not-repair, or whose pods block eviction with
 // no bound to override them, is left alone and says why.
 func (c *Controller) repairCommand(ctx context.Context, s *pass) *command {
@@ -38,8 +39,7 @@ func (c *Controller) repairCommand(ctx context.Context, s *pass) *command {
 	for i := range s.view.Claims {
 		nc := &s.view.Claims[i]
 		node := s.view.NodeOf(nc)
-		np := s.poolByName[nc.Labels[v1.LabelNodePool]]
-		if node == nil || np == nil || nc.DeletionTimestamp != nil || node.DeletionTimestamp != nil || s.inflight.Has(nc.Name) ||
+		if node == nil || nc.DeletionTimestamp != nil || node.DeletionTimestamp != nil || s.inflight.Has(nc.Name) ||
 			state.HasTaint(node, v1.DisruptedNoScheduleTaint) || nc.Rebooting() {
 			continue
 		}
@@ -54,6 +54,21 @@ func (c *Controller) repairCommand(ctx context.Context, s *pass) *command {
 		}
 		if c.reboots.Escalate(&result, nc.UID, now) {
 			log.FromContext(ctx).Info("the node was rebooted twice within a day for its faults: replacing it", "node", node.Name, "reboot-escalated", true)
+		}
+		// A node its claim has not seen register may not be the claim's yet.
+		if !meta.IsStatusConditionTrue(nc.Status.Conditions, v1.ConditionTypeInitialized) && !meta.IsStatusConditionTrue(nc.Status.Conditions, v1.ConditionTypeRegistered) {
+			c.repairBlocked(ctx, node, nc, "DisruptionBlocked", "Node isn't initialized nor registered")
+			continue
+		}
+		if nc.Labels[v1.LabelNodePool] == "" {
+			c.repairBlocked(ctx, node, nc, "DisruptionBlocked", "repair requires a NodePool to construct and budget a safe replacement")
+			continue
+		}
+		// A pool that is deleting, not Ready, or whose types do not resolve is not
+		// planned with: its nodes wait for it.
+		np := s.poolByName[nc.Labels[v1.LabelNodePool]]
+		if np == nil {
+			continue
 		}
 		if node.Annotations[v1.DoNotRepairAnnotationKey] == "true" {
 			c.repairBlocked(ctx, node, nc, "DisruptionBlocked", fmt.Sprintf("repair is blocked through the %q annotation", v1.DoNotRepairAnnotationKey))

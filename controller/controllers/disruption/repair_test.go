@@ -251,7 +251,7 @@ func TestRepairIsHeld(t *testing.T) {
 		pool := &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
 		pool.Spec.Disruption.Budgets = []v1.Budget{{Nodes: "0"}}
 		uninitialized := sickNode("never-ready", long, false)
-		uninitialized[0].(*v1.NodeClaim).Status.Conditions = nil
+		uninitialized[0].(*v1.NodeClaim).Status.Conditions = []metav1.Condition{{Type: v1.ConditionTypeRegistered, Status: metav1.ConditionTrue, Reason: "Registered", LastTransitionTime: metav1.NewTime(long)}}
 		f := newRepairFixture(t, pool, append(append(sickNode("sick", long, true), uninitialized...), healthyNodes(8)...)...)
 		// One repair a pass: two passes look at both nodes.
 		f.reconcile(t)
