@@ -224,6 +224,44 @@ func TestNodeRepairAsADisruptionMethod(t *testing.T) {
 		}
 		allRunning(t, c, "web", 1, 60*time.Second)
 	})
+	t.Run("RebootForRepair: a fault that outlives two reboots in a day is replaced the third time", func(t *testing.T) {
+		// The previous subtest's reboot is the first of the day; the fault now
+		// survives every boot.
+		pod := allRunning(t, c, "web", 1, 60*time.Second)[0]
+		gpu := pod.Spec.NodeName
+		claim := claimOfNode(t, c, gpu)
+		succeeded := testutil.ToFloat64(metrics.NodesReboots.WithLabelValues("succeeded"))
+		since := metav1.NewTime(time.Now().Truncate(time.Second))
+		nodeMonitoringAgent(t, c, gpu, func(*corev1.Node) corev1.NodeCondition {
+			return corev1.NodeCondition{Type: "AcceleratedHardwareReady", Status: corev1.ConditionFalse, Reason: "NvidiaXID48Error", LastTransitionTime: since}
+		})
+		eventually(t, 120*time.Second, "the second reboot succeeded", func() error {
+			if got := testutil.ToFloat64(metrics.NodesReboots.WithLabelValues("succeeded")) - succeeded; got != 1 {
+				return fmt.Errorf("%v more reboots succeeded", got)
+			}
+			return nil
+		})
+		eventually(t, 120*time.Second, "the node replaced and its pod running on the replacement", func() error {
+			nc := &v1.NodeClaim{}
+			if err := c.Get(ctx, client.ObjectKeyFromObject(claim), nc); client.IgnoreNotFound(err) != nil {
+				return err
+			} else if err == nil {
+				return fmt.Errorf("claim %s is still there (rebooting %v)", claim.Name, nc.Rebooting())
+			}
+			pods := allRunning(t, c, "web", 1, 60*time.Second)
+			if pods[0].Spec.NodeName == gpu {
+				return fmt.Errorf("the pod still runs on %s", gpu)
+			}
+			return nil
+		})
+		if got := testutil.ToFloat64(metrics.NodesReboots.WithLabelValues("succeeded")) - succeeded; got != 1 {
+			t.Errorf("%v reboots succeeded after the first of the day; want 1 before the replacement", got)
+		}
+		// Replaced by repair's third decision, not because a reboot failed.
+		if failed := eventsFor(t, c, "default", claim.Name, "RebootFailed"); len(failed) != 0 {
+			t.Errorf("the claim's reboot failed: %s", failed[0].Message)
+		}
+	})
 }
 
 // nodeMonitoringAgent stands in for the EKS node monitoring agent on one node: it
