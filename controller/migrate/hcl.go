@@ -10,7 +10,7 @@ import (
 	"github.com/hashicorp/hcl/v2/hclwrite"
 	structuralschema "k8s.io/apiextensions-apiserver/pkg/apiserver/schema"
 
-	"github.com/dovetail-sh/dovetail/provider/crdschema"
+	"github.com/dovetail-sh/dovetail/controller/crdschema"
 	"github.com/dovetail-sh/dovetail/templates/crds"
 )
 

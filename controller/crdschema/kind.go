@@ -1,8 +1,8 @@
-// Package crdschema turns a CustomResourceDefinition into typed Terraform attributes
-// and checks values against it offline, with the kube-apiserver's own defaulting,
-// OpenAPI and CEL validation. The provider's NodePool and EC2NodeClass resources are
-// built from the CRDs Dovetail installs, so their schema, defaults and validation
-// rules are the cluster's by construction and known before the CRD is installed.
+// Package crdschema reads a CustomResourceDefinition the way the kube-apiserver
+// does: its structural schema, defaulting, OpenAPI and CEL validation, offline;
+// and writes a value as the HCL a Terraform attribute of that schema takes. The
+// provider builds its typed NodePool and EC2NodeClass resources on it, and
+// `dovetail migrate` writes HCL with it, without the Terraform framework.
 package crdschema
 
 import (

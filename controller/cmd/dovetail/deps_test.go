@@ -1,0 +1,29 @@
+package main
+
+import (
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+// TestCLILinksNoProvider: the dovetail CLI (render, simulate, explain, migrate) is
+// shipped on its own, so it must not carry the Terraform provider or its
+// framework. migrate writes HCL through controller/crdschema for that reason.
+func TestCLILinksNoProvider(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", ".").Output()
+	if err != nil {
+		t.Fatalf("go list -deps: %v", err)
+	}
+	forbidden := []string{
+		"github.com/dovetail-sh/dovetail/provider",
+		"github.com/hashicorp/terraform-plugin-framework",
+		"github.com/hashicorp/terraform-plugin-go",
+	}
+	for _, pkg := range strings.Fields(string(out)) {
+		for _, f := range forbidden {
+			if pkg == f || strings.HasPrefix(pkg, f+"/") {
+				t.Errorf("the CLI links %s", pkg)
+			}
+		}
+	}
+}
