@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sort"
+	"strconv"
 	"testing"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	dovetailv1alpha1 "github.com/dovetail-sh/dovetail/controller/apis/dovetail/v1alpha1"
 	"github.com/dovetail-sh/dovetail/controller/apis/scheme"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/fake"
@@ -31,7 +33,8 @@ type launcher struct {
 
 func (l *launcher) Launch(ctx context.Context, np *v1.NodePool, plan *scheduling.NodeClaimPlan, _ string) (*v1.NodeClaim, error) {
 	l.plans = append(l.plans, plan)
-	nc := &v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-new-%d", np.Name, len(l.plans)), Labels: map[string]string{v1.LabelNodePool: np.Name}},
+	nc := &v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s-new-%d", np.Name, len(l.plans)), Labels: map[string]string{v1.LabelNodePool: np.Name},
+		Annotations: map[string]string{dovetailv1alpha1.PlannedPriceAnnotationKey: strconv.FormatFloat(plan.Offering.Price, 'f', 6, 64)}},
 		Spec: v1.NodeClaimSpec{Requirements: plan.Requirements.ToNodeSelectorRequirements()}}
 	return nc, l.kube.Create(ctx, nc)
 }
@@ -114,6 +117,36 @@ func TestStaticNodePoolScalesUpWithinItsLimit(t *testing.T) {
 	limited.reconcile(t)
 	if got := limited.claims(t); len(got) != 2 {
 		t.Errorf("replicas 3 under limits.nodes 2: claims %v; want 2", got)
+	}
+}
+
+// TestStaticNodePoolScalesUpWithinItsSpendLimit: replicas 3 of a $0.10/h node
+// under dovetail.sh/usd-per-hour 0.25 stops at two, counting a claim already there
+// (at its planned price, or its offering's) and one still being deleted.
+func TestStaticNodePoolScalesUpWithinItsSpendLimit(t *testing.T) {
+	np := staticPool(3, "")
+	np.Spec.Limits = v1.Limits{scheduling.ResourceSpendPerHour: resource.MustParse("0.25")}
+	f := newFixture(t, np)
+	f.reconcile(t)
+	if got := f.claims(t); len(got) != 2 {
+		t.Fatalf("replicas 3 of $0.10/h under a $0.25/h limit: claims %v; want 2", got)
+	}
+	f.reconcile(t)
+	if got := f.claims(t); len(got) != 2 {
+		t.Errorf("a second pass at the spend limit: claims %v; want 2", got)
+	}
+
+	// The pool's one node runs the dear type ($0.50/h) and is going: its instance
+	// may still run, so a $0.65/h limit leaves room for one $0.10/h node.
+	np = staticPool(3, "")
+	np.Spec.Limits = v1.Limits{scheduling.ResourceSpendPerHour: resource.MustParse("0.65")}
+	now := metav1.Now()
+	going := &v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "going", DeletionTimestamp: &now, Finalizers: []string{v1.TerminationFinalizer},
+		Labels: map[string]string{v1.LabelNodePool: "static", v1.LabelInstanceType: "dear.large", v1.LabelTopologyZone: "test-zone-a", v1.LabelCapacityType: v1.CapacityTypeOnDemand}}}
+	f = newFixture(t, np, going)
+	f.reconcile(t)
+	if got := f.claims(t); len(got) != 1 {
+		t.Errorf("$0.50/h of a $0.65/h limit spent on a claim being deleted: new claims %v; want 1", got)
 	}
 }
 
