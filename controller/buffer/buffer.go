@@ -81,7 +81,7 @@ func limitReplicas(limits corev1.ResourceList, template corev1.PodTemplateSpec) 
 	if len(limits) == 0 {
 		return 0, false
 	}
-	requests := resourcehelper.PodRequests(&corev1.Pod{Spec: template.Spec}, resourcehelper.PodResourcesOptions{})
+	requests := resourcehelper.PodRequests(&corev1.Pod{Spec: scheduling.WithRequestsFromLimits(template.Spec)}, resourcehelper.PodResourcesOptions{})
 	out, ok := int32(math.MaxInt32), false
 	for name, limit := range limits {
 		req, has := requests[name]
@@ -99,7 +99,10 @@ func limitReplicas(limits corev1.ResourceList, template corev1.PodTemplateSpec) 
 // spreads and affinities count them), no claims to volumes (a copy cannot mount
 // them), and Karpenter's annotations. They are pending and never bound.
 func VirtualPods(cb *v1beta1.CapacityBuffer, template corev1.PodTemplateSpec, n int32) []*corev1.Pod {
-	spec := template.Spec.DeepCopy()
+	// A pod made from the template gets its limits as requests where it sets none
+	// (the API server defaults a Pod so, not a template), and the buffer holds
+	// room for that pod.
+	spec := scheduling.WithRequestsFromLimits(*template.Spec.DeepCopy())
 	spec.NodeName = ""
 	dropped := map[string]bool{}
 	var volumes []corev1.Volume

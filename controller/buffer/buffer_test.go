@@ -72,6 +72,23 @@ func TestCapacityBufferVirtualPods(t *testing.T) {
 	}
 }
 
+// TestCapacityBufferTemplateWithLimitsOnly: a template that sets limits and no
+// requests makes pods that request their limits, so its buffer holds that much
+// room, and limits count replicas by it, in the controller as in simulate.
+func TestCapacityBufferTemplateWithLimitsOnly(t *testing.T) {
+	tmpl := template("1")
+	tmpl.Spec.Containers[0].Resources = corev1.ResourceRequirements{Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2"), corev1.ResourceMemory: resource.MustParse("1Gi")}}
+	cb := &v1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Name: "spare", Namespace: "shop"}}
+	pods := VirtualPods(cb, tmpl, 1)
+	if got := scheduling.PodRequests(pods[0]); got.MilliCPU != 2000 {
+		t.Errorf("a virtual pod of a limits-only template requests %dm cpu; want its 2 cpu limit", got.MilliCPU)
+	}
+	spec := v1beta1.CapacityBufferSpec{PodTemplateRef: &v1beta1.LocalObjectRef{Name: "web"}, Limits: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("5")}}
+	if got := Replicas(spec, nil, tmpl); got != 2 {
+		t.Errorf("5 cpu of 2-cpu pods: %d replicas, want 2", got)
+	}
+}
+
 // TestCapacityBufferProvisioningCondition: Karpenter's Provisioning condition from
 // where the plan put a buffer's pods.
 func TestCapacityBufferProvisioningCondition(t *testing.T) {

@@ -53,7 +53,6 @@ func bufferPods(in *Inputs) ([]*corev1.Pod, []BufferPlan) {
 			plans = append(plans, bp)
 			continue
 		}
-		template.Spec = scheduling.WithRequestsFromLimits(template.Spec)
 		bp.Replicas = buffer.Replicas(cb.Spec, scalable, template)
 		pods = append(pods, buffer.VirtualPods(cb, template, bp.Replicas)...)
 		plans = append(plans, bp)
