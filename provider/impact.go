@@ -119,7 +119,15 @@ func (r *customResource) workOutImpact(ctx context.Context, name string, plan cu
 	if zones.Len() > 0 {
 		cat = cat.InZones(sets.List(zones))
 	}
-	impact, err := simulate.PlanImpact(in, cat.ForEngine(scheduling.DefaultAllocatableSettings()), scheduling.DefaultNodeCosts(), time.Now(), change)
+	// The controller's settings (--drift-on-metadata, its costs and gates) are its
+	// Deployment's, as it runs now.
+	ctl, _, _, err := in.ControllerSettings()
+	if err != nil {
+		return "", err
+	}
+	allocatable := scheduling.DefaultAllocatableSettings()
+	allocatable.VMMemoryOverheadPercent = ctl.VMMemoryOverheadPercent
+	impact, err := simulate.PlanImpact(in, cat.ForEngine(allocatable), ctl, time.Now(), change)
 	if err != nil {
 		return "", err
 	}

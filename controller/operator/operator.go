@@ -1,3 +1,5 @@
+// Package operator is the one place where controllers are wired into a
+// controller-runtime manager; their settings are package settings.
 package operator
 
 import (

@@ -23,12 +23,18 @@ type BufferPlan struct {
 }
 
 // bufferPods resolves the input's buffers against its PodTemplates and workloads,
-// as the controller does against the cluster.
-func bufferPods(in *Inputs) ([]*corev1.Pod, []BufferPlan) {
+// as the controller does against the cluster; with the CapacityBuffer gate off
+// (gate), the controller keeps no room for them, and neither does the prediction.
+func bufferPods(in *Inputs, gate bool) ([]*corev1.Pod, []BufferPlan) {
 	var pods []*corev1.Pod
 	var plans []BufferPlan
 	for _, cb := range in.Buffers {
 		bp := BufferPlan{Name: buffer.Key(cb.Namespace, cb.Name)}
+		if !gate {
+			bp.Problem = "the controller runs with the CapacityBuffer feature gate off and keeps no room for buffers; pass --feature-gates CapacityBuffer=true if it runs with it on"
+			plans = append(plans, bp)
+			continue
+		}
 		var template corev1.PodTemplateSpec
 		var scalable *int32
 		switch {

@@ -6,12 +6,8 @@ import (
 	"testing"
 )
 
-// TestSimulateCapacityBuffer: a buffer of two copies of a PodTemplate and one of
-// 50% of a Deployment's 2 replicas are planned with the pending pods: the room
-// they keep is in the plan's new nodes, the summary counts only real pods, and
-// the table says where each buffer's room is.
-func TestSimulateCapacityBuffer(t *testing.T) {
-	plan := runManifests(t, overlayPool+`
+// buffersInput are three buffers, one of which names a PodTemplate not there.
+const buffersInput = overlayPool + `
 ---
 apiVersion: v1
 kind: PodTemplate
@@ -44,7 +40,16 @@ metadata: {name: lost}
 spec:
   podTemplateRef: {name: nowhere}
   replicas: 1
-`)
+`
+
+// TestSimulateCapacityBuffer: with the CapacityBuffer gate on, a buffer of two
+// copies of a PodTemplate and one of 50% of a Deployment's 2 replicas are planned
+// with the pending pods: the room they keep is in the plan's new nodes, the summary
+// counts only real pods, and the table says where each buffer's room is. With the
+// gate off, as the controller runs by default, no room is kept and each buffer says
+// why.
+func TestSimulateCapacityBuffer(t *testing.T) {
+	plan := runManifests(t, buffersInput, "CapacityBuffer=true")
 	if plan.Summary.Pods != 1 || plan.Summary.Scheduled != 1 {
 		t.Errorf("summary %+v; want the one web pod, buffers apart", plan.Summary)
 	}
@@ -67,5 +72,13 @@ spec:
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, table.String())
 		}
+	}
+	off := runManifests(t, buffersInput)
+	pods = 0
+	for _, nc := range off.NodeClaims {
+		pods += len(nc.Pods)
+	}
+	if pods != 1 || len(off.Buffers) != 3 || off.Buffers[0].Replicas != 0 || !strings.Contains(off.Buffers[0].Problem, "--feature-gates CapacityBuffer=true") {
+		t.Errorf("gate off: %d pods on new nodes, buffers %+v; want the web pod alone and each buffer saying the gate is off", pods, off.Buffers)
 	}
 }

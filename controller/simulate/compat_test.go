@@ -84,7 +84,7 @@ func planWorkloads(t *testing.T, c compat.Corpus) {
 			if len(in.Pods) == 0 {
 				t.Fatalf("no pods in %s", w)
 			}
-			plan, err := Run(in, types, scheduling.DefaultNodeCosts(), clocktesting.NewFakePassiveClock(fakeNow))
+			plan, err := Run(in, types, defaults(), clocktesting.NewFakePassiveClock(fakeNow))
 			if err != nil {
 				t.Fatal(err)
 			}

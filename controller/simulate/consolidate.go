@@ -19,7 +19,7 @@ import (
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/consolidation"
-	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
+	"github.com/dovetail-sh/dovetail/controller/operator/settings"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/scheduling/defaultspread"
 	"github.com/dovetail-sh/dovetail/controller/state"
@@ -135,8 +135,8 @@ type KeptNode struct {
 // way: only the nodes the snapshot shows tainted karpenter.sh/disrupted or being
 // deleted count as being disrupted. Every NodePool may launch every catalog type
 // its requirements allow, as in Run.
-func Consolidate(in *Inputs, instanceTypes []*scheduling.InstanceType, costs scheduling.NodeCosts, now time.Time, spotToSpot bool) (*ConsolidationReport, error) {
-	d, err := decide(in, instanceTypes, costs, now, spotToSpot)
+func Consolidate(in *Inputs, instanceTypes []*scheduling.InstanceType, ctl *settings.Options, now time.Time) (*ConsolidationReport, error) {
+	d, err := decide(in, instanceTypes, ctl, now)
 	if err != nil {
 		return nil, err
 	}
@@ -156,29 +156,31 @@ type decision struct {
 }
 
 // decide observes the snapshot as the disruption controller would and decides.
-func decide(in *Inputs, instanceTypes []*scheduling.InstanceType, costs scheduling.NodeCosts, now time.Time, spotToSpot bool) (*decision, error) {
+func decide(in *Inputs, instanceTypes []*scheduling.InstanceType, ctl *settings.Options, now time.Time) (*decision, error) {
 	if len(in.NodePools) == 0 {
 		return nil, errors.New("the snapshot has no NodePools, and consolidation acts only on their nodes: include nodepools in `kubectl get nodes,nodeclaims,nodepools,pods,pdb,daemonsets,pvc,pv,storageclasses -A -o yaml`")
 	}
 	if len(in.Nodes) == 0 {
 		return nil, errors.New("the snapshot has no Nodes: include nodes in `kubectl get nodes,nodeclaims,nodepools,pods,pdb,daemonsets,pvc,pv,storageclasses -A -o yaml`")
 	}
-	view, err := viewOf(in)
+	p, err := prepare(in, instanceTypes, ctl)
 	if err != nil {
 		return nil, err
 	}
+	view, snap, overlays := p.view, p.snap, p.overlays
 	warnings := viewWarnings(view)
 	if len(in.Pods) > 0 {
 		warnings = append(warnings, fmt.Sprintf("%d pod(s) have no spec.nodeName: consolidation moves only the pods bound to nodes; plan where pending pods go with `dovetail simulate` without --consolidate", len(in.Pods)))
 	}
-	typesOf, overlays := typesWithOverlays(in, instanceTypes)
-	snap := provisioning.SnapshotFromView(view, typesOf, costs)
-	snap.Commitments, _ = ledgerOf(in)
 	cl := consolidation.Observe(view, snap, sets.New[string](), now)
+	// The buffers' room is kept as the disruption controller keeps it: a removal
+	// must leave a place for their pods.
+	cl.Moving = append(cl.Moving, p.virtual...)
 	allowed, errs := cl.Allowed(now)
 	if len(errs) > 0 {
 		return nil, fmt.Errorf("reading the disruption budgets, %w", errors.Join(errs...))
 	}
+	spotToSpot := ctl.FeatureGates.SpotToSpotConsolidation
 	plan := consolidation.Decide(cl, allowed, consolidation.Options{Now: now, SpotToSpot: spotToSpot})
 	return &decision{view: view, snap: snap, cl: cl, plan: plan, overlays: overlays, warnings: warnings, now: now, spotToSpot: spotToSpot}, nil
 }

@@ -109,7 +109,7 @@ func (sc *snapshotCluster) read() *Inputs {
 
 func (sc *snapshotCluster) consolidate(types []*scheduling.InstanceType, spotToSpot bool) (*ConsolidationReport, string) {
 	sc.t.Helper()
-	r, err := Consolidate(sc.read(), types, scheduling.DefaultNodeCosts(), fakeNow, spotToSpot)
+	r, err := Consolidate(sc.read(), types, defaults("SpotToSpotConsolidation="+fmt.Sprint(spotToSpot)), fakeNow)
 	if err != nil {
 		sc.t.Fatal(err)
 	}

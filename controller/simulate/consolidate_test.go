@@ -61,7 +61,7 @@ func westTypes(t *testing.T) []*scheduling.InstanceType {
 
 func consolidate(t *testing.T, in *Inputs, now time.Time) *ConsolidationReport {
 	t.Helper()
-	r, err := Consolidate(in, westTypes(t), scheduling.DefaultNodeCosts(), now, false)
+	r, err := Consolidate(in, westTypes(t), defaults(), now)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -314,17 +314,17 @@ func TestConsolidateWaitsForPlaceablePendingPods(t *testing.T) {
 func TestConsolidateRefusesBadSnapshots(t *testing.T) {
 	in := readSnapshot(t, "blocked.yaml")
 	in.NodePools[1].Spec.Disruption.Budgets[0].Nodes = "none"
-	if _, err := Consolidate(in, westTypes(t), scheduling.DefaultNodeCosts(), fakeNow, false); err == nil || !strings.Contains(err.Error(), `nodepool frozen: spec.disruption.budgets[0].nodes: "none" is not a node count or a percentage`) {
+	if _, err := Consolidate(in, westTypes(t), defaults(), fakeNow); err == nil || !strings.Contains(err.Error(), `nodepool frozen: spec.disruption.budgets[0].nodes: "none" is not a node count or a percentage`) {
 		t.Errorf("a budget that does not parse: %v", err)
 	}
 	in = readSnapshot(t, "blocked.yaml")
 	in.NodePools = nil
-	if _, err := Consolidate(in, westTypes(t), scheduling.DefaultNodeCosts(), fakeNow, false); err == nil || !strings.Contains(err.Error(), "no NodePools") {
+	if _, err := Consolidate(in, westTypes(t), defaults(), fakeNow); err == nil || !strings.Contains(err.Error(), "no NodePools") {
 		t.Errorf("a snapshot without NodePools: %v", err)
 	}
 	in = readSnapshot(t, "blocked.yaml")
 	in.BoundPods = append(in.BoundPods, in.BoundPods[0])
-	if _, err := Consolidate(in, westTypes(t), scheduling.DefaultNodeCosts(), fakeNow, false); err == nil || !strings.Contains(err.Error(), "two Pods are named") {
+	if _, err := Consolidate(in, westTypes(t), defaults(), fakeNow); err == nil || !strings.Contains(err.Error(), "two Pods are named") {
 		t.Errorf("a pod given twice: %v", err)
 	}
 	// A catalog of another region prices nothing, and says which zones it lacks.
@@ -333,7 +333,7 @@ func TestConsolidateRefusesBadSnapshots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Consolidate(in, cat.ForEngine(scheduling.DefaultAllocatableSettings()), scheduling.DefaultNodeCosts(), fakeNow, false)
+	r, err := Consolidate(in, cat.ForEngine(scheduling.DefaultAllocatableSettings()), defaults(), fakeNow)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,6 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
-	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
 var hostnameSpread = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelHostname, WhenUnsatisfiable: corev1.DoNotSchedule}}
@@ -78,7 +77,7 @@ spec:
 		if len(in.Warnings) > 0 {
 			t.Errorf("warnings: %v", in.Warnings)
 		}
-		p, err := Run(in, testTypes(t), scheduling.DefaultNodeCosts(), clocktesting.NewFakePassiveClock(fakeNow))
+		p, err := Run(in, testTypes(t), defaults(), clocktesting.NewFakePassiveClock(fakeNow))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,7 +156,7 @@ func TestConsolidateAppliesTheClusterDefaultSpread(t *testing.T) {
 	}
 	in := sc.read()
 	in.DefaultSpread = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.DoNotSchedule}}
-	with, err := Consolidate(in, types, scheduling.DefaultNodeCosts(), fakeNow, false)
+	with, err := Consolidate(in, types, defaults(), fakeNow)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,14 +44,15 @@ func testTypes(t *testing.T) []*scheduling.InstanceType {
 	return cat.InZones([]string{"us-west-2a", "us-west-2b", "us-west-2c"}).ForEngine(scheduling.DefaultAllocatableSettings())
 }
 
-// runManifests plans manifests with the embedded catalog in three zones.
-func runManifests(t *testing.T, manifests string) *Plan {
+// runManifests plans manifests with the embedded catalog in three zones, under the
+// controller's default settings with the feature gates given (Name=bool,...).
+func runManifests(t *testing.T, manifests string, gates ...string) *Plan {
 	t.Helper()
 	in := &Inputs{}
 	if err := in.Read(strings.NewReader(manifests), "test.yaml"); err != nil {
 		t.Fatal(err)
 	}
-	plan, err := Run(in, testTypes(t), scheduling.DefaultNodeCosts(), clocktesting.NewFakePassiveClock(fakeNow))
+	plan, err := Run(in, testTypes(t), defaults(gates...), clocktesting.NewFakePassiveClock(fakeNow))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 	"math"
 	"time"
 
+	"github.com/dovetail-sh/dovetail/controller/operator/settings"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
@@ -41,8 +42,8 @@ type Removal struct {
 
 // Explain says why consolidation does or does not remove the named node of a
 // cluster snapshot at now, and what removing it alone would do.
-func Explain(in *Inputs, instanceTypes []*scheduling.InstanceType, costs scheduling.NodeCosts, now time.Time, spotToSpot bool, node string) (*NodeExplanation, error) {
-	d, err := decide(in, instanceTypes, costs, now, spotToSpot)
+func Explain(in *Inputs, instanceTypes []*scheduling.InstanceType, ctl *settings.Options, now time.Time, node string) (*NodeExplanation, error) {
+	d, err := decide(in, instanceTypes, ctl, now)
 	if err != nil {
 		return nil, err
 	}

@@ -4,13 +4,11 @@ import (
 	"bytes"
 	"strings"
 	"testing"
-
-	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
 func explain(t *testing.T, node string) *NodeExplanation {
 	t.Helper()
-	e, err := Explain(readSnapshot(t, "blocked.yaml"), westTypes(t), scheduling.DefaultNodeCosts(), fakeNow, false, node)
+	e, err := Explain(readSnapshot(t, "blocked.yaml"), westTypes(t), defaults(), fakeNow, node)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -50,7 +48,7 @@ func TestExplainNode(t *testing.T) {
 			t.Errorf("the table lacks %q:\n%s", want, out.String())
 		}
 	}
-	if _, err := Explain(readSnapshot(t, "blocked.yaml"), westTypes(t), scheduling.DefaultNodeCosts(), fakeNow, false, "nope"); err == nil || !strings.Contains(err.Error(), `"nope" is not in the snapshot`) {
+	if _, err := Explain(readSnapshot(t, "blocked.yaml"), westTypes(t), defaults(), fakeNow, "nope"); err == nil || !strings.Contains(err.Error(), `"nope" is not in the snapshot`) {
 		t.Errorf("an unknown node: %v", err)
 	}
 }

@@ -15,7 +15,7 @@ import (
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/consolidation"
-	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
+	"github.com/dovetail-sh/dovetail/controller/operator/settings"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
@@ -66,7 +66,7 @@ type DriftedClaim struct {
 // node class hash), how the pools' budgets for Drifted pace their replacement,
 // and the $/h of the affected nodes before and after, their pods planned under
 // the change as the engine would.
-func PlanImpact(in *Inputs, instanceTypes []*scheduling.InstanceType, costs scheduling.NodeCosts, now time.Time, change Change) (*Impact, error) {
+func PlanImpact(in *Inputs, instanceTypes []*scheduling.InstanceType, ctl *settings.Options, now time.Time, change Change) (*Impact, error) {
 	changed := *in
 	changed.NodePools = slices.Clone(in.NodePools)
 	var governs func(nc *v1.NodeClaim) bool
@@ -80,7 +80,9 @@ func PlanImpact(in *Inputs, instanceTypes []*scheduling.InstanceType, costs sche
 		}
 		changed.NodePools[i] = withStatus(np, changed.NodePools[i])
 		governs = func(nc *v1.NodeClaim) bool { return nc.Labels[v1.LabelNodePool] == np.Name }
-		driftOf = func(nc *v1.NodeClaim, node *corev1.Node) (string, bool) { return poolDrift(np, nc, node) }
+		driftOf = func(nc *v1.NodeClaim, node *corev1.Node) (string, bool) {
+			return consolidation.PoolDrift(np, nc, node, ctl.DriftOnMetadata)
+		}
 	case change.EC2NodeClass != nil:
 		class := change.EC2NodeClass
 		changed.NodeClasses = slices.Clone(in.NodeClasses)
@@ -102,14 +104,13 @@ func PlanImpact(in *Inputs, instanceTypes []*scheduling.InstanceType, costs sche
 		return nil, fmt.Errorf("no change to plan")
 	}
 
-	view, err := viewOf(&changed)
+	p, err := prepare(&changed, instanceTypes, ctl)
 	if err != nil {
 		return nil, err
 	}
-	typesOf, _ := typesWithOverlays(&changed, instanceTypes)
-	snap := provisioning.SnapshotFromView(view, typesOf, costs)
-	snap.Commitments, _ = ledgerOf(&changed)
+	view, snap := p.view, p.snap
 	cl := consolidation.Observe(view, snap, sets.New[string](), now)
+	cl.Moving = append(cl.Moving, p.virtual...)
 	allowed, _ := cl.Allowed(now)
 	prices := snap.NodePrices()
 
@@ -193,29 +194,6 @@ func withStatus(planned, live *v1.NodePool) *v1.NodePool {
 	out.Status = *live.Status.DeepCopy()
 	out.ObjectMeta = *live.ObjectMeta.DeepCopy()
 	return out
-}
-
-// poolDrift is the disruption controller's drift of a claim from its pool, and
-// whether the change applies in place instead (the template's metadata alone).
-func poolDrift(np *v1.NodePool, nc *v1.NodeClaim, node *corev1.Node) (string, bool) {
-	if h, ok := nc.Annotations[v1.NodePoolHashAnnotationKey]; ok && nc.Annotations[v1.NodePoolHashVersionAnnotationKey] == v1.NodePoolHashVersion && h != np.Hash() && h != np.LegacyHash() {
-		if np.OnlyMetadataChanged(nc) {
-			return "", true
-		}
-		return "NodePoolDrift", false
-	}
-	labels := nc.Labels
-	if node != nil {
-		labels = node.Labels
-	}
-	if reqs, err := scheduling.FromNodePoolRequirements(np.Spec.Template.Spec.Requirements); err == nil {
-		for key, req := range reqs {
-			if v, ok := labels[key]; ok && !req.Has(v) {
-				return "RequirementsDrift", false
-			}
-		}
-	}
-	return "", false
 }
 
 // waves is how many rounds the budgets for Drifted replace the drifted claims

@@ -9,10 +9,15 @@ import (
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
-	"github.com/dovetail-sh/dovetail/controller/scheduling"
+	"github.com/dovetail-sh/dovetail/controller/operator/settings"
 )
 
 func impactOf(t *testing.T, mutate func(np *v1.NodePool)) *Impact {
+	t.Helper()
+	return impactWith(t, defaults(), mutate)
+}
+
+func impactWith(t *testing.T, ctl *settings.Options, mutate func(np *v1.NodePool)) *Impact {
 	t.Helper()
 	in := readSnapshot(t, "blocked.yaml")
 	var np *v1.NodePool
@@ -22,7 +27,7 @@ func impactOf(t *testing.T, mutate func(np *v1.NodePool)) *Impact {
 		}
 	}
 	mutate(np)
-	impact, err := PlanImpact(in, westTypes(t), scheduling.DefaultNodeCosts(), fakeNow, Change{NodePool: np})
+	impact, err := PlanImpact(in, westTypes(t), ctl, fakeNow, Change{NodePool: np})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -44,6 +49,14 @@ func TestPlanImpactOfANodePoolChange(t *testing.T) {
 	labels := impactOf(t, func(np *v1.NodePool) { np.Spec.Template.Labels = map[string]string{"team": "checkout"} })
 	if len(labels.InPlace) != 5 || len(labels.Drifted) != 0 || !strings.Contains(labels.String(), "5 are updated in place") {
 		t.Errorf("new labels: %+v\n%s; want the 5 claims updated in place", labels, labels)
+	}
+	// With --drift-on-metadata the controller replaces them instead, as Karpenter
+	// does, and the impact says so.
+	onMetadata := defaults()
+	onMetadata.DriftOnMetadata = true
+	replaced := impactWith(t, onMetadata, func(np *v1.NodePool) { np.Spec.Template.Labels = map[string]string{"team": "checkout"} })
+	if len(replaced.InPlace) != 0 || len(replaced.Drifted) != 5 || replaced.Drifted[0].Reason != "NodePoolDrift" {
+		t.Errorf("new labels with --drift-on-metadata: %+v\n%s; want the 5 claims drifted", replaced, replaced)
 	}
 	taint := impactOf(t, func(np *v1.NodePool) {
 		np.Spec.Template.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "shop", Effect: corev1.TaintEffectNoSchedule}}
@@ -80,7 +93,7 @@ func TestPlanImpactOfAnEC2NodeClassChange(t *testing.T) {
 	for _, nc := range in.NodeClaims {
 		nc.Annotations[awsv1.AnnotationEC2NodeClassHash], nc.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] = class.Hash(), awsv1.EC2NodeClassHashVersion
 	}
-	same, err := PlanImpact(in, westTypes(t), scheduling.DefaultNodeCosts(), fakeNow, Change{EC2NodeClass: class})
+	same, err := PlanImpact(in, westTypes(t), defaults(), fakeNow, Change{EC2NodeClass: class})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -90,7 +103,7 @@ func TestPlanImpactOfAnEC2NodeClassChange(t *testing.T) {
 	changed := class.DeepCopy()
 	userData := "#!/bin/bash\necho hello"
 	changed.Spec.UserData = &userData
-	impact, err := PlanImpact(in, westTypes(t), scheduling.DefaultNodeCosts(), fakeNow, Change{EC2NodeClass: changed})
+	impact, err := PlanImpact(in, westTypes(t), defaults(), fakeNow, Change{EC2NodeClass: changed})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -104,7 +117,7 @@ func TestPlanImpactOfAnEC2NodeClassChange(t *testing.T) {
 	in.NodeClasses = append(in.NodeClasses, class)
 	newAMI := class.DeepCopy()
 	newAMI.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{Alias: "al2023@v20251120"}}
-	impact, err = PlanImpact(in, westTypes(t), scheduling.DefaultNodeCosts(), fakeNow, Change{EC2NodeClass: newAMI})
+	impact, err = PlanImpact(in, westTypes(t), defaults(), fakeNow, Change{EC2NodeClass: newAMI})
 	if err != nil {
 		t.Fatal(err)
 	}

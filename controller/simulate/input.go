@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"sync"
 
@@ -29,6 +30,7 @@ import (
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/apis/v1alpha1"
 	"github.com/dovetail-sh/dovetail/controller/commitment"
+	"github.com/dovetail-sh/dovetail/controller/operator/settings"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/templates/crds"
 )
@@ -73,8 +75,44 @@ type Inputs struct {
 	ReplicaSets            []appsv1.ReplicaSet
 	StatefulSets           []appsv1.StatefulSet
 	ReplicationControllers []corev1.ReplicationController
+	// Controllers are the Deployments in the input that run the Dovetail
+	// controller: predictions take its settings from them.
+	Controllers []ControllerDeployment
+	// clusterWorkloads are the workloads read from a cluster (their metadata.uid is
+	// set): their pods are the input's Pods, and none is made from the template.
+	clusterWorkloads []string
 	// Warnings are notes for the user: objects ignored, unknown fields dropped.
 	Warnings []string
+}
+
+// ControllerDeployment is a Deployment of the Dovetail controller, with where in
+// the input it was read and the container that runs the controller.
+type ControllerDeployment struct {
+	Where      string
+	Deployment *appsv1.Deployment
+	Container  *corev1.Container
+}
+
+// AllWarnings are the Warnings, with one for the workloads read from a cluster.
+func (in *Inputs) AllWarnings() []string {
+	if len(in.clusterWorkloads) == 0 {
+		return in.Warnings
+	}
+	names := in.clusterWorkloads
+	if len(names) > 3 {
+		names = append(names[:3:3], fmt.Sprintf("%d more", len(in.clusterWorkloads)-3))
+	}
+	return append(slices.Clip(in.Warnings), fmt.Sprintf("%s were read from a cluster (metadata.uid is set): their pods are the Pods in the input, and no replica is made from their templates; to plan one as a new workload, remove its metadata.uid", strings.Join(names, ", ")))
+}
+
+// fromCluster says whether a workload was read from a cluster, noting it: the API
+// server sets metadata.uid, and a manifest written by hand has none.
+func (in *Inputs) fromCluster(name string, m metav1.ObjectMeta) bool {
+	if m.UID == "" {
+		return false
+	}
+	in.clusterWorkloads = append(in.clusterWorkloads, name)
+	return true
 }
 
 // ignoredKinds carry no scheduling constraints; workload files commonly include them.
@@ -215,11 +253,21 @@ func (in *Inputs) add(raw []byte, where string, listAllowed bool) error {
 		if err := decode(d); err != nil {
 			return err
 		}
+		if c, ok := settings.ControllerContainer(d); ok {
+			// The controller's own pods run wherever they run (a snapshot lists
+			// them); what it tells a prediction is its settings.
+			in.Controllers = append(in.Controllers, ControllerDeployment{Where: where, Deployment: d, Container: c})
+			return nil
+		}
 		in.recordWorkload("Deployment", d.ObjectMeta, d.Spec.Template, replicas(d.Spec.Replicas, 1))
 		// A Deployment's pods belong to its ReplicaSet, whose selector is the
 		// Deployment's and the pod-template-hash its pods all share: kube-scheduler
 		// deduces their default spread selector from it.
 		defaultNamespace(&d.ObjectMeta)
+		if in.fromCluster(named(d.ObjectMeta), d.ObjectMeta) {
+			// Its ReplicaSets are in the snapshot if its pods are.
+			return nil
+		}
 		in.ReplicaSets = append(in.ReplicaSets, appsv1.ReplicaSet{ObjectMeta: metav1.ObjectMeta{Name: d.Name, Namespace: d.Namespace}, Spec: appsv1.ReplicaSetSpec{Selector: d.Spec.Selector}})
 		return in.addReplicas(where, named(d.ObjectMeta), "spec.replicas", controllerRef("apps/v1", "ReplicaSet", d.ObjectMeta), d.ObjectMeta, d.Spec.Template, replicas(d.Spec.Replicas, 1))
 	case "apps/v1/ReplicaSet":
@@ -230,6 +278,9 @@ func (in *Inputs) add(raw []byte, where string, listAllowed bool) error {
 		in.recordWorkload("ReplicaSet", rs.ObjectMeta, rs.Spec.Template, replicas(rs.Spec.Replicas, 1))
 		defaultNamespace(&rs.ObjectMeta)
 		in.ReplicaSets = append(in.ReplicaSets, *rs)
+		if in.fromCluster(named(rs.ObjectMeta), rs.ObjectMeta) {
+			return nil
+		}
 		return in.addReplicas(where, named(rs.ObjectMeta), "spec.replicas", controllerRef("apps/v1", "ReplicaSet", rs.ObjectMeta), rs.ObjectMeta, rs.Spec.Template, replicas(rs.Spec.Replicas, 1))
 	case "apps/v1/StatefulSet":
 		ss := &appsv1.StatefulSet{}
@@ -239,6 +290,9 @@ func (in *Inputs) add(raw []byte, where string, listAllowed bool) error {
 		in.recordWorkload("StatefulSet", ss.ObjectMeta, ss.Spec.Template, replicas(ss.Spec.Replicas, 1))
 		defaultNamespace(&ss.ObjectMeta)
 		in.StatefulSets = append(in.StatefulSets, *ss)
+		if in.fromCluster(named(ss.ObjectMeta), ss.ObjectMeta) {
+			return nil
+		}
 		return in.addReplicas(where, named(ss.ObjectMeta), "spec.replicas", controllerRef("apps/v1", "StatefulSet", ss.ObjectMeta), ss.ObjectMeta, ss.Spec.Template, replicas(ss.Spec.Replicas, 1))
 	case "v1/ReplicationController":
 		rc := &corev1.ReplicationController{}
@@ -247,6 +301,9 @@ func (in *Inputs) add(raw []byte, where string, listAllowed bool) error {
 		}
 		defaultNamespace(&rc.ObjectMeta)
 		in.ReplicationControllers = append(in.ReplicationControllers, *rc)
+		if in.fromCluster(named(rc.ObjectMeta), rc.ObjectMeta) {
+			return nil
+		}
 		if rc.Spec.Template == nil {
 			return fmt.Errorf("%s: %s: spec.template is missing; a ReplicationController's pods are made from it", where, named(rc.ObjectMeta))
 		}
@@ -262,6 +319,9 @@ func (in *Inputs) add(raw []byte, where string, listAllowed bool) error {
 		j := &batchv1.Job{}
 		if err := decode(j); err != nil {
 			return err
+		}
+		if in.fromCluster(named(j.ObjectMeta), j.ObjectMeta) {
+			return nil
 		}
 		n := replicas(j.Spec.Parallelism, 1)
 		if j.Spec.Completions != nil && *j.Spec.Completions < n {

@@ -7,6 +7,7 @@ import (
 	"io"
 	"strings"
 
+	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -58,6 +59,19 @@ func ReadLive(ctx context.Context, cfg *rest.Config, in *Inputs) error {
 			if err := writeDoc(&docs, o); err != nil {
 				return err
 			}
+		}
+	}
+	// The controller's Deployment says what it runs with; the chart and the
+	// provider label it.
+	controllers := &appsv1.DeploymentList{}
+	if err := cl.List(ctx, controllers, client.MatchingLabels{"app.kubernetes.io/name": "dovetail"}); err != nil {
+		return fmt.Errorf("listing the controller's Deployment, %w", err)
+	}
+	for i := range controllers.Items {
+		d := &controllers.Items[i]
+		d.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
+		if err := writeDoc(&docs, d); err != nil {
+			return err
 		}
 	}
 	return in.Read(&docs, "the live cluster")

@@ -22,11 +22,26 @@ type OverlayVerdict struct {
 	CapacityTypes int `json:"capacityTypes,omitempty"`
 }
 
+// gateOff is an overlay's verdict while the controller runs without the gate: it
+// reads no NodeOverlay then, and neither does the prediction.
+const gateOff = "FeatureGateOff"
+
 // typesWithOverlays returns each pool's types with the input's NodeOverlays
-// applied, and a verdict per overlay; without overlays, the catalog for every pool.
-func typesWithOverlays(in *Inputs, catalog []*scheduling.InstanceType) (func(*v1.NodePool) []*scheduling.InstanceType, []OverlayVerdict) {
+// applied, and a verdict per overlay; without overlays, or with the NodeOverlay
+// gate off (gate), the catalog for every pool.
+func typesWithOverlays(in *Inputs, catalog []*scheduling.InstanceType, gate bool) (func(*v1.NodePool) []*scheduling.InstanceType, []OverlayVerdict) {
+	all := func(*v1.NodePool) []*scheduling.InstanceType { return catalog }
 	if len(in.NodeOverlays) == 0 {
-		return func(*v1.NodePool) []*scheduling.InstanceType { return catalog }, nil
+		return all, nil
+	}
+	if !gate {
+		out := make([]OverlayVerdict, 0, len(in.NodeOverlays))
+		for _, o := range in.NodeOverlays {
+			out = append(out, OverlayVerdict{Name: o.Name, Reason: gateOff,
+				Message: "the controller runs with the NodeOverlay feature gate off and ignores overlays; pass --feature-gates NodeOverlay=true if it runs with it on (the controller's Deployment in the input says so too)"})
+		}
+		sort.Slice(out, func(i, j int) bool { return out[i].Name < out[j].Name })
+		return all, out
 	}
 	pools := make([]overlay.Pool, len(in.NodePools))
 	for i, np := range in.NodePools {

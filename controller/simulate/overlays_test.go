@@ -33,16 +33,9 @@ spec:
         resources: {requests: {cpu: "1", memory: 1Gi}}
 `
 
-// TestSimulateNodeOverlay: an overlay that prices m6i.large (the cheaper of the
-// pool's two types) at $5/h turns the plan to m7i.large; an overlay of the same
-// weight over the same type conflicts and changes nothing; the table and JSON say
-// which applied.
-func TestSimulateNodeOverlay(t *testing.T) {
-	plain := runManifests(t, overlayPool)
-	if len(plain.NodeClaims) != 1 || plain.NodeClaims[0].InstanceType != "m6i.large" || plain.Overlays != nil {
-		t.Fatalf("without overlays: %+v; want one m6i.large (the test needs it cheaper than m7i.large)", plain.NodeClaims)
-	}
-	plan := runManifests(t, overlayPool+`
+// overlays are an overlay that prices m6i.large at $5/h and one of the same weight
+// over the same type.
+const overlays = `
 ---
 apiVersion: karpenter.sh/v1alpha1
 kind: NodeOverlay
@@ -59,7 +52,19 @@ spec:
   weight: 10
   requirements: [{key: karpenter.k8s.aws/instance-family, operator: In, values: [m6i]}]
   priceAdjustment: "-50%"
-`)
+`
+
+// TestSimulateNodeOverlay: with the NodeOverlay gate on, an overlay that prices
+// m6i.large (the cheaper of the pool's two types) at $5/h turns the plan to
+// m7i.large; an overlay of the same weight over the same type conflicts and
+// changes nothing; the table and JSON say which applied. With the gate off, as the
+// controller runs by default, no overlay applies and each says why.
+func TestSimulateNodeOverlay(t *testing.T) {
+	plain := runManifests(t, overlayPool)
+	if len(plain.NodeClaims) != 1 || plain.NodeClaims[0].InstanceType != "m6i.large" || plain.Overlays != nil {
+		t.Fatalf("without overlays: %+v; want one m6i.large (the test needs it cheaper than m7i.large)", plain.NodeClaims)
+	}
+	plan := runManifests(t, overlayPool+overlays, "NodeOverlay=true")
 	if len(plan.NodeClaims) != 1 || plan.NodeClaims[0].InstanceType != "m7i.large" {
 		t.Fatalf("with m6i.large at $5/h: %+v; want m7i.large", plan.NodeClaims)
 	}
@@ -75,5 +80,13 @@ spec:
 		if !strings.Contains(table.String(), want) {
 			t.Errorf("the table lacks %q:\n%s", want, table.String())
 		}
+	}
+	off := runManifests(t, overlayPool+overlays)
+	if len(off.NodeClaims) != 1 || off.NodeClaims[0].InstanceType != "m6i.large" {
+		t.Errorf("gate off: %+v; want m6i.large, as the controller launches", off.NodeClaims)
+	}
+	if len(off.Overlays) != 2 || off.Overlays[0].Applied || off.Overlays[1].Applied || off.Overlays[1].Reason != "FeatureGateOff" ||
+		!strings.Contains(off.Overlays[1].Message, "--feature-gates NodeOverlay=true") {
+		t.Errorf("gate off: overlays %+v; want neither applied, each naming the gate", off.Overlays)
 	}
 }

@@ -16,6 +16,7 @@ import (
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/buffer"
 	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
+	"github.com/dovetail-sh/dovetail/controller/operator/settings"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
@@ -79,26 +80,18 @@ type Summary struct {
 // simulate sees what the controller would: which pools are Ready, which taints go
 // away by themselves, NodeClaims still launching as capacity in flight, and which
 // pods' volumes keep them off every node.
-func Run(in *Inputs, instanceTypes []*scheduling.InstanceType, costs scheduling.NodeCosts, clk clock.PassiveClock) (*Plan, error) {
-	plan, _, _, err := run(in, instanceTypes, costs, clk)
+func Run(in *Inputs, instanceTypes []*scheduling.InstanceType, ctl *settings.Options, clk clock.PassiveClock) (*Plan, error) {
+	plan, _, _, err := run(in, instanceTypes, ctl, clk)
 	return plan, err
 }
 
 // run is Run with the engine's input and results, for checking them.
-func run(in *Inputs, instanceTypes []*scheduling.InstanceType, costs scheduling.NodeCosts, clk clock.PassiveClock) (*Plan, scheduling.Input, *scheduling.Results, error) {
-	view, err := viewOf(in)
+func run(in *Inputs, instanceTypes []*scheduling.InstanceType, ctl *settings.Options, clk clock.PassiveClock) (*Plan, scheduling.Input, *scheduling.Results, error) {
+	p, err := prepare(in, instanceTypes, ctl)
 	if err != nil {
 		return nil, scheduling.Input{}, nil, err
 	}
-	// Workload files seldom list the claims, volumes and classes their pods name;
-	// without any of them, volumes are not evaluated rather than every claim
-	// reported missing.
-	view.VolumesUnknown = len(in.Claims)+len(in.Volumes)+len(in.StorageClasses) == 0
-	typesOf, overlays := typesWithOverlays(in, instanceTypes)
-	snap := provisioning.SnapshotFromView(view, typesOf, costs)
-	ledger, terms := ledgerOf(in)
-	snap.Commitments = ledger
-	virtual, buffers := bufferPods(in)
+	snap, overlays, buffers, virtual, terms := p.snap, p.overlays, p.buffers, p.virtual, p.terms
 	start := clk.Now()
 	pending := append(snap.Pending[:len(snap.Pending):len(snap.Pending)], virtual...)
 	engineInput := snap.InputOn(snap.Nodes, nil, pending, true)

@@ -10,7 +10,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/scheduling/plancheck"
 	"github.com/dovetail-sh/dovetail/controller/scheduling/plancheck/plangen"
 )
@@ -83,7 +82,7 @@ func TestEverySimulatedPlanHoldsItsPods(t *testing.T) {
 func simulateCase(t testing.TB, u *plangen.Universe, seed uint64, maxTypes int) ([]plancheck.Violation, int) {
 	c := u.Generate(seed, maxTypes)
 	types := c.Input.InstanceTypes[c.Input.NodePools[0].Name]
-	_, engineInput, results, err := run(asObjects(c), types, scheduling.DefaultNodeCosts(), clocktesting.NewFakeClock(fakeNow))
+	_, engineInput, results, err := run(asObjects(c), types, defaults(), clocktesting.NewFakeClock(fakeNow))
 	if err != nil {
 		t.Fatalf("seed %d: %v", seed, err)
 	}

@@ -5,8 +5,6 @@ import (
 	"testing"
 
 	clocktesting "k8s.io/utils/clock/testing"
-
-	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
 // kwok's stock stages write a Node's allocatable over what its instance has; a
@@ -82,7 +80,7 @@ func TestSimulateSurvivesANodeReportingMoreThanItsInstance(t *testing.T) {
 	if err := in.Read(strings.NewReader(oversizedSnapshot), "oversized.yaml"); err != nil {
 		t.Fatal(err)
 	}
-	plan, err := Run(in, westTypes(t), scheduling.DefaultNodeCosts(), clocktesting.NewFakeClock(fakeNow))
+	plan, err := Run(in, westTypes(t), defaults(), clocktesting.NewFakeClock(fakeNow))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +92,7 @@ func TestSimulateSurvivesANodeReportingMoreThanItsInstance(t *testing.T) {
 	if placedOnNode != 1 || plan.Summary.Scheduled != 4 {
 		t.Errorf("placed %d pod(s) on the node and %d in all; want 1 there (its instance's allocatable) and 4 in all", placedOnNode, plan.Summary.Scheduled)
 	}
-	if _, err := Consolidate(in, westTypes(t), scheduling.DefaultNodeCosts(), fakeNow, false); err != nil {
+	if _, err := Consolidate(in, westTypes(t), defaults(), fakeNow); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -145,7 +143,7 @@ func TestPoolLimitsCountNodesWithoutClaims(t *testing.T) {
 	if err := in.Read(strings.NewReader(claimlessNodeSnapshot), "claimless.yaml"); err != nil {
 		t.Fatal(err)
 	}
-	plan, err := Run(in, westTypes(t), scheduling.DefaultNodeCosts(), clocktesting.NewFakeClock(fakeNow))
+	plan, err := Run(in, westTypes(t), defaults(), clocktesting.NewFakeClock(fakeNow))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +172,7 @@ spec:
 	if err := in.Read(strings.NewReader(doc), "gpu.yaml"); err != nil {
 		t.Fatal(err)
 	}
-	plan, err := Run(in, westTypes(t), scheduling.DefaultNodeCosts(), clocktesting.NewFakeClock(fakeNow))
+	plan, err := Run(in, westTypes(t), defaults(), clocktesting.NewFakeClock(fakeNow))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -248,7 +246,7 @@ func TestDaemonSetOverheadIsWhatItsPodsAsk(t *testing.T) {
 	if err := in.Read(strings.NewReader(liveDaemonSetSnapshot), "daemonset.yaml"); err != nil {
 		t.Fatal(err)
 	}
-	plan, err := Run(in, westTypes(t), scheduling.DefaultNodeCosts(), clocktesting.NewFakeClock(fakeNow))
+	plan, err := Run(in, westTypes(t), defaults(), clocktesting.NewFakeClock(fakeNow))
 	if err != nil {
 		t.Fatal(err)
 	}

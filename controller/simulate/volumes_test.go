@@ -100,7 +100,7 @@ spec:
 		t.Fatal(err)
 	}
 	types := cat.InZones([]string{"us-west-2a", "us-west-2b", "us-west-2c"}).ForEngine(scheduling.DefaultAllocatableSettings())
-	plan, err := Run(in, types, scheduling.DefaultNodeCosts(), clocktesting.NewFakePassiveClock(fakeNow))
+	plan, err := Run(in, types, defaults(), clocktesting.NewFakePassiveClock(fakeNow))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func TestSimulateRespectsCSINodeAttachLimits(t *testing.T) {
 	pending := sc.pod("", "100m", "128Mi", map[string]string{"app": "db"})
 	withVolume(pending, "b")
 	pending.Status = corev1.PodStatus{Phase: corev1.PodPending}
-	plan, err := Run(sc.read(), types, scheduling.DefaultNodeCosts(), clocktesting.NewFakePassiveClock(fakeNow))
+	plan, err := Run(sc.read(), types, defaults(), clocktesting.NewFakePassiveClock(fakeNow))
 	if err != nil {
 		t.Fatal(err)
 	}

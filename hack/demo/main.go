@@ -46,6 +46,7 @@ import (
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
+	"github.com/dovetail-sh/dovetail/controller/operator/settings"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/simulate"
 	"github.com/dovetail-sh/dovetail/tests/localstack"
@@ -400,7 +401,7 @@ func predict(pool *v1.NodePool, d *appsv1.Deployment, replicas int32, types []*s
 		p.Name, p.Namespace, p.Labels = fmt.Sprintf("%s-%d", d.Name, i), "default", d.Spec.Template.Labels
 		in.Pods = append(in.Pods, p)
 	}
-	return simulate.Run(in, types, scheduling.DefaultNodeCosts(), clock.RealClock{})
+	return simulate.Run(in, types, settings.Default(), clock.RealClock{})
 }
 
 // reservation is the demo's Commitment.
@@ -417,7 +418,7 @@ func effectivePrice(ctx context.Context, cfg *rest.Config) (float64, error) {
 	}
 	in.Pods = nil
 	types := embedded.InZones([]string{"us-west-2a", "us-west-2b", "us-west-2c"}).ForEngine(scheduling.DefaultAllocatableSettings())
-	plan, err := simulate.Run(in, types, scheduling.DefaultNodeCosts(), clock.RealClock{})
+	plan, err := simulate.Run(in, types, settings.Default(), clock.RealClock{})
 	if err != nil {
 		return 0, err
 	}

@@ -88,7 +88,7 @@ func TestExplainNodeSaysWhatTheControllerSays(t *testing.T) {
 			return err
 		}
 		for node, reason := range said {
-			e, err := simulate.Explain(in, types, opts.NodeCosts, time.Now(), false, node)
+			e, err := simulate.Explain(in, types, &opts, time.Now(), node)
 			if err != nil {
 				return err
 			}

@@ -36,6 +36,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/awserr"
+	"github.com/dovetail-sh/dovetail/controller/operator/settings"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/simulate"
 	"github.com/dovetail-sh/dovetail/tests/localstack"
@@ -297,7 +298,7 @@ func checkPlacements(t *testing.T, ctx context.Context, kube client.Client, work
 	}
 	cat, err := catalog.EmbeddedAWS()
 	must(t, err)
-	plan, err := simulate.Run(in, cat.ForEngine(scheduling.DefaultAllocatableSettings()), scheduling.DefaultNodeCosts(), clock.RealClock{})
+	plan, err := simulate.Run(in, cat.ForEngine(scheduling.DefaultAllocatableSettings()), settings.Default(), clock.RealClock{})
 	must(t, err)
 	if len(plan.Unschedulable) > 0 {
 		t.Errorf("workload.yaml does not fit the example's pools: %+v", plan.Unschedulable)

@@ -12,8 +12,9 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/dovetail-sh/dovetail/controller/catalog"
-	"github.com/dovetail-sh/dovetail/controller/operator/nodecosts"
+	"github.com/dovetail-sh/dovetail/controller/operator/settings/nodecosts"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
+	"github.com/dovetail-sh/dovetail/controller/scheduling/defaultspread"
 	"github.com/dovetail-sh/dovetail/controller/simulate"
 )
 
@@ -32,10 +33,10 @@ func explainCmd(args []string, stdout, stderr io.Writer) int {
 	catalogPath := fs.String("catalog", "", "instance-type catalog JSON (default: the embedded AWS catalog)")
 	zones := fs.String("zones", "", "comma-separated zones to offer every catalog type in")
 	output := fs.String("o", "table", "output format: table or json")
-	spotToSpot := fs.Bool("spot-to-spot", false, "allow replacing spot nodes with cheaper spot nodes (the SpotToSpotConsolidation feature gate)")
+	spotToSpot := fs.Bool("spot-to-spot", false, "allow replacing spot nodes with cheaper spot nodes (--feature-gates SpotToSpotConsolidation=true)")
 	nowFlag := fs.String("now", "", "the time to decide at, RFC3339 (default: the current time)")
-	var costs scheduling.NodeCosts
-	nodecosts.AddFlags(fs, &costs)
+	var ctlFlags controllerFlags
+	ctlFlags.register(fs)
 	if err := fs.Parse(args[2:]); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -67,6 +68,27 @@ func explainCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "dovetail explain: %v\n", err)
 		return 1
 	}
+	if *spotToSpot {
+		ctlFlags.set("feature-gates", "SpotToSpotConsolidation=true")
+	}
+	ctl, notes, err := ctlFlags.resolve(in)
+	for _, n := range notes {
+		fmt.Fprintf(stderr, "dovetail explain: %s\n", n)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "dovetail explain: %v\n", err)
+		return 2
+	}
+	if errs := nodecosts.Validate(ctl.NodeCosts); len(errs) > 0 {
+		fmt.Fprintf(stderr, "dovetail explain: %s\n", strings.Join(errs, "; "))
+		return 2
+	}
+	spread, err := defaultspread.Parse(ctl.SchedulerConfig)
+	if err != nil {
+		fmt.Fprintf(stderr, "dovetail explain: --scheduler-config: %v\n", err)
+		return 2
+	}
+	in.DefaultSpread = spread.Constraints()
 	cat, err := catalog.EmbeddedAWS()
 	if *catalogPath != "" {
 		cat, err = catalog.Load(*catalogPath)
@@ -78,7 +100,9 @@ func explainCmd(args []string, stdout, stderr io.Writer) int {
 	if *zones != "" {
 		cat = cat.InZones(strings.Split(*zones, ","))
 	}
-	e, err := simulate.Explain(in, cat.ForEngine(scheduling.DefaultAllocatableSettings()), costs, now, *spotToSpot, name)
+	allocatable := scheduling.DefaultAllocatableSettings()
+	allocatable.VMMemoryOverheadPercent = ctl.VMMemoryOverheadPercent
+	e, err := simulate.Explain(in, cat.ForEngine(allocatable), ctl, now, name)
 	if err != nil {
 		fmt.Fprintf(stderr, "dovetail explain: %v\n", err)
 		return 1

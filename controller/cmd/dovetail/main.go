@@ -15,7 +15,8 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/dovetail-sh/dovetail/controller/catalog"
-	"github.com/dovetail-sh/dovetail/controller/operator/nodecosts"
+	"github.com/dovetail-sh/dovetail/controller/operator/settings"
+	"github.com/dovetail-sh/dovetail/controller/operator/settings/nodecosts"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/scheduling/defaultspread"
 	"github.com/dovetail-sh/dovetail/controller/simulate"
@@ -85,13 +86,11 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 	catalogPath := fs.String("catalog", "", "instance-type catalog JSON (default: the embedded AWS catalog)")
 	output := fs.String("o", "table", "output format: table or json")
 	zones := fs.String("zones", "", "comma-separated zones to offer every catalog type in (e.g. us-west-2a,us-west-2b); prices are kept")
-	vmOverhead := fs.Float64("vm-memory-overhead-percent", 0.075, "share of memory the hypervisor keeps")
 	consolidate := fs.Bool("consolidate", false, "dry-run consolidation on a cluster snapshot: nodes removed and replaced, pods moved, $/h before and after, and what blocks the rest")
-	spotToSpot := fs.Bool("spot-to-spot", false, "with --consolidate: allow replacing spot nodes with cheaper spot nodes (the SpotToSpotConsolidation feature gate)")
+	spotToSpot := fs.Bool("spot-to-spot", false, "with --consolidate: allow replacing spot nodes with cheaper spot nodes (--feature-gates SpotToSpotConsolidation=true)")
 	nowFlag := fs.String("now", "", "with --consolidate: the time to decide at, RFC3339 (default: the current time)")
-	schedulerConfig := fs.String("scheduler-config", "", "the controller's --scheduler-config (SCHEDULER_CONFIG): YAML {podTopologySpread: {defaultConstraints: [...]}}, the cluster's default topology spread for pods without their own")
-	var costs scheduling.NodeCosts
-	nodecosts.AddFlags(fs, &costs)
+	var ctlFlags controllerFlags
+	ctlFlags.register(fs)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return 0
@@ -120,18 +119,30 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "dovetail simulate: --spot-to-spot and --now apply only with --consolidate")
 		return 2
 	}
-	spread, err := defaultspread.Parse(*schedulerConfig)
-	if err != nil {
-		fmt.Fprintf(stderr, "dovetail simulate: --scheduler-config: %v\n", err)
-		return 2
-	}
-	in := &simulate.Inputs{DefaultSpread: spread.Constraints()}
+	in := &simulate.Inputs{}
 	for _, path := range files {
 		if err := readFile(in, path); err != nil {
 			fmt.Fprintf(stderr, "dovetail simulate: %v\n", err)
 			return 1
 		}
 	}
+	if *spotToSpot {
+		ctlFlags.set("feature-gates", "SpotToSpotConsolidation=true")
+	}
+	ctl, notes, err := ctlFlags.resolve(in)
+	for _, n := range notes {
+		fmt.Fprintf(stderr, "dovetail simulate: %s\n", n)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "dovetail simulate: %v\n", err)
+		return 2
+	}
+	spread, err := defaultspread.Parse(ctl.SchedulerConfig)
+	if err != nil {
+		fmt.Fprintf(stderr, "dovetail simulate: --scheduler-config: %v\n", err)
+		return 2
+	}
+	in.DefaultSpread = spread.Constraints()
 	var cat *catalog.File
 	if *catalogPath != "" {
 		cat, err = catalog.Load(*catalogPath)
@@ -145,22 +156,22 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 	if *zones != "" {
 		cat = cat.InZones(strings.Split(*zones, ","))
 	}
-	if errs := nodecosts.Validate(costs); len(errs) > 0 {
+	if errs := nodecosts.Validate(ctl.NodeCosts); len(errs) > 0 {
 		fmt.Fprintf(stderr, "dovetail simulate: %s\n", strings.Join(errs, "; "))
 		return 2
 	}
-	settings := scheduling.DefaultAllocatableSettings()
-	settings.VMMemoryOverheadPercent = *vmOverhead
-	for _, w := range in.Warnings {
+	allocatable := scheduling.DefaultAllocatableSettings()
+	allocatable.VMMemoryOverheadPercent = ctl.VMMemoryOverheadPercent
+	for _, w := range in.AllWarnings() {
 		fmt.Fprintf(stderr, "dovetail simulate: warning: %s\n", w)
 	}
 	if *consolidate {
-		return consolidateCmd(in, cat.ForEngine(settings), costs, now, *spotToSpot, *output, stdout, stderr)
+		return consolidateCmd(in, cat.ForEngine(allocatable), ctl, now, *output, stdout, stderr)
 	}
 	if n := len(in.PDBs); n > 0 {
 		fmt.Fprintf(stderr, "dovetail simulate: warning: ignoring %d PodDisruptionBudget(s): only --consolidate reads them\n", n)
 	}
-	plan, err := simulate.Run(in, cat.ForEngine(settings), costs, clk)
+	plan, err := simulate.Run(in, cat.ForEngine(allocatable), ctl, clk)
 	if err != nil {
 		fmt.Fprintf(stderr, "dovetail simulate: %v\n", err)
 		return 1
@@ -177,8 +188,8 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func consolidateCmd(in *simulate.Inputs, types []*scheduling.InstanceType, costs scheduling.NodeCosts, now time.Time, spotToSpot bool, output string, stdout, stderr io.Writer) int {
-	report, err := simulate.Consolidate(in, types, costs, now, spotToSpot)
+func consolidateCmd(in *simulate.Inputs, types []*scheduling.InstanceType, ctl *settings.Options, now time.Time, output string, stdout, stderr io.Writer) int {
+	report, err := simulate.Consolidate(in, types, ctl, now)
 	if err != nil {
 		fmt.Fprintf(stderr, "dovetail simulate: %v\n", err)
 		return 1

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -403,5 +404,116 @@ func TestSimulateSchedulerConfig(t *testing.T) {
 	code, _, errOut = simulate("podTopologySpread:\n  defaultConstraints:\n  - {maxSkew: 1, topologyKey: kubernetes.io/hostname, whenUnsatisfiable: DoNotSchedule, labelSelector: {matchLabels: {app: inflate}}}\n")
 	if code != 2 || !strings.Contains(errOut, "--scheduler-config: podTopologySpread.defaultConstraints[0].labelSelector must not be set") {
 		t.Errorf("exit %d: %s", code, errOut)
+	}
+}
+
+// TestSimulateTakesTheControllersSettings: a `kubectl get -A -o yaml` snapshot holds
+// the controller's Deployment and the workloads with their pods. simulate plans
+// with the controller's settings (its FEATURE_GATES turn NodeOverlay on), flags
+// given override them, and neither the controller's Deployment nor a workload read
+// from the cluster becomes pods of its own: its pods are in the snapshot already.
+func TestSimulateTakesTheControllersSettings(t *testing.T) {
+	const twoTypes = `{"instanceTypes": [
+  {"name": "m5.xlarge", "architecture": "amd64", "cpu": "4", "memory": "16Gi", "pods": 58,
+   "offerings": [{"zone": "us-west-2a", "capacityType": "on-demand", "price": 0.192, "available": true}]},
+  {"name": "c5.xlarge", "architecture": "amd64", "cpu": "4", "memory": "8Gi", "pods": 58,
+   "offerings": [{"zone": "us-west-2a", "capacityType": "on-demand", "price": 0.17, "available": true}]}]}`
+	const overlay = `apiVersion: karpenter.sh/v1alpha1
+kind: NodeOverlay
+metadata: {name: c5-dear}
+spec:
+  requirements: [{key: node.kubernetes.io/instance-type, operator: In, values: [c5.xlarge]}]
+  price: "5"
+`
+	const controller = `apiVersion: apps/v1
+kind: Deployment
+metadata: {name: dovetail, namespace: kube-system, uid: 0b1c, labels: {app.kubernetes.io/name: dovetail}}
+spec:
+  replicas: 2
+  selector: {matchLabels: {app.kubernetes.io/name: dovetail}}
+  template:
+    metadata: {labels: {app.kubernetes.io/name: dovetail}}
+    spec:
+      containers:
+        - name: controller
+          image: ghcr.io/dovetail-sh/dovetail-controller:v0.1.0
+          env:
+            - {name: FEATURE_GATES, value: "NodeOverlay=true,SpotToSpotConsolidation=false"}
+            - name: POD_NAMESPACE
+              valueFrom: {fieldRef: {fieldPath: metadata.namespace}}
+          resources: {requests: {cpu: "1", memory: 1Gi}}
+`
+	// The workload as the API server returns it, and its four pods (pending).
+	snapshot := "apiVersion: v1\nkind: List\nitems:\n"
+	snapshot += `- apiVersion: apps/v1
+  kind: Deployment
+  metadata: {name: inflate, namespace: default, uid: 1d2e}
+  spec:
+    replicas: 4
+    selector: {matchLabels: {app: inflate}}
+    template:
+      metadata: {labels: {app: inflate}}
+      spec: {containers: [{name: pause, image: pause, resources: {requests: {cpu: "1", memory: 1Gi}}}]}
+`
+	for i := range 4 {
+		snapshot += fmt.Sprintf(`- apiVersion: v1
+  kind: Pod
+  metadata: {name: inflate-%d, namespace: default, uid: p%d, labels: {app: inflate}}
+  spec: {containers: [{name: pause, image: pause, resources: {requests: {cpu: "1", memory: 1Gi}}}]}
+  status: {phase: Pending}
+`, i, i)
+	}
+	simulate := func(withController bool, flags ...string) (types map[string]bool, pods int, errOut string) {
+		t.Helper()
+		files := []string{"-f", write(t, "pool.yaml", pool), "-f", write(t, "overlay.yaml", overlay), "-f", write(t, "snapshot.yaml", snapshot)}
+		if withController {
+			files = append(files, "-f", write(t, "controller.yaml", controller))
+		}
+		var out, stderr bytes.Buffer
+		code := run(append(append([]string{"simulate", "--catalog", write(t, "c.json", twoTypes), "-o", "json"}, files...), flags...), &out, &stderr)
+		if code != 0 {
+			t.Fatalf("exit %d: %s", code, stderr.String())
+		}
+		var plan struct {
+			NodeClaims []struct{ InstanceType string }
+			Summary    struct{ Pods, Scheduled int }
+		}
+		if err := json.Unmarshal(out.Bytes(), &plan); err != nil {
+			t.Fatal(err)
+		}
+		types = map[string]bool{}
+		for _, nc := range plan.NodeClaims {
+			types[nc.InstanceType] = true
+		}
+		if plan.Summary.Pods != plan.Summary.Scheduled {
+			t.Errorf("summary %+v; want every pod scheduled", plan.Summary)
+		}
+		return types, plan.Summary.Pods, stderr.String()
+	}
+
+	types, pods, errOut := simulate(true)
+	if pods != 4 {
+		t.Errorf("%d pods planned; want the snapshot's 4 (neither the Deployment's replicas again nor the controller's)", pods)
+	}
+	if !types["m5.xlarge"] || types["c5.xlarge"] {
+		t.Errorf("with the controller's NodeOverlay=true: types %v; want m5.xlarge, c5.xlarge overlaid at $5/h", types)
+	}
+	for _, want := range []string{"settings from the controller's Deployment kube-system/dovetail", "NodeOverlay=true", "Deployment default/inflate were read from a cluster"} {
+		if !strings.Contains(errOut, want) {
+			t.Errorf("stderr lacks %q:\n%s", want, errOut)
+		}
+	}
+	if types, _, _ = simulate(true, "--feature-gates", "NodeOverlay=false"); !types["c5.xlarge"] {
+		t.Errorf("--feature-gates NodeOverlay=false over the Deployment's: types %v; want c5.xlarge, the overlay ignored", types)
+	}
+	if types, _, _ = simulate(false); !types["c5.xlarge"] {
+		t.Errorf("no controller Deployment, so the default gates: types %v; want c5.xlarge, the overlay ignored", types)
+	}
+	if types, _, _ = simulate(false, "--feature-gates", "NodeOverlay=true"); types["c5.xlarge"] {
+		t.Errorf("--feature-gates NodeOverlay=true: types %v; want no c5.xlarge", types)
+	}
+	var out, stderr bytes.Buffer
+	if code := run([]string{"simulate", "-f", write(t, "pool.yaml", pool), "--feature-gates", "NodeOverlays=true"}, &out, &stderr); code != 2 || !strings.Contains(stderr.String(), `unknown feature gate "NodeOverlays"`) {
+		t.Errorf("a misspelt gate: exit %d: %s", code, stderr.String())
 	}
 }

@@ -506,21 +506,9 @@ func (c *Controller) recordPodEvents(ctx context.Context, nc *v1.NodeClaim, pods
 
 // driftReason says why a node no longer matches its pool or class, or "".
 func (c *Controller) driftReason(ctx context.Context, nc *v1.NodeClaim, node *corev1.Node, np *v1.NodePool) string {
-	if nc.Annotations[v1.NodePoolHashVersionAnnotationKey] == v1.NodePoolHashVersion {
-		// A hash an older Dovetail wrote is the same template until re-stamped.
-		// A template whose labels or annotations alone changed is applied in place
-		// (nodeclaim.metadata) unless --drift-on-metadata keeps Karpenter's way.
-		if h, ok := nc.Annotations[v1.NodePoolHashAnnotationKey]; ok && h != np.Hash() && h != np.LegacyHash() &&
-			(c.opts.DriftOnMetadata || !np.OnlyMetadataChanged(nc)) {
-			return "NodePoolDrift"
-		}
-	}
-	if reqs, err := scheduling.FromNodePoolRequirements(np.Spec.Template.Spec.Requirements); err == nil {
-		for key, req := range reqs {
-			if v, ok := node.Labels[key]; ok && !req.Has(v) {
-				return "RequirementsDrift"
-			}
-		}
+	// A change applied in place is nodeclaim.metadata's to carry out.
+	if reason, _ := consolidation.PoolDrift(np, nc, node, c.opts.DriftOnMetadata); reason != "" {
+		return reason
 	}
 	reason, err := c.cloud.IsDrifted(ctx, nc)
 	if err != nil {

@@ -10,8 +10,8 @@ import (
 )
 
 // TestNodeCostFlags: defaults are AWS's, the root volume is given per GiB-month as
-// AWS prices it, the environment sets what the Deployment renders, and bad values
-// name their flag.
+// AWS prices it, and bad values name their flag. The environment the Deployment
+// renders is read by the controller's settings (settings' TestFromContainer).
 func TestNodeCostFlags(t *testing.T) {
 	fs := flag.NewFlagSet("t", flag.ContinueOnError)
 	var c scheduling.NodeCosts
@@ -24,11 +24,6 @@ func TestNodeCostFlags(t *testing.T) {
 	}
 	if math.Abs(c.RootVolumePerGiBHour-0.0002) > 1e-12 || c.PublicIPv4PerHour != 0 || c.FewerNodesTolerance != 0.05 {
 		t.Errorf("parsed %+v", c)
-	}
-	t.Setenv("NODE_OVERHEAD_PRICE_PER_HOUR", "0.02")
-	AddFlags(flag.NewFlagSet("env", flag.ContinueOnError), &c)
-	if c.PerNodeHour != 0.02 {
-		t.Errorf("NODE_OVERHEAD_PRICE_PER_HOUR=0.02 gave %v", c.PerNodeHour)
 	}
 	c.PublicIPv4PerHour, c.FewerNodesTolerance = -1, 2
 	errs := strings.Join(Validate(c), "; ")

@@ -1,6 +1,8 @@
-// Package operator holds the controller's settings, metrics and the one place where
-// controllers are wired into a controller-runtime manager.
-package operator
+// Package settings holds the controller's settings: its flags, the environment
+// variables they read, and their validation. Predictions (`dovetail simulate`,
+// `explain`, the provider's plan-time impact) read the same settings from the
+// controller's Deployment, so this package links none of the controllers.
+package settings
 
 import (
 	"cmp"
@@ -20,7 +22,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"k8s.io/apimachinery/pkg/util/sets"
 
-	"github.com/dovetail-sh/dovetail/controller/operator/nodecosts"
+	"github.com/dovetail-sh/dovetail/controller/operator/settings/nodecosts"
 	"github.com/dovetail-sh/dovetail/controller/repair"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/scheduling/defaultspread"
@@ -306,67 +308,72 @@ func (f *FeatureGates) Set(v string) error {
 	})
 }
 
-// AddFlags registers the options on fs with their environment defaults.
-func (o *Options) AddFlags(fs *flag.FlagSet) {
-	fs.StringVar(&o.ClusterName, "cluster-name", env("CLUSTER_NAME", ""), "name of the cluster, used to tag and find its instances [CLUSTER_NAME]")
-	fs.StringVar(&o.CloudProvider, "cloud-provider", env("CLOUD_PROVIDER", "aws"), "cloud provider: aws (EC2), or kwok (local, simulated instances) [CLOUD_PROVIDER]")
-	fs.StringVar(&o.AWSRegion, "aws-region", env("AWS_REGION", ""), "AWS region of the cluster [AWS_REGION]")
-	fs.StringVar(&o.ClusterEndpoint, "cluster-endpoint", env("CLUSTER_ENDPOINT", ""), "API server URL nodes join; default: read from EKS DescribeCluster [CLUSTER_ENDPOINT]")
-	fs.BoolVar(&o.IsolatedVPC, "isolated-vpc", envBool("ISOLATED_VPC", false), "the cluster has no route to the internet: never call the Pricing API, which has no VPC endpoint [ISOLATED_VPC]")
-	fs.IntVar(&o.ReservedENIs, "reserved-enis", envInt("RESERVED_ENIS", 0), "ENIs per instance kept for other uses, lowering max pods [RESERVED_ENIS]")
+// AddFlags registers the options on fs, each taking the environment variable its
+// usage names from the process's environment.
+func (o *Options) AddFlags(fs *flag.FlagSet) { o.AddFlagsFrom(fs, os.LookupEnv) }
+
+// AddFlagsFrom registers the options on fs, each taking the environment variable its
+// usage names from lookup: a prediction reads the controller's Deployment this way.
+func (o *Options) AddFlagsFrom(fs *flag.FlagSet, lookup func(string) (string, bool)) {
+	fs.StringVar(&o.ClusterName, "cluster-name", "", "name of the cluster, used to tag and find its instances [CLUSTER_NAME]")
+	fs.StringVar(&o.CloudProvider, "cloud-provider", "aws", "cloud provider: aws (EC2), or kwok (local, simulated instances) [CLOUD_PROVIDER]")
+	fs.StringVar(&o.AWSRegion, "aws-region", "", "AWS region of the cluster [AWS_REGION]")
+	fs.StringVar(&o.ClusterEndpoint, "cluster-endpoint", "", "API server URL nodes join; default: read from EKS DescribeCluster [CLUSTER_ENDPOINT]")
+	fs.BoolVar(&o.IsolatedVPC, "isolated-vpc", false, "the cluster has no route to the internet: never call the Pricing API, which has no VPC endpoint [ISOLATED_VPC]")
+	fs.IntVar(&o.ReservedENIs, "reserved-enis", 0, "ENIs per instance kept for other uses, lowering max pods [RESERVED_ENIS]")
 	fs.Var(&o.AWSEndpoints, "aws-endpoints", "per-service endpoint overrides, service=URL,... (ec2, ssm, iam, eks, pricing, sqs) [AWS_ENDPOINTS]")
-	fs.StringVar(&o.InterruptionQueue, "interruption-queue", env("INTERRUPTION_QUEUE", ""), "SQS queue EventBridge sends spot interruptions, rebalance recommendations, state changes and scheduled maintenance to; empty turns interruption handling off [INTERRUPTION_QUEUE]")
-	fs.StringVar(&o.ClusterCABundle, "cluster-ca-bundle", env("CLUSTER_CA_BUNDLE", ""), "API server CA (base64 PEM) nodes trust; default: from EKS DescribeCluster, else the controller's kubeconfig [CLUSTER_CA_BUNDLE]")
-	fs.BoolVar(&o.EKSControlPlane, "eks-control-plane", envBool("EKS_CONTROL_PLANE", false), "read the CA and service CIDR from EKS DescribeCluster even when --cluster-endpoint is set [EKS_CONTROL_PLANE]")
-	fs.StringVar(&o.PreferencePolicy, "preference-policy", env("PREFERENCE_POLICY", "Respect"), "how preferred affinities and ScheduleAnyway spreads are treated: Respect (held, then relaxed one at a time); Ignore is not supported yet [PREFERENCE_POLICY]")
-	fs.BoolVar(&o.EnableZonalShift, "enable-zonal-shift", envBool("ENABLE_ZONAL_SHIFT", false), "avoid zones under an ARC zonal shift: only false is supported yet [ENABLE_ZONAL_SHIFT]")
-	fs.DurationVar(&o.AMIRefreshInterval, "ami-refresh-interval", envDuration("AMI_REFRESH_INTERVAL", 5*time.Minute), "how often a Ready EC2NodeClass's images are resolved again, at least 1m [AMI_REFRESH_INTERVAL]")
-	fs.DurationVar(&o.SubnetRefreshInterval, "subnet-refresh-interval", envDuration("SUBNET_REFRESH_INTERVAL", 5*time.Minute), "how often a Ready EC2NodeClass's subnets are resolved again, at least 1m [SUBNET_REFRESH_INTERVAL]")
-	fs.DurationVar(&o.SecurityGroupRefreshInterval, "security-group-refresh-interval", envDuration("SECURITY_GROUP_REFRESH_INTERVAL", time.Minute), "how often a Ready EC2NodeClass's security groups are resolved again, at least 1m [SECURITY_GROUP_REFRESH_INTERVAL]")
+	fs.StringVar(&o.InterruptionQueue, "interruption-queue", "", "SQS queue EventBridge sends spot interruptions, rebalance recommendations, state changes and scheduled maintenance to; empty turns interruption handling off [INTERRUPTION_QUEUE]")
+	fs.StringVar(&o.ClusterCABundle, "cluster-ca-bundle", "", "API server CA (base64 PEM) nodes trust; default: from EKS DescribeCluster, else the controller's kubeconfig [CLUSTER_CA_BUNDLE]")
+	fs.BoolVar(&o.EKSControlPlane, "eks-control-plane", false, "read the CA and service CIDR from EKS DescribeCluster even when --cluster-endpoint is set [EKS_CONTROL_PLANE]")
+	fs.StringVar(&o.PreferencePolicy, "preference-policy", "Respect", "how preferred affinities and ScheduleAnyway spreads are treated: Respect (held, then relaxed one at a time); Ignore is not supported yet [PREFERENCE_POLICY]")
+	fs.BoolVar(&o.EnableZonalShift, "enable-zonal-shift", false, "avoid zones under an ARC zonal shift: only false is supported yet [ENABLE_ZONAL_SHIFT]")
+	fs.DurationVar(&o.AMIRefreshInterval, "ami-refresh-interval", 5*time.Minute, "how often a Ready EC2NodeClass's images are resolved again, at least 1m [AMI_REFRESH_INTERVAL]")
+	fs.DurationVar(&o.SubnetRefreshInterval, "subnet-refresh-interval", 5*time.Minute, "how often a Ready EC2NodeClass's subnets are resolved again, at least 1m [SUBNET_REFRESH_INTERVAL]")
+	fs.DurationVar(&o.SecurityGroupRefreshInterval, "security-group-refresh-interval", time.Minute, "how often a Ready EC2NodeClass's security groups are resolved again, at least 1m [SECURITY_GROUP_REFRESH_INTERVAL]")
 	fs.Var(&o.AWSFeatureGates, "aws-feature-gates", "Karpenter's AWS gates, Name=bool,... (RebootForRepair, with NodeRepair and --legacy-node-repair=false; NodeClassCEL, DRANVIDIAGPU, DRAEFA: only false is supported yet) [AWS_FEATURE_GATES]")
-	fs.BoolVar(&o.LegacyNodeRepair, "legacy-node-repair", envBool("LEGACY_NODE_REPAIR", false), "with gate NodeRepair: true repairs by the standalone repair controller, which only replaces nodes; false, as in Karpenter v1.15, repairs as a disruption method (replacement first, Unhealthy budgets, a bounded drain, reboots, karpenter.sh/do-not-repair) [LEGACY_NODE_REPAIR]")
-	fs.StringVar(&o.SchedulerConfig, "scheduler-config", env("SCHEDULER_CONFIG", ""), "the cluster's kube-scheduler defaults to mirror, as YAML: {podTopologySpread: {defaultConstraints: [...]}}, applied to pods without constraints of their own (Karpenter v1.15) [SCHEDULER_CONFIG]")
-	fs.StringVar(&o.MinValuesPolicy, "min-values-policy", env("MIN_VALUES_POLICY", "Strict"), "a requirement's minValues that cannot be met: Strict (nothing is launched); BestEffort is not supported yet [MIN_VALUES_POLICY]")
-	o.PlanDRARequests = !envBool("IGNORE_DRA_REQUESTS", true)
+	fs.BoolVar(&o.LegacyNodeRepair, "legacy-node-repair", false, "with gate NodeRepair: true repairs by the standalone repair controller, which only replaces nodes; false, as in Karpenter v1.15, repairs as a disruption method (replacement first, Unhealthy budgets, a bounded drain, reboots, karpenter.sh/do-not-repair) [LEGACY_NODE_REPAIR]")
+	fs.StringVar(&o.SchedulerConfig, "scheduler-config", "", "the cluster's kube-scheduler defaults to mirror, as YAML: {podTopologySpread: {defaultConstraints: [...]}}, applied to pods without constraints of their own (Karpenter v1.15) [SCHEDULER_CONFIG]")
+	fs.StringVar(&o.MinValuesPolicy, "min-values-policy", "Strict", "a requirement's minValues that cannot be met: Strict (nothing is launched); BestEffort is not supported yet [MIN_VALUES_POLICY]")
+	o.PlanDRARequests = false
 	fs.Var(invertedBool{&o.PlanDRARequests}, "ignore-dra-requests", "pods' dynamic resource allocation claims are not planned for; false is not supported yet [IGNORE_DRA_REQUESTS]")
-	fs.BoolVar(&o.DisableClusterStateObservability, "disable-cluster-state-observability", envBool("DISABLE_CLUSTER_STATE_OBSERVABILITY", false), "cluster state metrics are always exposed; true is not supported yet [DISABLE_CLUSTER_STATE_OBSERVABILITY]")
-	fs.BoolVar(&o.DisableDryRun, "disable-dry-run", envBool("DISABLE_DRY_RUN", false), "accepted for Karpenter compatibility: Dovetail validates an EC2NodeClass by its Describe calls and makes no dry-run calls either way [DISABLE_DRY_RUN]")
-	fs.StringVar(&o.SSMParameterPrefix, "ssm-parameter-prefix", env("SSM_PARAMETER_PREFIX", "/aws/service"), "SSM path under which amiSelectorTerms aliases find EKS images [SSM_PARAMETER_PREFIX]")
-	fs.StringVar(&o.KwokCatalog, "kwok-catalog", env("KWOK_CATALOG", ""), "instance-type catalog for the kwok provider; default: the embedded AWS catalog [KWOK_CATALOG]")
-	fs.DurationVar(&o.BatchIdleDuration, "batch-idle-duration", envDuration("BATCH_IDLE_DURATION", time.Second), "close a provisioning batch after this long without new pending pods [BATCH_IDLE_DURATION]")
-	fs.DurationVar(&o.BatchMaxDuration, "batch-max-duration", envDuration("BATCH_MAX_DURATION", 10*time.Second), "close a provisioning batch after this long regardless [BATCH_MAX_DURATION]")
+	fs.BoolVar(&o.DisableClusterStateObservability, "disable-cluster-state-observability", false, "cluster state metrics are always exposed; true is not supported yet [DISABLE_CLUSTER_STATE_OBSERVABILITY]")
+	fs.BoolVar(&o.DisableDryRun, "disable-dry-run", false, "accepted for Karpenter compatibility: Dovetail validates an EC2NodeClass by its Describe calls and makes no dry-run calls either way [DISABLE_DRY_RUN]")
+	fs.StringVar(&o.SSMParameterPrefix, "ssm-parameter-prefix", "/aws/service", "SSM path under which amiSelectorTerms aliases find EKS images [SSM_PARAMETER_PREFIX]")
+	fs.StringVar(&o.KwokCatalog, "kwok-catalog", "", "instance-type catalog for the kwok provider; default: the embedded AWS catalog [KWOK_CATALOG]")
+	fs.DurationVar(&o.BatchIdleDuration, "batch-idle-duration", time.Second, "close a provisioning batch after this long without new pending pods [BATCH_IDLE_DURATION]")
+	fs.DurationVar(&o.BatchMaxDuration, "batch-max-duration", 10*time.Second, "close a provisioning batch after this long regardless [BATCH_MAX_DURATION]")
 	fs.Var(&o.FeatureGates, "feature-gates", "Name=bool,... (SpotToSpotConsolidation, ReservedCapacity, NodeOverlay, StaticCapacity, NodeRepair, CapacityBuffer, TerminateFirstDrift, TerminateFirstRepair) [FEATURE_GATES]")
-	fs.StringVar(&o.BindAddress, "bind-address", env("BIND_ADDRESS", ""), "address the metrics and health servers listen on; empty means all [BIND_ADDRESS]")
-	fs.IntVar(&o.MetricsPort, "metrics-port", envInt("METRICS_PORT", 8080), "port of the Prometheus /metrics endpoint; 0 turns it off [METRICS_PORT]")
-	fs.IntVar(&o.HealthProbePort, "health-probe-port", envInt("HEALTH_PROBE_PORT", 8081), "port of /healthz and /readyz; 0 turns them off [HEALTH_PROBE_PORT]")
-	fs.BoolVar(&o.LeaderElect, "leader-elect", envBool("LEADER_ELECT", true), "elect a leader so replicas do not act twice [LEADER_ELECT]")
-	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", env("POD_NAMESPACE", "kube-system"), "namespace of the leader-election lease [POD_NAMESPACE]")
-	fs.DurationVar(&o.LeaderElectionLeaseDuration, "leader-election-lease-duration", envDuration("LEADER_ELECTION_LEASE_DURATION", 15*time.Second), "how long followers wait after the leader last renewed before taking over [LEADER_ELECTION_LEASE_DURATION]")
-	fs.DurationVar(&o.LeaderElectionRenewDeadline, "leader-election-renew-deadline", envDuration("LEADER_ELECTION_RENEW_DEADLINE", 10*time.Second), "how long the leader tries to renew before it stops leading, under the lease duration [LEADER_ELECTION_RENEW_DEADLINE]")
-	fs.DurationVar(&o.LeaderElectionRetryPeriod, "leader-election-retry-period", envDuration("LEADER_ELECTION_RETRY_PERIOD", 2*time.Second), "how often replicas try to acquire or renew the lease [LEADER_ELECTION_RETRY_PERIOD]")
-	fs.StringVar(&o.LogLevel, "log-level", env("LOG_LEVEL", "info"), "debug, info or error [LOG_LEVEL]")
-	fs.StringVar(&o.LogOutputPaths, "log-output-paths", env("LOG_OUTPUT_PATHS", "stderr"), "where logs go: stdout, stderr or both, comma-separated [LOG_OUTPUT_PATHS]")
-	fs.StringVar(&o.LogErrorOutputPaths, "log-error-output-paths", env("LOG_ERROR_OUTPUT_PATHS", "stderr"), "where the logger's own errors go: stdout, stderr or both [LOG_ERROR_OUTPUT_PATHS]")
-	fs.Float64Var(&o.VMMemoryOverheadPercent, "vm-memory-overhead-percent", envFloat("VM_MEMORY_OVERHEAD_PERCENT", 0.075), "share of instance memory the hypervisor keeps [VM_MEMORY_OVERHEAD_PERCENT]")
-	fs.BoolVar(&o.DriftOnMetadata, "drift-on-metadata", envBool("DRIFT_ON_METADATA", false), "replace nodes when their NodePool template's labels or annotations change, as Karpenter does; by default those are applied to the NodeClaims and Nodes in place [DRIFT_ON_METADATA]")
-	fs.DurationVar(&o.RegistrationTTL, "registration-ttl", envDuration("REGISTRATION_TTL", 15*time.Minute), "delete a NodeClaim whose node has not registered after this long [REGISTRATION_TTL]")
-	fs.DurationVar(&o.DisruptionPeriod, "disruption-period", envDuration("DISRUPTION_PERIOD", 10*time.Second), "how often disruption looks for nodes to remove or replace [DISRUPTION_PERIOD]")
-	fs.DurationVar(&o.ConsolidationValidationDelay, "consolidation-validation-delay", envDuration("CONSOLIDATION_VALIDATION_DELAY", 15*time.Second), "how long a consolidation decision must hold before it is carried out [CONSOLIDATION_VALIDATION_DELAY]")
-	fs.Float64Var(&o.KubeClientQPS, "kube-client-qps", envFloat("KUBE_CLIENT_QPS", 200), "requests per second to the API server [KUBE_CLIENT_QPS]")
-	fs.IntVar(&o.KubeClientBurst, "kube-client-burst", envInt("KUBE_CLIENT_BURST", 300), "burst of requests to the API server [KUBE_CLIENT_BURST]")
-	fs.BoolVar(&o.EnableProfiling, "enable-profiling", envBool("ENABLE_PROFILING", false), "serve Go's pprof under /debug/pprof/ on the metrics port [ENABLE_PROFILING]")
-	fs.Int64Var(&o.MemoryLimit, "memory-limit", envInt64("MEMORY_LIMIT", -1), "the container's memory limit in bytes; the Go soft memory limit is set to 90% of it (GOMEMLIMIT, when set, wins); -1 leaves it unset [MEMORY_LIMIT]")
+	fs.StringVar(&o.BindAddress, "bind-address", "", "address the metrics and health servers listen on; empty means all [BIND_ADDRESS]")
+	fs.IntVar(&o.MetricsPort, "metrics-port", 8080, "port of the Prometheus /metrics endpoint; 0 turns it off [METRICS_PORT]")
+	fs.IntVar(&o.HealthProbePort, "health-probe-port", 8081, "port of /healthz and /readyz; 0 turns them off [HEALTH_PROBE_PORT]")
+	fs.BoolVar(&o.LeaderElect, "leader-elect", true, "elect a leader so replicas do not act twice [LEADER_ELECT]")
+	fs.StringVar(&o.LeaderElectionNamespace, "leader-election-namespace", "kube-system", "namespace of the leader-election lease [POD_NAMESPACE]")
+	fs.DurationVar(&o.LeaderElectionLeaseDuration, "leader-election-lease-duration", 15*time.Second, "how long followers wait after the leader last renewed before taking over [LEADER_ELECTION_LEASE_DURATION]")
+	fs.DurationVar(&o.LeaderElectionRenewDeadline, "leader-election-renew-deadline", 10*time.Second, "how long the leader tries to renew before it stops leading, under the lease duration [LEADER_ELECTION_RENEW_DEADLINE]")
+	fs.DurationVar(&o.LeaderElectionRetryPeriod, "leader-election-retry-period", 2*time.Second, "how often replicas try to acquire or renew the lease [LEADER_ELECTION_RETRY_PERIOD]")
+	fs.StringVar(&o.LogLevel, "log-level", "info", "debug, info or error [LOG_LEVEL]")
+	fs.StringVar(&o.LogOutputPaths, "log-output-paths", "stderr", "where logs go: stdout, stderr or both, comma-separated [LOG_OUTPUT_PATHS]")
+	fs.StringVar(&o.LogErrorOutputPaths, "log-error-output-paths", "stderr", "where the logger's own errors go: stdout, stderr or both [LOG_ERROR_OUTPUT_PATHS]")
+	fs.Float64Var(&o.VMMemoryOverheadPercent, "vm-memory-overhead-percent", 0.075, "share of instance memory the hypervisor keeps [VM_MEMORY_OVERHEAD_PERCENT]")
+	fs.BoolVar(&o.DriftOnMetadata, "drift-on-metadata", false, "replace nodes when their NodePool template's labels or annotations change, as Karpenter does; by default those are applied to the NodeClaims and Nodes in place [DRIFT_ON_METADATA]")
+	fs.DurationVar(&o.RegistrationTTL, "registration-ttl", 15*time.Minute, "delete a NodeClaim whose node has not registered after this long [REGISTRATION_TTL]")
+	fs.DurationVar(&o.DisruptionPeriod, "disruption-period", 10*time.Second, "how often disruption looks for nodes to remove or replace [DISRUPTION_PERIOD]")
+	fs.DurationVar(&o.ConsolidationValidationDelay, "consolidation-validation-delay", 15*time.Second, "how long a consolidation decision must hold before it is carried out [CONSOLIDATION_VALIDATION_DELAY]")
+	fs.Float64Var(&o.KubeClientQPS, "kube-client-qps", 200, "requests per second to the API server [KUBE_CLIENT_QPS]")
+	fs.IntVar(&o.KubeClientBurst, "kube-client-burst", 300, "burst of requests to the API server [KUBE_CLIENT_BURST]")
+	fs.BoolVar(&o.EnableProfiling, "enable-profiling", false, "serve Go's pprof under /debug/pprof/ on the metrics port [ENABLE_PROFILING]")
+	fs.Int64Var(&o.MemoryLimit, "memory-limit", -1, "the container's memory limit in bytes; the Go soft memory limit is set to 90% of it (GOMEMLIMIT, when set, wins); -1 leaves it unset [MEMORY_LIMIT]")
 	nodecosts.AddFlags(fs, &o.NodeCosts)
-	// The environment gives the defaults above; each variable set is also parsed by
-	// its flag, so one that does not parse is an error at start, not a silent
-	// default (FEATURE_GATES and AWS_ENDPOINTS are only read here).
+	// Each variable set is parsed by its flag, so one that does not parse is an
+	// error at start, not a silent default; flags given on the command line are
+	// parsed after, and win.
 	o.envErrors = nil
 	fs.VisitAll(func(f *flag.Flag) {
 		m := envInUsage.FindStringSubmatch(f.Usage)
 		if m == nil {
 			return
 		}
-		if v, ok := os.LookupEnv(m[1]); ok {
+		if v, ok := lookup(m[1]); ok {
 			if err := f.Value.Set(v); err != nil {
 				o.envErrors = append(o.envErrors, fmt.Sprintf("%s=%q (--%s): %v", m[1], v, f.Name, err))
 			}
@@ -536,46 +543,4 @@ func validateCABundle(bundle string) error {
 		return fmt.Errorf("its PEM block is not an X.509 certificate (%v): nodes could not trust the API server with it", err)
 	}
 	return nil
-}
-
-func env(key, def string) string {
-	if v, ok := os.LookupEnv(key); ok {
-		return v
-	}
-	return def
-}
-
-func envDuration(key string, def time.Duration) time.Duration {
-	if d, err := time.ParseDuration(os.Getenv(key)); err == nil {
-		return d
-	}
-	return def
-}
-
-func envInt(key string, def int) int {
-	if n, err := strconv.Atoi(os.Getenv(key)); err == nil {
-		return n
-	}
-	return def
-}
-
-func envInt64(key string, def int64) int64 {
-	if n, err := strconv.ParseInt(os.Getenv(key), 10, 64); err == nil {
-		return n
-	}
-	return def
-}
-
-func envFloat(key string, def float64) float64 {
-	if f, err := strconv.ParseFloat(os.Getenv(key), 64); err == nil {
-		return f
-	}
-	return def
-}
-
-func envBool(key string, def bool) bool {
-	if b, err := strconv.ParseBool(os.Getenv(key)); err == nil {
-		return b
-	}
-	return def
 }

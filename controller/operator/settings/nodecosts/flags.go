@@ -7,7 +7,6 @@ package nodecosts
 import (
 	"flag"
 	"fmt"
-	"os"
 	"strconv"
 
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
@@ -17,17 +16,18 @@ import (
 const hoursPerMonth = 730
 
 // AddFlags registers what a node costs beyond its instance's price, with AWS's
-// defaults unless the environment says otherwise.
+// defaults. Each usage names its environment variable, which the controller's
+// settings read (settings.Options.AddFlags).
 func AddFlags(fs *flag.FlagSet, c *scheduling.NodeCosts) {
 	*c = scheduling.DefaultNodeCosts()
-	c.RootVolumePerGiBHour = envFloat("ROOT_VOLUME_PRICE_PER_GIB_MONTH", c.RootVolumePerGiBHour*hoursPerMonth) / hoursPerMonth
+	c.RootVolumePerGiBHour = c.RootVolumePerGiBHour * hoursPerMonth / hoursPerMonth
 	fs.Var(&perMonth{&c.RootVolumePerGiBHour}, "root-volume-price-per-gib-month",
 		"price of a node's root volume per GiB-month (gp3: 0.08) [ROOT_VOLUME_PRICE_PER_GIB_MONTH]")
-	fs.Float64Var(&c.PublicIPv4PerHour, "public-ipv4-price-per-hour", envFloat("PUBLIC_IPV4_PRICE_PER_HOUR", c.PublicIPv4PerHour),
+	fs.Float64Var(&c.PublicIPv4PerHour, "public-ipv4-price-per-hour", c.PublicIPv4PerHour,
 		"price of a node's public IPv4 address per hour; 0 when nodes run in private subnets [PUBLIC_IPV4_PRICE_PER_HOUR]")
-	fs.Float64Var(&c.PerNodeHour, "node-overhead-price-per-hour", envFloat("NODE_OVERHEAD_PRICE_PER_HOUR", c.PerNodeHour),
+	fs.Float64Var(&c.PerNodeHour, "node-overhead-price-per-hour", c.PerNodeHour,
 		"operational cost of one more node per hour (API load, IPs, image pulls, blast radius) [NODE_OVERHEAD_PRICE_PER_HOUR]")
-	fs.Float64Var(&c.FewerNodesTolerance, "fewer-nodes-tolerance", envFloat("FEWER_NODES_TOLERANCE", c.FewerNodesTolerance),
+	fs.Float64Var(&c.FewerNodesTolerance, "fewer-nodes-tolerance", c.FewerNodesTolerance,
 		"how much more per unit of demand, as a fraction, a plan may pay to use fewer, larger nodes [FEWER_NODES_TOLERANCE]")
 }
 
@@ -65,11 +65,4 @@ func (p *perMonth) Set(v string) error {
 	}
 	*p.hourly = f / hoursPerMonth
 	return nil
-}
-
-func envFloat(key string, def float64) float64 {
-	if f, err := strconv.ParseFloat(os.Getenv(key), 64); err == nil {
-		return f
-	}
-	return def
 }

@@ -1,0 +1,71 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+
+	"github.com/dovetail-sh/dovetail/controller/operator/settings"
+	"github.com/dovetail-sh/dovetail/controller/simulate"
+)
+
+// predictionFlags are the controller's settings that change what it decides,
+// which simulate and explain take under the controller's own flag names.
+var predictionFlags = []string{"feature-gates", "drift-on-metadata", "vm-memory-overhead-percent", "scheduler-config",
+	"root-volume-price-per-gib-month", "public-ipv4-price-per-hour", "node-overhead-price-per-hour", "fewer-nodes-tolerance"}
+
+// controllerFlags registers predictionFlags on fs. What the command line gives is
+// kept as given, to be set over the settings of the controller's Deployment in
+// the input (flags over the Deployment, as a flag is over env in the controller).
+type controllerFlags struct {
+	given [][2]string
+}
+
+func (c *controllerFlags) register(fs *flag.FlagSet) {
+	// A scratch set of the controller's flags parses each value as the controller
+	// would, so a bad one is refused at parse time.
+	scratch := flag.NewFlagSet("scratch", flag.ContinueOnError)
+	new(settings.Options).AddFlagsFrom(scratch, func(string) (string, bool) { return "", false })
+	for _, name := range predictionFlags {
+		f := scratch.Lookup(name)
+		fs.Var(givenValue{Value: f.Value, name: name, given: &c.given}, name, "the controller's --"+name+": "+f.Usage)
+	}
+}
+
+// set records a setting as if given on the command line (--spot-to-spot).
+func (c *controllerFlags) set(name, value string) { c.given = append(c.given, [2]string{name, value}) }
+
+// resolve is the controller's settings for a prediction: the input's (its
+// controller Deployment's, else the defaults), with the flags given over them.
+func (c *controllerFlags) resolve(in *simulate.Inputs) (*settings.Options, []string, error) {
+	ctl, fs, notes, err := in.ControllerSettings()
+	if err != nil {
+		return nil, notes, err
+	}
+	for _, kv := range c.given {
+		if err := fs.Set(kv[0], kv[1]); err != nil {
+			return nil, notes, fmt.Errorf("--%s: %w", kv[0], err)
+		}
+	}
+	return ctl, notes, nil
+}
+
+// givenValue parses into a scratch value, and keeps what was given.
+type givenValue struct {
+	flag.Value
+	name  string
+	given *[][2]string
+}
+
+func (g givenValue) Set(v string) error {
+	if err := g.Value.Set(v); err != nil {
+		return err
+	}
+	*g.given = append(*g.given, [2]string{g.name, v})
+	return nil
+}
+
+// IsBoolFlag keeps --drift-on-metadata usable without a value.
+func (g givenValue) IsBoolFlag() bool {
+	b, ok := g.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
