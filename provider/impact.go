@@ -17,7 +17,6 @@ import (
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
-	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/simulate"
 )
 
@@ -125,9 +124,7 @@ func (r *customResource) workOutImpact(ctx context.Context, name string, plan cu
 	if err != nil {
 		return "", err
 	}
-	allocatable := scheduling.DefaultAllocatableSettings()
-	allocatable.VMMemoryOverheadPercent = ctl.VMMemoryOverheadPercent
-	impact, err := simulate.PlanImpact(in, cat.ForEngine(allocatable), ctl, time.Now(), change)
+	impact, err := simulate.PlanImpact(in, cat, ctl, time.Now(), change)
 	if err != nil {
 		return "", err
 	}

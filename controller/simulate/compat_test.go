@@ -69,7 +69,8 @@ func planWorkloads(t *testing.T, c compat.Corpus) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	types := cat.InZones(compatZones).ForEngine(scheduling.DefaultAllocatableSettings())
+	zoned := cat.InZones(compatZones)
+	types := zoned.ForEngine(scheduling.DefaultAllocatableSettings())
 	// Upstream examples ship scaled to zero; plan them at a size that exercises spreads.
 	scaleUp := func(s string) string { return strings.ReplaceAll(s, "replicas: 0", "replicas: 6") }
 	for _, w := range workloads {
@@ -84,7 +85,7 @@ func planWorkloads(t *testing.T, c compat.Corpus) {
 			if len(in.Pods) == 0 {
 				t.Fatalf("no pods in %s", w)
 			}
-			plan, err := Run(in, types, defaults(), clocktesting.NewFakePassiveClock(fakeNow))
+			plan, err := Run(in, zoned, defaults(), clocktesting.NewFakePassiveClock(fakeNow))
 			if err != nil {
 				t.Fatal(err)
 			}

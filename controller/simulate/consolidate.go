@@ -18,6 +18,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/consolidation"
 	"github.com/dovetail-sh/dovetail/controller/operator/settings"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
@@ -135,16 +136,18 @@ type KeptNode struct {
 // way: only the nodes the snapshot shows tainted karpenter.sh/disrupted or being
 // deleted count as being disrupted. Every NodePool may launch every catalog type
 // its requirements allow, as in Run.
-func Consolidate(in *Inputs, instanceTypes []*scheduling.InstanceType, ctl *settings.Options, now time.Time) (*ConsolidationReport, error) {
-	d, err := decide(in, instanceTypes, ctl, now)
+func Consolidate(in *Inputs, cat *catalog.File, ctl *settings.Options, now time.Time) (*ConsolidationReport, error) {
+	d, err := decide(in, cat, ctl, now)
 	if err != nil {
 		return nil, err
 	}
-	return d.report(instanceTypes), nil
+	return d.report(), nil
 }
 
 // decision is consolidation's decision on a snapshot, and what it was made from.
 type decision struct {
+	// catalog is the types of a pool whose class the input lacks.
+	catalog    []*scheduling.InstanceType
 	view       *state.View
 	snap       *scheduling.Snapshot
 	cl         *consolidation.Cluster
@@ -156,14 +159,14 @@ type decision struct {
 }
 
 // decide observes the snapshot as the disruption controller would and decides.
-func decide(in *Inputs, instanceTypes []*scheduling.InstanceType, ctl *settings.Options, now time.Time) (*decision, error) {
+func decide(in *Inputs, cat *catalog.File, ctl *settings.Options, now time.Time) (*decision, error) {
 	if len(in.NodePools) == 0 {
 		return nil, errors.New("the snapshot has no NodePools, and consolidation acts only on their nodes: include nodepools in `kubectl get nodes,nodeclaims,nodepools,pods,pdb,daemonsets,pvc,pv,storageclasses -A -o yaml`")
 	}
 	if len(in.Nodes) == 0 {
 		return nil, errors.New("the snapshot has no Nodes: include nodes in `kubectl get nodes,nodeclaims,nodepools,pods,pdb,daemonsets,pvc,pv,storageclasses -A -o yaml`")
 	}
-	p, err := prepare(in, instanceTypes, ctl)
+	p, err := prepare(in, cat, ctl)
 	if err != nil {
 		return nil, err
 	}
@@ -182,11 +185,11 @@ func decide(in *Inputs, instanceTypes []*scheduling.InstanceType, ctl *settings.
 	}
 	spotToSpot := ctl.FeatureGates.SpotToSpotConsolidation
 	plan := consolidation.Decide(cl, allowed, consolidation.Options{Now: now, SpotToSpot: spotToSpot})
-	return &decision{view: view, snap: snap, cl: cl, plan: plan, overlays: overlays, warnings: warnings, now: now, spotToSpot: spotToSpot}, nil
+	return &decision{catalog: p.catalog, view: view, snap: snap, cl: cl, plan: plan, overlays: overlays, warnings: warnings, now: now, spotToSpot: spotToSpot}, nil
 }
 
 // report is the decision as `dovetail simulate --consolidate` prints it.
-func (d *decision) report(instanceTypes []*scheduling.InstanceType) *ConsolidationReport {
+func (d *decision) report() *ConsolidationReport {
 	view, snap, cl, plan, overlays, warnings, now, spotToSpot := d.view, d.snap, d.cl, d.plan, d.overlays, d.warnings, d.now, d.spotToSpot
 	// The disruption controller's gate: pending pods the provisioner can place come
 	// first, and nothing is disrupted meanwhile.
@@ -212,7 +215,7 @@ func (d *decision) report(instanceTypes []*scheduling.InstanceType) *Consolidati
 	}
 	if r.Summary.UnknownPrice > 0 {
 		hint := "--catalog with their offerings"
-		if missing := zonesNotOffered(view.Claims, instanceTypes); len(missing) > 0 {
+		if missing := zonesNotOffered(view.Claims, d.catalog); len(missing) > 0 {
 			hint = fmt.Sprintf("the catalog offers nothing in %s: --zones %s offers it there", strings.Join(missing, ", "), strings.Join(missing, ","))
 		}
 		r.Warnings = append(r.Warnings, fmt.Sprintf("%d NodeClaim(s) have an instance type, zone or capacity type the catalog does not offer: their price is unknown and left out of $/h, and such a node is removed only when empty (%s)", r.Summary.UnknownPrice, hint))

@@ -35,7 +35,7 @@ type snapshotCluster struct {
 	pods    int
 }
 
-func newSnapshotCluster(t *testing.T, types []*scheduling.InstanceType, requirements ...v1.NodePoolRequirement) *snapshotCluster {
+func newSnapshotCluster(t *testing.T, cat *catalog.File, requirements ...v1.NodePoolRequirement) *snapshotCluster {
 	pool := &v1.NodePool{TypeMeta: metav1.TypeMeta{APIVersion: "karpenter.sh/v1", Kind: "NodePool"}, ObjectMeta: metav1.ObjectMeta{Name: "default"}}
 	pool.Spec.Template.Spec.NodeClassRef = &v1.NodeClassReference{Group: "karpenter.k8s.aws", Kind: "EC2NodeClass", Name: "default"}
 	pool.Spec.Template.Spec.Requirements = requirements
@@ -43,7 +43,7 @@ func newSnapshotCluster(t *testing.T, types []*scheduling.InstanceType, requirem
 	pool.Spec.Disruption.ConsolidateAfter = v1.MustParseNillableDuration("0s")
 	pool.Spec.Disruption.Budgets = []v1.Budget{{Nodes: "100%"}}
 	sc := &snapshotCluster{t: t, types: map[string]*scheduling.InstanceType{}, pool: pool, objects: []runtime.Object{pool}}
-	for _, it := range types {
+	for _, it := range cat.ForEngine(scheduling.DefaultAllocatableSettings()) {
 		sc.types[it.Name] = it
 	}
 	return sc
@@ -107,7 +107,7 @@ func (sc *snapshotCluster) read() *Inputs {
 	return in
 }
 
-func (sc *snapshotCluster) consolidate(types []*scheduling.InstanceType, spotToSpot bool) (*ConsolidationReport, string) {
+func (sc *snapshotCluster) consolidate(types *catalog.File, spotToSpot bool) (*ConsolidationReport, string) {
 	sc.t.Helper()
 	r, err := Consolidate(sc.read(), types, defaults("SpotToSpotConsolidation="+fmt.Sprint(spotToSpot)), fakeNow)
 	if err != nil {
@@ -120,13 +120,13 @@ func (sc *snapshotCluster) consolidate(types []*scheduling.InstanceType, spotToS
 	return r, table.String()
 }
 
-func westCatalog(t *testing.T, zones ...string) []*scheduling.InstanceType {
+func westCatalog(t *testing.T, zones ...string) *catalog.File {
 	t.Helper()
 	cat, err := catalog.EmbeddedAWS()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cat.InZones(zones).ForEngine(scheduling.DefaultAllocatableSettings())
+	return cat.InZones(zones)
 }
 
 func removedNodes(r *ConsolidationReport) []string {

@@ -16,7 +16,6 @@ import (
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
-	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
 // The snapshots under testdata/consolidate are `kubectl get
@@ -50,13 +49,13 @@ func readSnapshot(t *testing.T, name string) *Inputs {
 	return in
 }
 
-func westTypes(t *testing.T) []*scheduling.InstanceType {
+func westTypes(t *testing.T) *catalog.File {
 	t.Helper()
 	cat, err := catalog.EmbeddedAWS()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cat.InZones([]string{"us-west-2a"}).ForEngine(scheduling.DefaultAllocatableSettings())
+	return cat.InZones([]string{"us-west-2a"})
 }
 
 func consolidate(t *testing.T, in *Inputs, now time.Time) *ConsolidationReport {
@@ -333,7 +332,7 @@ func TestConsolidateRefusesBadSnapshots(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := Consolidate(in, cat.ForEngine(scheduling.DefaultAllocatableSettings()), defaults(), fakeNow)
+	r, err := Consolidate(in, cat, defaults(), fakeNow)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -26,7 +26,7 @@ spec:
 // allocatableCPU is what the catalog says a type gives pods, in millicores.
 func allocatableCPU(t *testing.T, name string) int64 {
 	t.Helper()
-	for _, it := range testTypes(t) {
+	for _, it := range testTypes(t).ForEngine(scheduling.DefaultAllocatableSettings()) {
 		if it.Name == name {
 			return it.Allocatable.MilliCPU
 		}
@@ -35,13 +35,13 @@ func allocatableCPU(t *testing.T, name string) int64 {
 	return 0
 }
 
-func testTypes(t *testing.T) []*scheduling.InstanceType {
+func testTypes(t *testing.T) *catalog.File {
 	t.Helper()
 	cat, err := catalog.EmbeddedAWS()
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cat.InZones([]string{"us-west-2a", "us-west-2b", "us-west-2c"}).ForEngine(scheduling.DefaultAllocatableSettings())
+	return cat.InZones([]string{"us-west-2a", "us-west-2b", "us-west-2c"})
 }
 
 // runManifests plans manifests with the embedded catalog in three zones, under the

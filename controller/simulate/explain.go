@@ -6,8 +6,8 @@ import (
 	"math"
 	"time"
 
+	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/operator/settings"
-	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
 // NodeExplanation is what `dovetail explain node` prints: whether consolidation
@@ -42,12 +42,12 @@ type Removal struct {
 
 // Explain says why consolidation does or does not remove the named node of a
 // cluster snapshot at now, and what removing it alone would do.
-func Explain(in *Inputs, instanceTypes []*scheduling.InstanceType, ctl *settings.Options, now time.Time, node string) (*NodeExplanation, error) {
-	d, err := decide(in, instanceTypes, ctl, now)
+func Explain(in *Inputs, cat *catalog.File, ctl *settings.Options, now time.Time, node string) (*NodeExplanation, error) {
+	d, err := decide(in, cat, ctl, now)
 	if err != nil {
 		return nil, err
 	}
-	report := d.report(instanceTypes)
+	report := d.report()
 	e := &NodeExplanation{Node: node}
 	found := false
 	for _, k := range report.Kept {

@@ -14,9 +14,9 @@ import (
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/consolidation"
 	"github.com/dovetail-sh/dovetail/controller/operator/settings"
-	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
 // WavePace is what a plan impact assumes one wave of drift replacement takes:
@@ -66,7 +66,7 @@ type DriftedClaim struct {
 // node class hash), how the pools' budgets for Drifted pace their replacement,
 // and the $/h of the affected nodes before and after, their pods planned under
 // the change as the engine would.
-func PlanImpact(in *Inputs, instanceTypes []*scheduling.InstanceType, ctl *settings.Options, now time.Time, change Change) (*Impact, error) {
+func PlanImpact(in *Inputs, cat *catalog.File, ctl *settings.Options, now time.Time, change Change) (*Impact, error) {
 	changed := *in
 	changed.NodePools = slices.Clone(in.NodePools)
 	var governs func(nc *v1.NodeClaim) bool
@@ -104,7 +104,7 @@ func PlanImpact(in *Inputs, instanceTypes []*scheduling.InstanceType, ctl *setti
 		return nil, fmt.Errorf("no change to plan")
 	}
 
-	p, err := prepare(&changed, instanceTypes, ctl)
+	p, err := prepare(&changed, cat, ctl)
 	if err != nil {
 		return nil, err
 	}

@@ -26,11 +26,11 @@ type OverlayVerdict struct {
 // reads no NodeOverlay then, and neither does the prediction.
 const gateOff = "FeatureGateOff"
 
-// typesWithOverlays returns each pool's types with the input's NodeOverlays
-// applied, and a verdict per overlay; without overlays, or with the NodeOverlay
-// gate off (gate), the catalog for every pool.
-func typesWithOverlays(in *Inputs, catalog []*scheduling.InstanceType, gate bool) (func(*v1.NodePool) []*scheduling.InstanceType, []OverlayVerdict) {
-	all := func(*v1.NodePool) []*scheduling.InstanceType { return catalog }
+// typesWithOverlays returns each pool's types (base gives them) with the input's
+// NodeOverlays applied, and a verdict per overlay; without overlays, or with the
+// NodeOverlay gate off (gate), the pools' types as they are.
+func typesWithOverlays(in *Inputs, base func(*v1.NodePool) []*scheduling.InstanceType, gate bool) (func(*v1.NodePool) []*scheduling.InstanceType, []OverlayVerdict) {
+	all := base
 	if len(in.NodeOverlays) == 0 {
 		return all, nil
 	}
@@ -45,19 +45,19 @@ func typesWithOverlays(in *Inputs, catalog []*scheduling.InstanceType, gate bool
 	}
 	pools := make([]overlay.Pool, len(in.NodePools))
 	for i, np := range in.NodePools {
-		pools[i] = overlay.Pool{NodePool: np, Types: catalog}
+		pools[i] = overlay.Pool{NodePool: np, Types: base(np)}
 	}
 	accepted, verdicts := overlay.Evaluate(in.NodeOverlays, pools)
 	byPool := map[string][]*scheduling.InstanceType{}
 	for _, np := range in.NodePools {
-		byPool[np.Name] = overlay.Apply(accepted, np, catalog)
+		byPool[np.Name] = overlay.Apply(accepted, np, base(np))
 	}
 	out := make([]OverlayVerdict, 0, len(in.NodeOverlays))
 	for _, o := range in.NodeOverlays {
 		v := verdicts[o.Name]
 		ov := OverlayVerdict{Name: o.Name, Applied: v.Applied, Reason: v.Reason, Message: v.Message}
 		if v.Applied {
-			ov.PricedTypes, ov.CapacityTypes = touched(o, in.NodePools, catalog)
+			ov.PricedTypes, ov.CapacityTypes = touched(o, in.NodePools, base)
 		}
 		out = append(out, ov)
 	}
@@ -66,15 +66,15 @@ func typesWithOverlays(in *Inputs, catalog []*scheduling.InstanceType, gate bool
 		if types, ok := byPool[np.Name]; ok {
 			return types
 		}
-		return catalog
+		return base(np)
 	}, out
 }
 
 // touched counts the types the overlay alone changes in some pool.
-func touched(o *v1alpha1.NodeOverlay, pools []*v1.NodePool, catalog []*scheduling.InstanceType) (priced, capacity int) {
+func touched(o *v1alpha1.NodeOverlay, pools []*v1.NodePool, base func(*v1.NodePool) []*scheduling.InstanceType) (priced, capacity int) {
 	pricedNames, capacityNames := map[string]bool{}, map[string]bool{}
 	for _, np := range pools {
-		for _, it := range overlay.Apply([]*v1alpha1.NodeOverlay{o}, np, catalog) {
+		for _, it := range overlay.Apply([]*v1alpha1.NodeOverlay{o}, np, base(np)) {
 			if it.PriceOverlaid {
 				pricedNames[it.Name] = true
 			}

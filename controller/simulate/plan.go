@@ -15,6 +15,7 @@ import (
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/buffer"
+	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
 	"github.com/dovetail-sh/dovetail/controller/operator/settings"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
@@ -80,14 +81,14 @@ type Summary struct {
 // simulate sees what the controller would: which pools are Ready, which taints go
 // away by themselves, NodeClaims still launching as capacity in flight, and which
 // pods' volumes keep them off every node.
-func Run(in *Inputs, instanceTypes []*scheduling.InstanceType, ctl *settings.Options, clk clock.PassiveClock) (*Plan, error) {
-	plan, _, _, err := run(in, instanceTypes, ctl, clk)
+func Run(in *Inputs, cat *catalog.File, ctl *settings.Options, clk clock.PassiveClock) (*Plan, error) {
+	plan, _, _, err := run(in, cat, ctl, clk)
 	return plan, err
 }
 
 // run is Run with the engine's input and results, for checking them.
-func run(in *Inputs, instanceTypes []*scheduling.InstanceType, ctl *settings.Options, clk clock.PassiveClock) (*Plan, scheduling.Input, *scheduling.Results, error) {
-	p, err := prepare(in, instanceTypes, ctl)
+func run(in *Inputs, cat *catalog.File, ctl *settings.Options, clk clock.PassiveClock) (*Plan, scheduling.Input, *scheduling.Results, error) {
+	p, err := prepare(in, cat, ctl)
 	if err != nil {
 		return nil, scheduling.Input{}, nil, err
 	}

@@ -2,14 +2,18 @@ package simulate
 
 import (
 	"strings"
+	"sync"
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	clocktesting "k8s.io/utils/clock/testing"
 
+	"github.com/dovetail-sh/dovetail/controller/catalog"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/scheduling/plancheck"
 	"github.com/dovetail-sh/dovetail/controller/scheduling/plancheck/plangen"
 )
@@ -81,8 +85,7 @@ func TestEverySimulatedPlanHoldsItsPods(t *testing.T) {
 
 func simulateCase(t testing.TB, u *plangen.Universe, seed uint64, maxTypes int) ([]plancheck.Violation, int) {
 	c := u.Generate(seed, maxTypes)
-	types := c.Input.InstanceTypes[c.Input.NodePools[0].Name]
-	_, engineInput, results, err := run(asObjects(c), types, defaults(), clocktesting.NewFakeClock(fakeNow))
+	_, engineInput, results, err := run(asObjects(c), catalogOf(t, c.Input.InstanceTypes[c.Input.NodePools[0].Name]), defaults(), clocktesting.NewFakeClock(fakeNow))
 	if err != nil {
 		t.Fatalf("seed %d: %v", seed, err)
 	}
@@ -104,3 +107,33 @@ func FuzzSimulatedPlanHoldsItsPods(f *testing.F) {
 		}
 	})
 }
+
+// catalogOf is the universe's catalog (the embedded one in three zones) narrowed to
+// the types a case sampled.
+func catalogOf(t testing.TB, types []*scheduling.InstanceType) *catalog.File {
+	t.Helper()
+	cat, err := universeCatalog()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names := sets.New[string]()
+	for _, it := range types {
+		names.Insert(it.Name)
+	}
+	out := &catalog.File{}
+	for _, e := range cat.InstanceTypes {
+		if names.Has(e.Name) {
+			out.InstanceTypes = append(out.InstanceTypes, e)
+		}
+	}
+	return out
+}
+
+// universeCatalog is parsed once: thousands of cases each read it.
+var universeCatalog = sync.OnceValues(func() (*catalog.File, error) {
+	cat, err := catalog.EmbeddedAWS()
+	if err != nil {
+		return nil, err
+	}
+	return cat.InZones([]string{"us-west-2a", "us-west-2b", "us-west-2c"}), nil
+})

@@ -12,7 +12,6 @@ import (
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
-	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
 // Volumes decide zones offline as they do in the cluster: a bound volume's node
@@ -99,8 +98,7 @@ spec:
 	if err != nil {
 		t.Fatal(err)
 	}
-	types := cat.InZones([]string{"us-west-2a", "us-west-2b", "us-west-2c"}).ForEngine(scheduling.DefaultAllocatableSettings())
-	plan, err := Run(in, types, defaults(), clocktesting.NewFakePassiveClock(fakeNow))
+	plan, err := Run(in, cat.InZones([]string{"us-west-2a", "us-west-2b", "us-west-2c"}), defaults(), clocktesting.NewFakePassiveClock(fakeNow))
 	if err != nil {
 		t.Fatal(err)
 	}

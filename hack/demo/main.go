@@ -42,12 +42,12 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	dovetailv1alpha1 "github.com/dovetail-sh/dovetail/controller/apis/dovetail/v1alpha1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
 	"github.com/dovetail-sh/dovetail/controller/operator/settings"
-	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/simulate"
 	"github.com/dovetail-sh/dovetail/tests/localstack"
 )
@@ -278,11 +278,11 @@ func run(ctx context.Context, root, binDir string, replicas int32, keep bool) er
 		return err
 	}
 	s.say("Predicting with `dovetail simulate`: inflate × %d (1 cpu, 1.5Gi, spread over zones) on NodePool %q", replicas, pool.Name)
-	types, err := instanceTypes(ctx, c, clients, pool)
+	offered, class, err := offeredTypes(ctx, c, clients, pool)
 	if err != nil {
 		return err
 	}
-	predicted, err := predict(pool, inflate, replicas, types)
+	predicted, err := predict(pool, class, inflate, replicas, offered)
 	if err != nil {
 		return err
 	}
@@ -394,14 +394,14 @@ func run(ctx context.Context, root, binDir string, replicas int32, keep bool) er
 
 // predict runs the engine on the objects the cluster will see, as `dovetail
 // simulate --catalog` does with a catalog of the region.
-func predict(pool *v1.NodePool, d *appsv1.Deployment, replicas int32, types []*scheduling.InstanceType) (*simulate.Plan, error) {
-	in := &simulate.Inputs{NodePools: []*v1.NodePool{pool}, Commitments: []*dovetailv1alpha1.Commitment{reservation}}
+func predict(pool *v1.NodePool, class *awsv1.EC2NodeClass, d *appsv1.Deployment, replicas int32, offered *catalog.File) (*simulate.Plan, error) {
+	in := &simulate.Inputs{NodePools: []*v1.NodePool{pool}, NodeClasses: []*awsv1.EC2NodeClass{class}, Commitments: []*dovetailv1alpha1.Commitment{reservation}}
 	for i := int32(0); i < replicas; i++ {
 		p := &corev1.Pod{Spec: d.Spec.Template.Spec}
 		p.Name, p.Namespace, p.Labels = fmt.Sprintf("%s-%d", d.Name, i), "default", d.Spec.Template.Labels
 		in.Pods = append(in.Pods, p)
 	}
-	return simulate.Run(in, types, settings.Default(), clock.RealClock{})
+	return simulate.Run(in, offered, settings.Default(), clock.RealClock{})
 }
 
 // reservation is the demo's Commitment.
@@ -417,8 +417,7 @@ func effectivePrice(ctx context.Context, cfg *rest.Config) (float64, error) {
 		return 0, err
 	}
 	in.Pods = nil
-	types := embedded.InZones([]string{"us-west-2a", "us-west-2b", "us-west-2c"}).ForEngine(scheduling.DefaultAllocatableSettings())
-	plan, err := simulate.Run(in, types, settings.Default(), clock.RealClock{})
+	plan, err := simulate.Run(in, embedded.InZones([]string{"us-west-2a", "us-west-2b", "us-west-2c"}), settings.Default(), clock.RealClock{})
 	if err != nil {
 		return 0, err
 	}
@@ -463,18 +462,19 @@ func planImpact(ctx context.Context, tf *localstack.Terraform) (string, error) {
 	return strings.Join(lines, "\n"), nil
 }
 
-// instanceTypes are the pool's types as the controller sees them: the emulated
+// offeredTypes are the pool's types as the controller is offered them: the emulated
 // region's types and offerings, with its spot prices, so prediction and outcome are
-// priced the same.
-func instanceTypes(ctx context.Context, c client.Client, clients *dtaws.Clients, pool *v1.NodePool) ([]*scheduling.InstanceType, error) {
-	var types []*scheduling.InstanceType
+// priced the same; and its class, which shapes them.
+func offeredTypes(ctx context.Context, c client.Client, clients *dtaws.Clients, pool *v1.NodePool) (*catalog.File, *awsv1.EC2NodeClass, error) {
+	var offered *catalog.File
+	var class *awsv1.EC2NodeClass
 	// The controller resolves the node class's subnets and image first.
 	err := waitFor(ctx, time.Minute, "the EC2NodeClass to be resolved", func() (bool, error) {
 		var err error
-		types, err = localstack.InstanceTypes(ctx, c, clients, cluster, region, pool)
+		offered, class, err = localstack.Offered(ctx, c, clients, cluster, region, pool)
 		return err == nil, nil
 	})
-	return types, err
+	return offered, class, err
 }
 
 // agrees reports whether the launched fleet is the predicted one: within a node,

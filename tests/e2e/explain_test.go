@@ -12,7 +12,6 @@ import (
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
-	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/simulate"
 	"github.com/dovetail-sh/dovetail/tests/localstack"
 	"github.com/dovetail-sh/dovetail/tests/testenv"
@@ -74,7 +73,6 @@ func TestExplainNodeSaysWhatTheControllerSays(t *testing.T) {
 
 	cat, err := catalog.Load(opts.KwokCatalog)
 	must(t, err)
-	types := cat.ForEngine(scheduling.DefaultAllocatableSettings())
 	// The scale-down settles (pods terminate, a node empties) while this reads:
 	// explain and the controller must agree on every node once they look at the
 	// same cluster.
@@ -88,7 +86,7 @@ func TestExplainNodeSaysWhatTheControllerSays(t *testing.T) {
 			return err
 		}
 		for node, reason := range said {
-			e, err := simulate.Explain(in, types, &opts, time.Now(), node)
+			e, err := simulate.Explain(in, cat, &opts, time.Now(), node)
 			if err != nil {
 				return err
 			}

@@ -14,7 +14,9 @@ import (
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/catalog"
 	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/awserr"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/pricing"
@@ -133,11 +135,30 @@ func SeedAWS(ctx context.Context, clients *dtaws.Clients, discovery, cidrPrefix 
 // spot prices, so a prediction is priced as the launches are. The pool's node class
 // must be resolved (Ready).
 func InstanceTypes(ctx context.Context, kube client.Client, clients *dtaws.Clients, cluster, region string, pool *v1.NodePool) ([]*scheduling.InstanceType, error) {
+	provider, err := controllerProvider(ctx, kube, clients, cluster, region)
+	if err != nil {
+		return nil, err
+	}
+	return provider.GetInstanceTypes(ctx, pool)
+}
+
+// Offered is the region's types with the offerings the pool's class gets, priced
+// as the controller prices them, and the class: what a prediction plans with.
+func Offered(ctx context.Context, kube client.Client, clients *dtaws.Clients, cluster, region string, pool *v1.NodePool) (*catalog.File, *awsv1.EC2NodeClass, error) {
+	provider, err := controllerProvider(ctx, kube, clients, cluster, region)
+	if err != nil {
+		return nil, nil, err
+	}
+	return provider.Offered(ctx, pool)
+}
+
+// controllerProvider is the AWS provider as the controller runs it, its spot
+// prices read.
+func controllerProvider(ctx context.Context, kube client.Client, clients *dtaws.Clients, cluster, region string) (*dtaws.CloudProvider, error) {
 	clk := clock.RealClock{}
 	prices := pricing.NewProvider(clients.EC2, clients.Pricing, region, true, clk, logr.Discard())
 	if err := prices.UpdateSpot(ctx); err != nil {
 		return nil, fmt.Errorf("reading spot prices, %w", err)
 	}
-	provider := dtaws.New(kube, clients.EC2, dtaws.Settings{ClusterName: cluster, Region: region, VMMemoryOverheadPercent: scheduling.DefaultAllocatableSettings().VMMemoryOverheadPercent}, prices, clk)
-	return provider.GetInstanceTypes(ctx, pool)
+	return dtaws.New(kube, clients.EC2, dtaws.Settings{ClusterName: cluster, Region: region, VMMemoryOverheadPercent: scheduling.DefaultAllocatableSettings().VMMemoryOverheadPercent}, prices, clk), nil
 }

@@ -37,7 +37,6 @@ import (
 	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/awserr"
 	"github.com/dovetail-sh/dovetail/controller/operator/settings"
-	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/simulate"
 	"github.com/dovetail-sh/dovetail/tests/localstack"
 	"github.com/dovetail-sh/dovetail/tests/testenv"
@@ -298,7 +297,7 @@ func checkPlacements(t *testing.T, ctx context.Context, kube client.Client, work
 	}
 	cat, err := catalog.EmbeddedAWS()
 	must(t, err)
-	plan, err := simulate.Run(in, cat.ForEngine(scheduling.DefaultAllocatableSettings()), settings.Default(), clock.RealClock{})
+	plan, err := simulate.Run(in, cat, settings.Default(), clock.RealClock{})
 	must(t, err)
 	if len(plan.Unschedulable) > 0 {
 		t.Errorf("workload.yaml does not fit the example's pools: %+v", plan.Unschedulable)

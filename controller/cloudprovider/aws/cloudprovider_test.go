@@ -34,6 +34,7 @@ import (
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
 	dtaws "github.com/dovetail-sh/dovetail/controller/cloudprovider/aws"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/classtypes"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/nodeclass"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/pricing"
 	"github.com/dovetail-sh/dovetail/controller/controllers/ec2nodeclass/launchtemplates"
@@ -1207,7 +1208,7 @@ func TestWindowsNodeClass(t *testing.T) {
 			m5 = it
 		}
 	}
-	if m5 == nil || m5.Capacity.Pods != 110 || m5.Capacity.Extended[dtaws.PrivateIPv4Address] != 9 {
+	if m5 == nil || m5.Capacity.Pods != 110 || m5.Capacity.Extended[classtypes.PrivateIPv4Address] != 9 {
 		t.Fatalf("m5.large as a Windows node: %+v; want 110 pods and 9 PrivateIPv4Address (10 addresses a interface, less the primary)", m5)
 	}
 	launched, err := cp.Create(f.ctx, claim("win-node", "windows", req(v1.LabelInstanceType, "m5.large"), req(v1.LabelCapacityType, v1.CapacityTypeOnDemand),

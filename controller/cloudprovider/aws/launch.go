@@ -26,6 +26,7 @@ import (
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/classtypes"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/nodeclass"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/userdata"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
@@ -571,7 +572,7 @@ func (c *CloudProvider) launchTemplateConfigs(ctx context.Context, nc *v1.NodeCl
 		}
 		devices := class.Spec.BlockDeviceMappings
 		if len(devices) == 0 {
-			devices = DefaultBlockDevices(fam)
+			devices = classtypes.DefaultBlockDevices(fam)
 		}
 		groups := make([]string, len(class.Status.SecurityGroups))
 		for i, g := range class.Status.SecurityGroups {
@@ -626,7 +627,7 @@ func (c *CloudProvider) launchTemplateConfigs(ctx context.Context, nc *v1.NodeCl
 
 // placementGroupID is the class's resolved placement group, or "".
 func placementGroupID(class *awsv1.EC2NodeClass) string {
-	if pg := placementGroup(class); pg != nil {
+	if pg := classtypes.PlacementGroup(class); pg != nil {
 		return pg.ID
 	}
 	return ""
@@ -636,7 +637,7 @@ func placementGroupID(class *awsv1.EC2NodeClass) string {
 // 0: the lowest its requirements allow, or, when they allow any, one picked from
 // its name, so that claims nothing pins spread over the partitions.
 func partitionOf(nc *v1.NodeClaim, class *awsv1.EC2NodeClass) int32 {
-	parts := partitions(placementGroup(class))
+	parts := classtypes.Partitions(classtypes.PlacementGroup(class))
 	if len(parts) == 0 {
 		return 0
 	}

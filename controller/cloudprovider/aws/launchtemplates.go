@@ -16,13 +16,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/ec2"
 	ec2types "github.com/aws/aws-sdk-go-v2/service/ec2/types"
 	"golang.org/x/sync/singleflight"
-	"k8s.io/apimachinery/pkg/api/resource"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/awserr"
-	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/userdata"
 )
 
 // Tags the provider puts on what it creates, as Karpenter names them, so tools
@@ -341,25 +339,6 @@ func (l *LaunchTemplates) Sweep(ctx context.Context, classExists func(string) bo
 		deleted = append(deleted, name)
 	}
 	return deleted, errors.Join(errs...)
-}
-
-// DefaultBlockDevices are the root volumes Karpenter gives each family when the class
-// names none: encrypted gp3, 20Gi (Bottlerocket: 4Gi OS + 20Gi data).
-func DefaultBlockDevices(family string) []*awsv1.BlockDeviceMapping {
-	volume := func(device string, size string) *awsv1.BlockDeviceMapping {
-		q := resource.MustParse(size)
-		return &awsv1.BlockDeviceMapping{DeviceName: aws.String(device), EBS: &awsv1.BlockDevice{
-			VolumeSize: &q, VolumeType: aws.String("gp3"), Encrypted: aws.Bool(true), DeleteOnTermination: aws.Bool(true)}}
-	}
-	switch family {
-	case userdata.FamilyBottlerocket:
-		return []*awsv1.BlockDeviceMapping{volume("/dev/xvda", "4Gi"), volume("/dev/xvdb", "20Gi")}
-	case userdata.FamilyCustom:
-		return nil
-	case userdata.FamilyWindows2019, userdata.FamilyWindows2022, userdata.FamilyWindows2025:
-		return []*awsv1.BlockDeviceMapping{volume("/dev/sda1", "50Gi")}
-	}
-	return []*awsv1.BlockDeviceMapping{volume("/dev/xvda", "20Gi")}
 }
 
 func blockDevices(in []*awsv1.BlockDeviceMapping) []ec2types.LaunchTemplateBlockDeviceMappingRequest {

@@ -13,7 +13,6 @@ import (
 
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/operator/settings/nodecosts"
-	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/scheduling/defaultspread"
 	"github.com/dovetail-sh/dovetail/controller/simulate"
 )
@@ -100,9 +99,7 @@ func explainCmd(args []string, stdout, stderr io.Writer) int {
 	if *zones != "" {
 		cat = cat.InZones(strings.Split(*zones, ","))
 	}
-	allocatable := scheduling.DefaultAllocatableSettings()
-	allocatable.VMMemoryOverheadPercent = ctl.VMMemoryOverheadPercent
-	e, err := simulate.Explain(in, cat.ForEngine(allocatable), ctl, now, name)
+	e, err := simulate.Explain(in, cat, ctl, now, name)
 	if err != nil {
 		fmt.Fprintf(stderr, "dovetail explain: %v\n", err)
 		return 1

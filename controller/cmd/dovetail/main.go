@@ -17,7 +17,6 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/operator/settings"
 	"github.com/dovetail-sh/dovetail/controller/operator/settings/nodecosts"
-	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/scheduling/defaultspread"
 	"github.com/dovetail-sh/dovetail/controller/simulate"
 )
@@ -160,18 +159,16 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "dovetail simulate: %s\n", strings.Join(errs, "; "))
 		return 2
 	}
-	allocatable := scheduling.DefaultAllocatableSettings()
-	allocatable.VMMemoryOverheadPercent = ctl.VMMemoryOverheadPercent
 	for _, w := range in.AllWarnings() {
 		fmt.Fprintf(stderr, "dovetail simulate: warning: %s\n", w)
 	}
 	if *consolidate {
-		return consolidateCmd(in, cat.ForEngine(allocatable), ctl, now, *output, stdout, stderr)
+		return consolidateCmd(in, cat, ctl, now, *output, stdout, stderr)
 	}
 	if n := len(in.PDBs); n > 0 {
 		fmt.Fprintf(stderr, "dovetail simulate: warning: ignoring %d PodDisruptionBudget(s): only --consolidate reads them\n", n)
 	}
-	plan, err := simulate.Run(in, cat.ForEngine(allocatable), ctl, clk)
+	plan, err := simulate.Run(in, cat, ctl, clk)
 	if err != nil {
 		fmt.Fprintf(stderr, "dovetail simulate: %v\n", err)
 		return 1
@@ -188,8 +185,8 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 	return 0
 }
 
-func consolidateCmd(in *simulate.Inputs, types []*scheduling.InstanceType, ctl *settings.Options, now time.Time, output string, stdout, stderr io.Writer) int {
-	report, err := simulate.Consolidate(in, types, ctl, now)
+func consolidateCmd(in *simulate.Inputs, cat *catalog.File, ctl *settings.Options, now time.Time, output string, stdout, stderr io.Writer) int {
+	report, err := simulate.Consolidate(in, cat, ctl, now)
 	if err != nil {
 		fmt.Fprintf(stderr, "dovetail simulate: %v\n", err)
 		return 1
