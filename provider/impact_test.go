@@ -10,6 +10,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/plancheck"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	"github.com/hashicorp/terraform-plugin-testing/tfjsonpath"
+	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	k8sresource "k8s.io/apimachinery/pkg/api/resource"
@@ -25,6 +26,9 @@ import (
 // updated in place; then changing expireAfter plans planned_impact "2 drift ...
 // NodePoolDrift", paced by the pool's budget (1 node at a time: 2 waves), their
 // pods on two new m5.large at the same $/h; an unchanged spec plans nothing.
+// The plans' warnings say the same; and once the controller's Deployment runs with
+// DRIFT_ON_METADATA=true, a change of labels alone plans both nodes drifted and
+// replaced, as that controller would replace them.
 func TestPlanImpactShowsDriftInTerraformPlan(t *testing.T) {
 	acceptance(t)
 	ctx := context.Background()
@@ -122,22 +126,52 @@ resource "dovetail_node_pool" "general" {
 	}
 	drift := `expire_after = "360h"`
 	labels := `metadata = { labels = { team = "web" } }`
+	otherLabels := `metadata = { labels = { team = "api" } }`
+	var warnings planWarnings
+	// The controller's Deployment as the chart renders it, set to replace nodes
+	// whose template metadata changed.
+	driftOnMetadata := func() {
+		warnings.reset()
+		labels := map[string]string{"app.kubernetes.io/name": "dovetail"}
+		d := &appsv1.Deployment{ObjectMeta: metav1.ObjectMeta{Name: "dovetail", Namespace: "default", Labels: labels},
+			Spec: appsv1.DeploymentSpec{Selector: &metav1.LabelSelector{MatchLabels: labels}, Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "controller", Image: "ghcr.io/dovetail-sh/dovetail-controller:v0.1.0",
+					Env: []corev1.EnvVar{{Name: "DRIFT_ON_METADATA", Value: "true"}}}}}}}}
+		if err := api.Client.Create(ctx, d); err != nil {
+			t.Fatal(err)
+		}
+	}
 	resource.Test(t, resource.TestCase{
-		ProtoV6ProviderFactories: factories,
+		ProtoV6ProviderFactories: warnings.factories(),
 		Steps: []resource.TestStep{
 			{Config: config("", ""), Check: launch},
 			{
+				PreConfig:        warnings.reset,
 				Config:           config(labels, ""),
 				ConfigPlanChecks: unknown,
-				Check:            impact(`(?s)Of 2 node\(s\): 0 drift and are replaced, 2 are updated in place.*Cost: \$0\.1920/h before, \$0\.1920/h after \(\+0\.0000\)`),
+				Check: resource.ComposeTestCheckFunc(
+					impact(`(?s)Of 2 node\(s\): 0 drift and are replaced, 2 are updated in place.*Cost: \$0\.1920/h before, \$0\.1920/h after \(\+0\.0000\)`),
+					warnings.saw(`(?s)^Planned impact of changing NodePool general: Of 2 node\(s\): 0 drift and are replaced, 2 are updated in place`)),
 			},
 			{
-				Config:           config(labels, drift),
+				PreConfig:        driftOnMetadata,
+				Config:           config(otherLabels, ""),
 				ConfigPlanChecks: unknown,
-				Check:            impact(`(?s)Of 2 node\(s\): 2 drift and are replaced.*Drift: 2 NodePoolDrift\..*Pacing: 2 wave\(s\) of up to 1 node\(s\).*Cost: \$0\.1920/h before, \$0\.1920/h after`),
+				Check: resource.ComposeTestCheckFunc(
+					impact(`(?s)Of 2 node\(s\): 2 drift and are replaced, 0 are updated in place.*Drift: 2 NodePoolDrift\.`),
+					warnings.saw(`(?s)^Planned impact of changing NodePool general: Of 2 node\(s\): 2 drift and are replaced.*Drift: 2 NodePoolDrift\.`)),
 			},
 			{
-				Config:           config(labels, drift),
+				PreConfig:        warnings.reset,
+				Config:           config(otherLabels, drift),
+				ConfigPlanChecks: unknown,
+				Check: resource.ComposeTestCheckFunc(
+					impact(`(?s)Of 2 node\(s\): 2 drift and are replaced.*Drift: 2 NodePoolDrift\..*Pacing: 2 wave\(s\) of up to 1 node\(s\).*Cost: \$0\.1920/h before, \$0\.1920/h after`),
+					warnings.saw(`(?s)Pacing: 2 wave\(s\) of up to 1 node\(s\)`)),
+			},
+			{
+				Config:           config(otherLabels, drift),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectEmptyPlan()}},
 			},
 		},
