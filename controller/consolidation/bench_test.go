@@ -14,7 +14,7 @@ import (
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/consolidation"
-	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
+	"github.com/dovetail-sh/dovetail/controller/engineinput"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/scheduling/schedulingtest"
 	"github.com/dovetail-sh/dovetail/controller/state"
@@ -38,7 +38,7 @@ func BenchmarkConsolidationDecision(b *testing.B) {
 		b.Run(fmt.Sprintf("nodes=%d", nodes), func(b *testing.B) {
 			now := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
 			view, remaining := scaledInCluster(b, types, nodes, now)
-			snap := provisioning.SnapshotFromView(view, func(*v1.NodePool) []*scheduling.InstanceType { return types }, scheduling.DefaultNodeCosts())
+			snap := engineinput.FromView(view, func(*v1.NodePool) []*scheduling.InstanceType { return types }, scheduling.DefaultNodeCosts())
 			var plan *consolidation.Plan
 			b.ResetTimer()
 			for i := 0; i < b.N; i++ {

@@ -15,7 +15,7 @@ import (
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/commitment"
-	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
+	"github.com/dovetail-sh/dovetail/controller/engineinput"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/state"
 )
@@ -114,7 +114,7 @@ func (tc *testCluster) addPod(node, cpu, memory string, labels map[string]string
 func (tc *testCluster) decide(t *testing.T, disrupting ...string) (*Plan, *Cluster) {
 	t.Helper()
 	view := state.NewView(tc.pods, tc.nodes, tc.claims, []v1.NodePool{*tc.pool}, tc.pdbs, nil)
-	snap := provisioning.SnapshotFromView(view, func(*v1.NodePool) []*scheduling.InstanceType { return tc.instanceTypes() }, scheduling.DefaultNodeCosts())
+	snap := engineinput.FromView(view, func(*v1.NodePool) []*scheduling.InstanceType { return tc.instanceTypes() }, scheduling.DefaultNodeCosts())
 	snap.Commitments = tc.commitments
 	cl := Observe(view, snap, sets.New(disrupting...), testNow)
 	allowed, errs := cl.Allowed(testNow)

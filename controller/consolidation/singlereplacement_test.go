@@ -13,7 +13,7 @@ import (
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
-	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
+	"github.com/dovetail-sh/dovetail/controller/engineinput"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/state"
 )
@@ -197,7 +197,7 @@ func TestNeverDearerThanTheBestSingleReplacement(t *testing.T) {
 			mustPlaceEveryPod(t, plan)
 			// A fresh observation: the plan narrowed its replacements' options.
 			view := state.NewView(tc.pods, tc.nodes, tc.claims, []v1.NodePool{*tc.pool}, tc.pdbs, nil)
-			fresh := Observe(view, provisioning.SnapshotFromView(view, func(*v1.NodePool) []*scheduling.InstanceType { return types }, scheduling.DefaultNodeCosts()), nil, testNow)
+			fresh := Observe(view, engineinput.FromView(view, func(*v1.NodePool) []*scheduling.InstanceType { return types }, scheduling.DefaultNodeCosts()), nil, testNow)
 			if len(tc.nodes) <= MaxExhaustiveCandidates {
 				if best := bruteForceSingleReplacement(fresh, Options{Now: testNow}); plan.Savings() < best-1e-9 {
 					t.Errorf("saves $%.4f/h (removes %v, launches %s); a decision of at most one new node saves $%.4f/h", plan.Savings(), names(plan.Remove), typeNames(plan.Replacements), best)

@@ -16,7 +16,7 @@ import (
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/buffer"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
-	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
+	"github.com/dovetail-sh/dovetail/controller/engineinput"
 	"github.com/dovetail-sh/dovetail/controller/operator/settings"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
@@ -133,7 +133,7 @@ func run(in *Inputs, cat *catalog.File, ctl *settings.Options, clk clock.Passive
 func plannedNodeClaim(nc *scheduling.NodeClaimPlan) PlannedNodeClaim {
 	return PlannedNodeClaim{NodePool: nc.NodePool, InstanceType: nc.InstanceType.Name, Zone: nc.Offering.Zone, CapacityType: nc.Offering.CapacityType,
 		PricePerHour: round(nc.Offering.Price), ListPricePerHour: round(nc.ListPrice), CoveredBy: nc.CoveredBy, InstanceTypeOptions: len(nc.InstanceTypeOptions), Pods: podNames(nc.Pods),
-		Requirements: provisioning.NodeClaimRequirements(nc)}
+		Requirements: engineinput.NodeClaimRequirements(nc)}
 }
 
 func round(f float64) float64 { return math.Round(f*1e6) / 1e6 }

@@ -9,7 +9,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/classtypes"
 	"github.com/dovetail-sh/dovetail/controller/commitment"
-	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
+	"github.com/dovetail-sh/dovetail/controller/engineinput"
 	"github.com/dovetail-sh/dovetail/controller/operator/settings"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/state"
@@ -46,7 +46,7 @@ func prepare(in *Inputs, cat *catalog.File, ctl *settings.Options) (*prepared, e
 	p := &prepared{view: view, catalog: cat.ForEngine(allocatable)}
 	typesOf, overlays := typesWithOverlays(in, classTypes(in, cat, ctl, p.catalog), ctl.FeatureGates.NodeOverlay)
 	p.overlays = overlays
-	p.snap = provisioning.SnapshotFromView(view, typesOf, ctl.NodeCosts)
+	p.snap = engineinput.FromView(view, typesOf, ctl.NodeCosts)
 	p.snap.Commitments, p.terms = ledgerOf(in)
 	p.virtual, p.buffers = bufferPods(in, ctl.FeatureGates.CapacityBuffer)
 	return p, nil

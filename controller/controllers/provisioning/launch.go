@@ -3,7 +3,6 @@ package provisioning
 import (
 	"context"
 	"fmt"
-	"sort"
 	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -13,42 +12,21 @@ import (
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/apis/v1alpha1"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodeclaim/metadata"
+	"github.com/dovetail-sh/dovetail/controller/engineinput"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
-
-// maxInstanceTypes caps the options written to a NodeClaim, as Karpenter does: the
-// cheapest 60 leave the cloud plenty of choice and keep the object small.
-const maxInstanceTypes = 60
-
-// NodeClaimRequirements are the requirements the NodeClaim of a plan is written
-// with: what EC2 is asked for, the cheapest maxInstanceTypes options among them.
-// simulate shows these too.
-func NodeClaimRequirements(plan *scheduling.NodeClaimPlan) []v1.NodeSelectorRequirementWithMinValues {
-	reqs := plan.Requirements.ToNodeSelectorRequirements()
-	for i := range reqs {
-		if reqs[i].Key == v1.LabelInstanceType && len(reqs[i].Values) > maxInstanceTypes {
-			names := make([]string, 0, maxInstanceTypes)
-			for _, it := range plan.InstanceTypeOptions[:maxInstanceTypes] {
-				names = append(names, it.Name)
-			}
-			sort.Strings(names)
-			reqs[i].Values = names
-		}
-	}
-	return reqs
-}
 
 // create writes one planned NodeClaim.
 func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *scheduling.NodeClaimPlan, reason string) (*v1.NodeClaim, error) {
 	if np == nil {
 		return nil, fmt.Errorf("nodepool %s disappeared", plan.NodePool)
 	}
-	plan, err := hostable(ctx, plan, maxInstanceTypes)
+	plan, err := hostable(ctx, plan, engineinput.MaxInstanceTypes)
 	if err != nil {
 		return nil, fmt.Errorf("checking the planned nodeclaim, %w", err)
 	}
-	reqs := NodeClaimRequirements(plan)
+	reqs := engineinput.NodeClaimRequirements(plan)
 	// The pool comes from the cache uncopied; the create's response is decoded into
 	// the new claim, so it must not share the pool's slices and pointers.
 	tmpl := np.Spec.Template.DeepCopy()
@@ -62,7 +40,7 @@ func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *schedul
 	}
 	annotations[dovetailv1alpha1.TemplateLabelsAnnotationKey] = metadata.Keys(tmpl.Labels)
 	annotations[dovetailv1alpha1.TemplateAnnotationsAnnotationKey] = metadata.Keys(tmpl.Annotations)
-	for _, it := range plan.InstanceTypeOptions[:min(len(plan.InstanceTypeOptions), maxInstanceTypes)] {
+	for _, it := range plan.InstanceTypeOptions[:min(len(plan.InstanceTypeOptions), engineinput.MaxInstanceTypes)] {
 		// Karpenter's marks: a NodeOverlay changed what the claim was planned with.
 		if it.PriceOverlaid {
 			annotations[v1alpha1.PriceOverlayAppliedAnnotationKey] = "true"

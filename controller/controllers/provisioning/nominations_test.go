@@ -48,10 +48,10 @@ func TestNominationToANodeNamedUnlikeItsClaimHolds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(s.pending) != 0 || s.nominated != 1 {
-		t.Errorf("after two passes %d pods pending, %d nominated; want the pod nominated to %s", len(s.pending), s.nominated, node.Name)
+	if len(s.Pending) != 0 || s.Nominated != 1 {
+		t.Errorf("after two passes %d pods pending, %d nominated; want the pod nominated to %s", len(s.Pending), s.Nominated, node.Name)
 	}
-	if nom, ok := p.nominations[pod.UID]; !ok || nom.claim != node.Name {
+	if nom, ok := p.nominations[pod.UID]; !ok || nom.Target != node.Name {
 		t.Errorf("nomination %+v, want to node %s", nom, node.Name)
 	}
 }

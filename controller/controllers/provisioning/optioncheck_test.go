@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/engineinput"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
@@ -44,7 +45,7 @@ func TestOptionsThatCannotRunThePodsAreDropped(t *testing.T) {
 	cpuOnly := checkedType("a1.large", nil)
 	t4 := checkedType("g4dn.xlarge", map[string]string{v1.LabelInstanceGPUName: "t4"})
 	before := testutil.ToFloat64(droppedOptions.WithLabelValues("gpu", "node affinity"))
-	plan, err := hostable(context.Background(), gpuPlan(cpuOnly, t4), maxInstanceTypes)
+	plan, err := hostable(context.Background(), gpuPlan(cpuOnly, t4), engineinput.MaxInstanceTypes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,11 +59,11 @@ func TestOptionsThatCannotRunThePodsAreDropped(t *testing.T) {
 		t.Errorf("dovetail_nodeclaims_options_dropped_total rose by %v, want 1", got)
 	}
 
-	if _, err := hostable(context.Background(), gpuPlan(cpuOnly), maxInstanceTypes); err == nil || !strings.Contains(err.Error(), "instance-gpu-name") {
+	if _, err := hostable(context.Background(), gpuPlan(cpuOnly), engineinput.MaxInstanceTypes); err == nil || !strings.Contains(err.Error(), "instance-gpu-name") {
 		t.Errorf("a plan no option of which can run its pod gave %v, want an error naming the label", err)
 	}
 	same := gpuPlan(t4)
-	if got, err := hostable(context.Background(), same, maxInstanceTypes); err != nil || got != same {
+	if got, err := hostable(context.Background(), same, engineinput.MaxInstanceTypes); err != nil || got != same {
 		t.Errorf("a sound plan came back changed (%v)", err)
 	}
 }

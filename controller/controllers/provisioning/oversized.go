@@ -2,7 +2,6 @@ package provisioning
 
 import (
 	"fmt"
-	"sort"
 	"strings"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -27,31 +26,6 @@ var oversizedNodes = prometheus.NewCounterVec(prometheus.CounterOpts{
 }, []string{"nodepool"})
 
 func init() { crmetrics.Registry.MustRegister(oversizedNodes) }
-
-// exceeding are the resources whose reported amount is more than capacity has.
-func exceeding(reported, capacity corev1.ResourceList) []corev1.ResourceName {
-	var out []corev1.ResourceName
-	for name, q := range reported {
-		if c, ok := capacity[name]; ok && q.Cmp(c) > 0 {
-			out = append(out, name)
-		}
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i] < out[j] })
-	return out
-}
-
-// trustedAllocatable is reported with the resources in over replaced by the instance's.
-func trustedAllocatable(reported, launched corev1.ResourceList, over []corev1.ResourceName) corev1.ResourceList {
-	out := reported.DeepCopy()
-	for _, name := range over {
-		if q, ok := launched[name]; ok {
-			out[name] = q
-		} else {
-			delete(out, name)
-		}
-	}
-	return out
-}
 
 // flagOversized records a Warning event on the node and counts it, once per node.
 func (p *Provisioner) flagOversized(n *corev1.Node, nc *v1.NodeClaim, over []corev1.ResourceName) {

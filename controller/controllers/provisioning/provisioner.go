@@ -22,6 +22,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/buffer"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
 	"github.com/dovetail-sh/dovetail/controller/commitment"
+	"github.com/dovetail-sh/dovetail/controller/engineinput"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/state"
@@ -29,15 +30,6 @@ import (
 
 // recheckInterval is how soon the provisioner looks again while nominated pods wait.
 const recheckInterval = 2 * time.Second
-
-// nominationTTL is how long a pod stays nominated to a node that is ready for it
-// before the provisioner considers it pending again.
-const nominationTTL = 30 * time.Second
-
-type nomination struct {
-	claim string
-	at    time.Time
-}
 
 // Provisioner is the provisioning loop.
 type Provisioner struct {
@@ -50,7 +42,7 @@ type Provisioner struct {
 	costs scheduling.NodeCosts
 
 	mu          sync.Mutex
-	nominations map[types.UID]nomination
+	nominations map[types.UID]engineinput.Nomination
 	// unschedulable holds the pods the last solve could not place. Their status keeps
 	// changing as kube-scheduler retries them; only new pods, or a change to the
 	// cluster, should open a new batch.
@@ -85,7 +77,7 @@ func (p *Provisioner) Buffers() *buffer.Cache { return p.buffers }
 // NewProvisioner wires a provisioner.
 func NewProvisioner(kube client.Client, cluster *state.Cluster, cloud cloudprovider.CloudProvider, clk clock.Clock, recorder record.EventRecorder, batcher *Batcher, costs scheduling.NodeCosts) *Provisioner {
 	return &Provisioner{kube: kube, cluster: cluster, cloud: cloud, clock: clk, recorder: recorder, batcher: batcher, costs: costs,
-		nominations: map[types.UID]nomination{}, unschedulable: map[types.UID]bool{}, seen: map[types.UID]bool{}, oversized: map[types.UID]bool{},
+		nominations: map[types.UID]engineinput.Nomination{}, unschedulable: map[types.UID]bool{}, seen: map[types.UID]bool{}, oversized: map[types.UID]bool{},
 		maxPodsPerSolve: scheduling.MaxPodsPerSolve}
 }
 
@@ -150,32 +142,6 @@ func (p *Provisioner) TriggerFor(pod *corev1.Pod) bool {
 	return !known
 }
 
-// IsProvisionable reports whether a pod is waiting for capacity Dovetail could add:
-// unbound, alive, not a daemonset's, not gated, for the default scheduler, and either
-// rejected by kube-scheduler or not yet looked at. Waiting for the rejection would
-// cost seconds in a burst (kube-scheduler marks a few hundred pods a second), and is
-// not needed for safety: the engine fills existing capacity before it launches any.
-func IsProvisionable(pod *corev1.Pod) bool {
-	if pod.Spec.NodeName != "" || pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed {
-		return false
-	}
-	if scheduling.OwnedByDaemonSet(pod) || len(pod.Spec.SchedulingGates) > 0 {
-		return false
-	}
-	for _, c := range pod.Status.Conditions {
-		if c.Type == corev1.PodScheduled {
-			// Whichever scheduler or profile the pod names has found no node for it,
-			// as Karpenter reads it (another kube-scheduler profile is common: one
-			// with default spread constraints, say).
-			return c.Status == corev1.ConditionFalse && c.Reason == corev1.PodReasonUnschedulable
-		}
-	}
-	// Not looked at yet (or read from a file): plan it only for the default
-	// scheduler, whose verdict the plan predicts; another scheduler may never take it.
-	name := pod.Spec.SchedulerName
-	return name == "" || name == corev1.DefaultSchedulerName
-}
-
 // Schedule solves once over the current cluster state. It reports whether pods are
 // still waiting on nominations, which calls for another look soon.
 func (p *Provisioner) Schedule(ctx context.Context) (bool, error) { return p.schedule(ctx, false) }
@@ -189,12 +155,12 @@ func (p *Provisioner) schedule(ctx context.Context, fullOnly bool) (bool, error)
 	if err != nil {
 		return false, err
 	}
-	for _, pod := range state.pending {
+	for _, pod := range state.Pending {
 		metrics.PodSeen(pod.UID, p.clock.Now())
 	}
 	if !fullOnly {
-		metrics.SchedulerIgnoredPods.Set(float64(len(state.refused)))
-		for _, u := range state.refused {
+		metrics.SchedulerIgnoredPods.Set(float64(len(state.Refused)))
+		for _, u := range state.Refused {
 			metrics.PodSeen(u.Pod.UID, p.clock.Now())
 			metrics.PodDecided(u.Pod.UID, p.clock.Now())
 			p.recorder.Eventf(u.Pod, corev1.EventTypeWarning, "FailedScheduling", "Failed to schedule pod, %s", u.Reason)
@@ -206,7 +172,7 @@ func (p *Provisioner) schedule(ctx context.Context, fullOnly bool) (bool, error)
 	p.mu.Lock()
 	tried := p.unschedulable
 	p.mu.Unlock()
-	pending, deferred := scheduling.OldestFirst(state.pending, p.maxPodsPerSolve, func(pod *corev1.Pod) bool { return tried[pod.UID] })
+	pending, deferred := scheduling.OldestFirst(state.Pending, p.maxPodsPerSolve, func(pod *corev1.Pod) bool { return tried[pod.UID] })
 	var virtual int
 	if p.buffers != nil && !fullOnly {
 		// Planned last among equals and never bound: the room they take is spare
@@ -216,20 +182,20 @@ func (p *Provisioner) schedule(ctx context.Context, fullOnly bool) (bool, error)
 		pending = append(pending[:len(pending):len(pending)], v...)
 	}
 	if len(pending) == 0 {
-		logger.V(1).Info("nothing to provision", "nominatedPods", state.nominated)
-		return state.nominated > 0, nil
+		logger.V(1).Info("nothing to provision", "nominatedPods", state.Nominated)
+		return state.Nominated > 0, nil
 	}
 	start := p.clock.Now()
 	simulation := metrics.StartSimulation(p.clock, "provisioner", len(pending))
 	// The engine's input is the snapshot's, as `dovetail simulate` plans it.
-	results := state.public(p.costs, p.commitments.Ledger()).PlanOn(state.nodes, nil, pending, true)
+	results := state.Engine(p.costs, p.commitments.Ledger()).PlanOn(state.Nodes, nil, pending, true)
 	solveDuration := simulation.Done()
 	if p.buffers != nil && !fullOnly {
 		p.buffers.Record(results)
 		results = withoutVirtual(results)
 	}
 	if fullOnly {
-		results.NodeClaims = filledClaims(results.NodeClaims, state.pending)
+		results.NodeClaims = filledClaims(results.NodeClaims, state.Pending)
 		if len(results.NodeClaims) == 0 {
 			return false, nil
 		}
@@ -237,7 +203,7 @@ func (p *Provisioner) schedule(ctx context.Context, fullOnly bool) (bool, error)
 	}
 	recordDecisions(results, p.clock.Now(), !fullOnly)
 	for pool, spend := range results.SpendLimited {
-		if np := state.poolByName[pool]; np != nil {
+		if np := state.PoolByName[pool]; np != nil {
 			limit, _ := scheduling.SpendLimit(np)
 			p.recorder.Eventf(np, corev1.EventTypeWarning, "SpendLimitReached", "NodePool %s spends %s of its %s limit of %s: pods that need more capacity stay pending",
 				pool, scheduling.FormatDollars(spend), scheduling.ResourceSpendPerHour, scheduling.FormatDollars(limit))
@@ -249,7 +215,7 @@ func (p *Provisioner) schedule(ctx context.Context, fullOnly bool) (bool, error)
 	errs := make([]error, len(results.NodeClaims))
 	workqueue.ParallelizeUntil(ctx, 16, len(results.NodeClaims), func(i int) {
 		plan := results.NodeClaims[i]
-		claims[i], errs[i] = p.create(ctx, state.poolByName[plan.NodePool], plan, "provisioning")
+		claims[i], errs[i] = p.create(ctx, state.PoolByName[plan.NodePool], plan, "provisioning")
 	})
 	created := 0
 	for i, plan := range results.NodeClaims {
@@ -295,14 +261,14 @@ func (p *Provisioner) schedule(ctx context.Context, fullOnly bool) (bool, error)
 		p.unschedulable = unschedulable
 		p.mu.Unlock()
 	}
-	if len(state.pending) == 0 && created == 0 {
+	if len(state.Pending) == 0 && created == 0 {
 		// Only buffers, all in place: nothing to log each time the buffers ask.
 		logger.V(1).Info("capacity buffers in place", "virtualPods", virtual)
-		return state.nominated > 0, nil
+		return state.Nominated > 0, nil
 	}
-	logger.Info("solved", "fullNodesOnly", fullOnly, "pods", len(state.pending)-deferred, "deferredPods", deferred, "virtualPods", virtual, "nodeclaims", created, "existing", len(results.Existing),
+	logger.Info("solved", "fullNodesOnly", fullOnly, "pods", len(state.Pending)-deferred, "deferredPods", deferred, "virtualPods", virtual, "nodeclaims", created, "existing", len(results.Existing),
 		"unschedulable", len(results.Unschedulable), "pricePerHour", fmt.Sprintf("%.4f", results.PricePerHour()), "solveDuration", solveDuration.String(), "totalDuration", p.clock.Since(start).String())
-	return len(state.pending) > 0 || state.nominated > 0, nil
+	return len(state.Pending) > 0 || state.Nominated > 0, nil
 }
 
 // withoutVirtual is the plan as far as real pods go: its claims launch for the
@@ -363,7 +329,7 @@ func (p *Provisioner) nominate(pods []*corev1.Pod, target, message string) {
 	defer p.mu.Unlock()
 	now := p.clock.Now()
 	for _, pod := range pods {
-		p.nominations[pod.UID] = nomination{claim: target, at: now}
+		p.nominations[pod.UID] = engineinput.Nomination{Target: target, At: now}
 		p.recorder.Event(pod, corev1.EventTypeNormal, "Nominated", message)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/dovetail-sh/dovetail/controller/engineinput"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
@@ -30,7 +31,7 @@ func TestIsProvisionable(t *testing.T) {
 		{"scheduled but not yet bound", corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{{Type: corev1.PodScheduled, Status: corev1.ConditionTrue}}}}, false},
 	}
 	for _, tc := range cases {
-		if got := IsProvisionable(&tc.pod); got != tc.want {
+		if got := engineinput.IsProvisionable(&tc.pod); got != tc.want {
 			t.Errorf("%s: IsProvisionable = %v, want %v", tc.name, got, tc.want)
 		}
 	}

@@ -10,6 +10,8 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/predicate"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	"github.com/dovetail-sh/dovetail/controller/engineinput"
 )
 
 // PodController wakes the provisioner when kube-scheduler marks a pod unschedulable.
@@ -37,7 +39,7 @@ func (c *PodController) Register(_ context.Context, mgr manager.Manager) error {
 }
 
 func (c *PodController) Reconcile(ctx context.Context, pod *corev1.Pod) (reconcile.Result, error) {
-	if IsProvisionable(pod) && c.provisioner.TriggerFor(pod) {
+	if engineinput.IsProvisionable(pod) && c.provisioner.TriggerFor(pod) {
 		log.FromContext(ctx).V(1).Info("pod needs capacity")
 	}
 	return reconcile.Result{}, nil
