@@ -1,0 +1,224 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/apis/v1alpha1"
+	"github.com/dovetail-sh/dovetail/controller/catalog"
+	"github.com/dovetail-sh/dovetail/controller/simulate"
+	"github.com/dovetail-sh/dovetail/tests/localstack"
+	"github.com/dovetail-sh/dovetail/tests/testenv"
+)
+
+// TestPredictionIsWhatTheControllerDoes: a burst of pending pods is read from the
+// live cluster as a snapshot (as `dovetail simulate` reads one), planned by
+// simulate under the controller's settings, and then the controller starts and
+// launches for it. The NodeClaims launched are the predicted ones: as many, of the
+// predicted instance types, every pod running. The cluster holds a NodeOverlay
+// pricing m5 at $5/h. With the NodeOverlay gate off (the default) the controller
+// ignores it and launches m5, and the prediction says so; with the gate on it
+// launches m7i, and so does the prediction. Then, the controller stopped, the
+// burst shrinks to one small pod and the pool consolidates: `simulate
+// --consolidate` on a snapshot says which nodes go and what replaces them, and the
+// controller, started again, leaves the cluster with exactly the nodes predicted.
+func TestPredictionIsWhatTheControllerDoes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the whole local stack")
+	}
+	stack := testenv.StartStack(t)
+	c := stack.Client
+	ctx := context.Background()
+	must(t, c.Create(ctx, localstack.NodeClass("default")))
+	created := localstack.NodePool("default",
+		localstack.Requirement(v1.LabelInstanceType, v1.OpIn, "m5.large", "m7i.large", "m5.2xlarge", "m7i.2xlarge"),
+		localstack.Requirement(v1.LabelCapacityType, v1.OpIn, v1.CapacityTypeOnDemand))
+	noConsolidation := *created.Spec.Disruption.DeepCopy()
+	must(t, c.Create(ctx, created))
+	price := "5"
+	must(t, c.Create(ctx, &v1alpha1.NodeOverlay{ObjectMeta: metav1.ObjectMeta{Name: "m5-dear"}, Spec: v1alpha1.NodeOverlaySpec{
+		Requirements: []v1alpha1.NodeSelectorRequirement{{Key: v1.LabelInstanceFamily, Operator: corev1.NodeSelectorOpIn, Values: []string{"m5"}}}, Price: &price}}))
+
+	for _, tc := range []struct {
+		name, gates, family string
+	}{
+		{"overlay gate off", "", "m5"},
+		{"overlay gate on", "NodeOverlay=true", "m7i"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			opts := testenv.DefaultOptions(t)
+			must(t, opts.FeatureGates.Set(tc.gates))
+			cat, err := catalog.Load(opts.KwokCatalog)
+			must(t, err)
+			pool := &v1.NodePool{}
+			must(t, c.Get(ctx, client.ObjectKey{Name: "default"}, pool))
+			pool.Spec.Disruption = noConsolidation
+			must(t, c.Update(ctx, pool))
+
+			// The burst is pending before the controller starts: the snapshot is
+			// the cluster the controller will first see.
+			must(t, c.Create(ctx, localstack.Deployment("web", 6, "1", "1Gi")))
+			must(t, c.Create(ctx, localstack.Deployment("db", 2, "3", "6Gi")))
+			eventually(t, 30*time.Second, "the burst's 8 pods created", func() error {
+				n := 0
+				for _, app := range []string{"web", "db"} {
+					pods, err := podsOf(c, app)
+					if err != nil {
+						return err
+					}
+					n += len(pods)
+				}
+				if n != 8 {
+					return fmt.Errorf("%d pods", n)
+				}
+				return nil
+			})
+			in := &simulate.Inputs{}
+			must(t, simulate.ReadLive(ctx, stack.Config, in))
+			plan, err := simulate.Run(in, cat, &opts, clock.RealClock{})
+			must(t, err)
+			if len(plan.Unschedulable) != 0 || plan.Summary.Scheduled != 8 {
+				t.Fatalf("predicted %d of 8 pods placed, unschedulable %+v", plan.Summary.Scheduled, plan.Unschedulable)
+			}
+			var predicted []string
+			for _, nc := range plan.NodeClaims {
+				predicted = append(predicted, nc.InstanceType)
+			}
+			slices.Sort(predicted)
+			t.Logf("predicted launch: %v", predicted)
+
+			// Each nested run is one life of the controller: it stops when the run ends.
+			withController := func(name string, f func(t *testing.T)) {
+				t.Run(name, func(t *testing.T) {
+					stack.RunController(t, opts)
+					f(t)
+				})
+			}
+			withController("burst", func(t *testing.T) {
+				allRunning(t, c, "web", 6, 90*time.Second)
+				allRunning(t, c, "db", 2, 30*time.Second)
+				var claims v1.NodeClaimList
+				must(t, c.List(ctx, &claims))
+				var launched []string
+				for _, nc := range claims.Items {
+					launched = append(launched, nc.Labels[v1.LabelInstanceType])
+				}
+				slices.Sort(launched)
+				if !slices.Equal(predicted, launched) {
+					t.Errorf("predicted %v, launched %v", predicted, launched)
+				}
+				for _, it := range launched {
+					if family := it[:len(tc.family)]; family != tc.family {
+						t.Errorf("launched %s; with gates %q the %s family is the cheaper", it, tc.gates, tc.family)
+					}
+				}
+			})
+			if t.Failed() {
+				return
+			}
+
+			must(t, c.Get(ctx, client.ObjectKey{Name: "default"}, pool))
+			pool.Spec.Disruption.ConsolidationPolicy = v1.ConsolidationPolicyWhenEmptyOrUnderutilized
+			pool.Spec.Disruption.ConsolidateAfter = v1.MustParseNillableDuration("0s")
+			pool.Spec.Disruption.Budgets = []v1.Budget{{Nodes: "100%"}}
+			must(t, c.Update(ctx, pool))
+			must(t, c.Delete(ctx, localstack.Deployment("db", 0, "1", "1Gi")))
+			scale(t, c, "web", 1)
+			eventually(t, 60*time.Second, "the burst down to one web pod", func() error {
+				db, err := podsOf(c, "db")
+				if err != nil {
+					return err
+				}
+				web, err := podsOf(c, "web")
+				if err != nil {
+					return err
+				}
+				if len(db) != 0 || len(web) != 1 || web[0].Status.Phase != corev1.PodRunning {
+					return fmt.Errorf("%d db pods, %d web pods", len(db), len(web))
+				}
+				return nil
+			})
+			in = &simulate.Inputs{}
+			must(t, simulate.ReadLive(ctx, stack.Config, in))
+			report, err := simulate.Consolidate(in, cat, &opts, time.Now())
+			must(t, err)
+			if len(report.Remove) == 0 {
+				t.Fatalf("consolidation predicts no node removed: %+v", report.Kept)
+			}
+			removed := map[string]bool{}
+			for _, r := range report.Remove {
+				removed[r.Node] = true
+			}
+			var after []string
+			var before corev1.NodeList
+			must(t, c.List(ctx, &before, client.HasLabels{v1.LabelNodePool}))
+			for _, n := range before.Items {
+				if !removed[n.Name] {
+					after = append(after, n.Labels[v1.LabelInstanceType])
+				}
+			}
+			for _, l := range report.Launch {
+				after = append(after, l.InstanceType)
+			}
+			slices.Sort(after)
+			t.Logf("predicted consolidation: remove %d node(s), launch %d, leaving %v", len(report.Remove), len(report.Launch), after)
+
+			withController("consolidate", func(t *testing.T) {
+				eventually(t, 90*time.Second, "the cluster consolidated as predicted", func() error {
+					var nodes corev1.NodeList
+					if err := c.List(ctx, &nodes, client.HasLabels{v1.LabelNodePool}); err != nil {
+						return err
+					}
+					var types []string
+					for _, n := range nodes.Items {
+						if removed[n.Name] {
+							return fmt.Errorf("%s, predicted removed, is still there", n.Name)
+						}
+						types = append(types, n.Labels[v1.LabelInstanceType])
+					}
+					slices.Sort(types)
+					if !slices.Equal(types, after) {
+						return fmt.Errorf("nodes %v, predicted %v", types, after)
+					}
+					return nil
+				})
+				allRunning(t, c, "web", 1, 60*time.Second)
+
+				// The next scenario starts from an empty cluster; the controller of this
+				// one takes its nodes down.
+				for _, app := range []string{"web", "db"} {
+					must(t, client.IgnoreNotFound(c.Delete(ctx, localstack.Deployment(app, 0, "1", "1Gi"))))
+				}
+				must(t, c.DeleteAllOf(ctx, &v1.NodeClaim{}))
+				eventually(t, 90*time.Second, "every NodeClaim and Node gone", func() error {
+					var claims v1.NodeClaimList
+					var nodes corev1.NodeList
+					if err := c.List(ctx, &claims); err != nil {
+						return err
+					}
+					if err := c.List(ctx, &nodes, client.HasLabels{v1.LabelNodePool}); err != nil {
+						return err
+					}
+					if len(claims.Items)+len(nodes.Items) > 0 {
+						return fmt.Errorf("%d nodeclaims, %d nodes left", len(claims.Items), len(nodes.Items))
+					}
+					for _, app := range []string{"web", "db"} {
+						if pods, err := podsOf(c, app); err != nil || len(pods) > 0 {
+							return fmt.Errorf("%d pods of %s left (%v)", len(pods), app, err)
+						}
+					}
+					return nil
+				})
+			})
+		})
+	}
+}
