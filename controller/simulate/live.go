@@ -7,7 +7,6 @@ import (
 	"io"
 	"strings"
 
-	appsv1 "k8s.io/api/apps/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -25,6 +24,11 @@ var liveKinds = []schema.GroupVersionKind{
 	{Version: "v1", Kind: "PodList"}, {Group: "policy", Version: "v1", Kind: "PodDisruptionBudgetList"}, {Group: "apps", Version: "v1", Kind: "DaemonSetList"},
 	{Version: "v1", Kind: "PersistentVolumeClaimList"}, {Version: "v1", Kind: "PersistentVolumeList"}, {Group: "storage.k8s.io", Version: "v1", Kind: "StorageClassList"}, {Group: "storage.k8s.io", Version: "v1", Kind: "CSINodeList"},
 	{Group: "karpenter.sh", Version: "v1alpha1", Kind: "NodeOverlayList"}, {Group: "dovetail.sh", Version: "v1alpha1", Kind: "CommitmentList"}, {Group: "karpenter.k8s.aws", Version: "v1", Kind: "EC2NodeClassList"},
+	// CapacityBuffers and what they name: their room is kept in every prediction,
+	// as the controller keeps it. Workloads read live are not made into pods (their
+	// pods are listed above); the controller's Deployment gives its settings.
+	{Group: "autoscaling.x-k8s.io", Version: "v1beta1", Kind: "CapacityBufferList"}, {Version: "v1", Kind: "PodTemplateList"},
+	{Group: "apps", Version: "v1", Kind: "DeploymentList"}, {Group: "apps", Version: "v1", Kind: "ReplicaSetList"}, {Group: "apps", Version: "v1", Kind: "StatefulSetList"},
 }
 
 // ReadLive reads what a snapshot holds from a live cluster, as kubectl would
@@ -59,19 +63,6 @@ func ReadLive(ctx context.Context, cfg *rest.Config, in *Inputs) error {
 			if err := writeDoc(&docs, o); err != nil {
 				return err
 			}
-		}
-	}
-	// The controller's Deployment says what it runs with; the chart and the
-	// provider label it.
-	controllers := &appsv1.DeploymentList{}
-	if err := cl.List(ctx, controllers, client.MatchingLabels{"app.kubernetes.io/name": "dovetail"}); err != nil {
-		return fmt.Errorf("listing the controller's Deployment, %w", err)
-	}
-	for i := range controllers.Items {
-		d := &controllers.Items[i]
-		d.SetGroupVersionKind(appsv1.SchemeGroupVersion.WithKind("Deployment"))
-		if err := writeDoc(&docs, d); err != nil {
-			return err
 		}
 	}
 	return in.Read(&docs, "the live cluster")

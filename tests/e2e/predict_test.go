@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/apis/autoscaling/v1beta1"
 	"github.com/dovetail-sh/dovetail/controller/apis/v1alpha1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/simulate"
@@ -27,7 +28,8 @@ import (
 // predicted instance types, every pod running. The cluster holds a NodeOverlay
 // pricing m5 at $5/h. With the NodeOverlay gate off (the default) the controller
 // ignores it and launches m5, and the prediction says so; with the gate on it
-// launches m7i, and so does the prediction. Then, the controller stopped, the
+// launches m7i, and so does the prediction. With the CapacityBuffer gate on, a
+// buffer's room is launched with the burst, as predicted. Then, the controller stopped, the
 // burst shrinks to one small pod and the pool consolidates: `simulate
 // --consolidate` on a snapshot says which nodes go and what replaces them, and the
 // controller, started again, leaves the cluster with exactly the nodes predicted.
@@ -50,9 +52,12 @@ func TestPredictionIsWhatTheControllerDoes(t *testing.T) {
 
 	for _, tc := range []struct {
 		name, gates, family string
+		// buffer is a CapacityBuffer's replicas of a 2-cpu PodTemplate, 0 for none.
+		buffer int32
 	}{
-		{"overlay gate off", "", "m5"},
-		{"overlay gate on", "NodeOverlay=true", "m7i"},
+		{"overlay gate off", "", "m5", 0},
+		{"overlay gate on", "NodeOverlay=true", "m7i", 0},
+		{"capacity buffer", "CapacityBuffer=true", "m5", 3},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := testenv.DefaultOptions(t)
@@ -64,6 +69,12 @@ func TestPredictionIsWhatTheControllerDoes(t *testing.T) {
 			pool.Spec.Disruption = noConsolidation
 			must(t, c.Update(ctx, pool))
 
+			if tc.buffer > 0 {
+				spare := localstack.Deployment("spare", 0, "2", "2Gi")
+				must(t, c.Create(ctx, &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Name: "spare", Namespace: "default"}, Template: spare.Spec.Template}))
+				must(t, c.Create(ctx, &v1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Name: "spare", Namespace: "default"},
+					Spec: v1beta1.CapacityBufferSpec{PodTemplateRef: &v1beta1.LocalObjectRef{Name: "spare"}, Replicas: &tc.buffer}}))
+			}
 			// The burst is pending before the controller starts: the snapshot is
 			// the cluster the controller will first see.
 			must(t, c.Create(ctx, localstack.Deployment("web", 6, "1", "1Gi")))
@@ -88,6 +99,9 @@ func TestPredictionIsWhatTheControllerDoes(t *testing.T) {
 			must(t, err)
 			if len(plan.Unschedulable) != 0 || plan.Summary.Scheduled != 8 {
 				t.Fatalf("predicted %d of 8 pods placed, unschedulable %+v", plan.Summary.Scheduled, plan.Unschedulable)
+			}
+			if tc.buffer > 0 && (len(plan.Buffers) != 1 || plan.Buffers[0].Replicas != tc.buffer || plan.Buffers[0].Failed != 0) {
+				t.Fatalf("buffers %+v; want the buffer's %d pods placed", plan.Buffers, tc.buffer)
 			}
 			var predicted []string
 			for _, nc := range plan.NodeClaims {
@@ -194,7 +208,9 @@ func TestPredictionIsWhatTheControllerDoes(t *testing.T) {
 				allRunning(t, c, "web", 1, 60*time.Second)
 
 				// The next scenario starts from an empty cluster; the controller of this
-				// one takes its nodes down.
+				// one takes its nodes down, the buffer first so none is kept for it.
+				must(t, client.IgnoreNotFound(c.Delete(ctx, &v1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Name: "spare", Namespace: "default"}})))
+				must(t, client.IgnoreNotFound(c.Delete(ctx, &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Name: "spare", Namespace: "default"}})))
 				for _, app := range []string{"web", "db"} {
 					must(t, client.IgnoreNotFound(c.Delete(ctx, localstack.Deployment(app, 0, "1", "1Gi"))))
 				}
