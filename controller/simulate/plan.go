@@ -28,6 +28,9 @@ type Plan struct {
 	// Buffers are the input's CapacityBuffers and where their room is kept; their
 	// virtual pods are in the plan under capacity-buffer-NAME-i.
 	Buffers []BufferPlan `json:"buffers,omitempty"`
+	// StaticPools are the input's static NodePools and what the static controller
+	// launches or removes for them; their claims are apart from NodeClaims.
+	StaticPools []StaticPoolPlan `json:"staticPools,omitempty"`
 	// Commitments are the input's Commitments and what the plan uses of them;
 	// NodePrices what the existing nodes cost with them.
 	Commitments   []CommitmentUse    `json:"commitments,omitempty"`
@@ -99,7 +102,7 @@ func run(in *Inputs, cat *catalog.File, ctl *settings.Options, clk clock.Passive
 	results := scheduling.Solve(engineInput)
 	elapsed := clk.Since(start)
 	placeBuffers(buffers, results)
-	plan := &Plan{Overlays: overlays, Buffers: buffers, NodeClaims: []PlannedNodeClaim{}, ExistingNodes: []PlannedExisting{}, Unschedulable: []Unschedulable{}}
+	plan := &Plan{Overlays: overlays, Buffers: buffers, StaticPools: staticPools(in, snap, ctl), NodeClaims: []PlannedNodeClaim{}, ExistingNodes: []PlannedExisting{}, Unschedulable: []Unschedulable{}}
 	real := func(pods []*corev1.Pod) int {
 		return len(pods) - len(slices.DeleteFunc(slices.Clone(pods), func(p *corev1.Pod) bool { return !buffer.IsVirtual(p) }))
 	}
@@ -171,6 +174,25 @@ func (p *Plan) WriteTable(w io.Writer) error {
 			rows = append(rows, []string{b.Name, fmt.Sprint(b.Replicas), where})
 		}
 		if err := writeSection(w, "CAPACITY BUFFERS (room kept, never bound)", []string{"BUFFER", "PODS", "WHERE"}, rows); err != nil {
+			return err
+		}
+	}
+	if len(p.StaticPools) > 0 {
+		rows := make([][]string, 0, len(p.StaticPools))
+		for _, s := range p.StaticPools {
+			change := fmt.Sprintf("launch %d", s.Launch)
+			if s.Launch > 0 {
+				change += fmt.Sprintf(" %s in %s (%s, $%.4f/hour each)", s.InstanceType, s.Zone, s.CapacityType, s.PricePerHour)
+			}
+			if s.Remove > 0 {
+				change = fmt.Sprintf("remove %d", s.Remove)
+			}
+			if s.Problem != "" {
+				change += "; " + s.Problem
+			}
+			rows = append(rows, []string{s.NodePool, fmt.Sprint(s.Replicas), fmt.Sprint(s.Existing), change})
+		}
+		if err := writeSection(w, "STATIC NODEPOOLS", []string{"NODEPOOL", "REPLICAS", "CLAIMS", "CHANGE"}, rows); err != nil {
 			return err
 		}
 	}

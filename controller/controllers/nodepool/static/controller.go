@@ -8,9 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
-	"strconv"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,12 +21,12 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/manager"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
-	dovetailv1alpha1 "github.com/dovetail-sh/dovetail/controller/apis/dovetail/v1alpha1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
 	"github.com/dovetail-sh/dovetail/controller/consolidation"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/state"
+	"github.com/dovetail-sh/dovetail/controller/staticpool"
 )
 
 // Launcher creates a claim of a pool from a plan: the provisioner's Launch.
@@ -117,32 +115,18 @@ func (c *Controller) Reconcile(ctx context.Context, np *v1.NodePool) (reconcile.
 // dovetail.sh/usd-per-hour limit leave room for (claims still being deleted count:
 // their instances may still run).
 func (c *Controller) scaleUp(ctx context.Context, np *v1.NodePool, want int, claims []v1.NodeClaim) (reconcile.Result, error) {
-	room := math.MaxInt
-	if limit, ok := np.Spec.Limits[v1.ResourceNodes]; ok {
-		room = int(limit.Value()) - len(claims)
-	}
-	if min(want, room) <= 0 {
-		log.FromContext(ctx).Info("static nodepool is at its node limit", "nodepool", np.Name, "replicas", *np.Spec.Replicas, "limit", np.Spec.Limits[v1.ResourceNodes])
-		return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
-	}
 	types, err := c.cloud.GetInstanceTypes(ctx, np)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("reading the instance types of nodepool %s, %w", np.Name, err)
 	}
-	plan, err := scheduling.TemplatePlan(np, types)
+	n, plan, why, err := staticpool.ScaleUp(np, want, claims, types)
 	if err != nil {
 		return reconcile.Result{}, err
 	}
-	if limit, ok := scheduling.SpendLimit(np); ok && plan.Offering.Price > 0 {
-		spent := spend(claims, types)
-		room = min(room, int(math.Floor((limit-spent)/plan.Offering.Price+1e-9)))
-		if min(want, room) <= 0 {
-			log.FromContext(ctx).Info("static nodepool is at its spend limit", "nodepool", np.Name, "replicas", *np.Spec.Replicas,
-				"spend", scheduling.FormatDollars(spent), "limit", scheduling.FormatDollars(limit), "nodePrice", scheduling.FormatDollars(plan.Offering.Price))
-			return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
-		}
+	if n <= 0 {
+		log.FromContext(ctx).Info("static nodepool cannot grow: "+why, "nodepool", np.Name, "replicas", *np.Spec.Replicas)
+		return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
 	}
-	n := min(want, room)
 	log.FromContext(ctx).Info("launching nodeclaims to reach the static nodepool's replicas", "nodepool", np.Name, "replicas", *np.Spec.Replicas, "launching", n)
 	var errs []error
 	for range n {
@@ -244,22 +228,4 @@ func (c *Controller) podsOn(ctx context.Context, node string) ([]*corev1.Pod, er
 		out[i] = &pods.Items[i]
 	}
 	return out, nil
-}
-
-// spend is what the pool's claims cost per hour at list prices: each at the price
-// it was planned at, else its offering's. Commitments are not charged against it,
-// so a static pool stays within its limit whatever they later pay for.
-func spend(claims []v1.NodeClaim, types []*scheduling.InstanceType) float64 {
-	total := 0.0
-	for i := range claims {
-		nc := &claims[i]
-		if p, err := strconv.ParseFloat(nc.Annotations[dovetailv1alpha1.PlannedPriceAnnotationKey], 64); err == nil {
-			total += p
-			continue
-		}
-		if price := consolidation.Price(types, nc.Labels[v1.LabelInstanceType], nc.Labels[v1.LabelTopologyZone], nc.Labels[v1.LabelCapacityType]); !math.IsNaN(price) {
-			total += price
-		}
-	}
-	return total
 }

@@ -1,0 +1,61 @@
+// Package staticpool decides how a static NodePool (spec.replicas, gate
+// StaticCapacity) grows toward its replicas: the static controller launches by it
+// and `dovetail simulate` predicts by it. It is pure.
+package staticpool
+
+import (
+	"fmt"
+	"math"
+	"strconv"
+
+	dovetailv1alpha1 "github.com/dovetail-sh/dovetail/controller/apis/dovetail/v1alpha1"
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/consolidation"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
+)
+
+// ScaleUp is what the pool launches toward its replicas when it lacks want claims:
+// n claims, each starting from plan, as many as limits.nodes and the
+// dovetail.sh/usd-per-hour limit leave room for, and, when that is fewer than
+// want, which limit holds the rest. claims are all the pool's claims, those being
+// deleted too: their instances may still run.
+func ScaleUp(np *v1.NodePool, want int, claims []v1.NodeClaim, types []*scheduling.InstanceType) (n int, plan *scheduling.NodeClaimPlan, why string, err error) {
+	n = want
+	if limit, ok := np.Spec.Limits[v1.ResourceNodes]; ok {
+		if room := int(limit.Value()) - len(claims); room < n {
+			n, why = max(room, 0), fmt.Sprintf("at its node limit (limits.nodes %s, %d claims)", limit.String(), len(claims))
+		}
+	}
+	if n <= 0 {
+		return 0, nil, why, nil
+	}
+	plan, err = scheduling.TemplatePlan(np, types)
+	if err != nil {
+		return 0, nil, "", err
+	}
+	if limit, ok := scheduling.SpendLimit(np); ok && plan.Offering.Price > 0 {
+		spent := Spend(claims, types)
+		if room := int(math.Floor((limit-spent)/plan.Offering.Price + 1e-9)); room < n {
+			n, why = max(room, 0), fmt.Sprintf("at its spend limit (%s of %s; a node costs %s)", scheduling.FormatDollars(spent), scheduling.FormatDollars(limit), scheduling.FormatDollars(plan.Offering.Price))
+		}
+	}
+	return n, plan, why, nil
+}
+
+// Spend is what the claims cost per hour at list prices: each at the price it was
+// planned at, else its offering's. Commitments are not charged against it, so a
+// static pool stays within its limit whatever they later pay for.
+func Spend(claims []v1.NodeClaim, types []*scheduling.InstanceType) float64 {
+	total := 0.0
+	for i := range claims {
+		nc := &claims[i]
+		if p, err := strconv.ParseFloat(nc.Annotations[dovetailv1alpha1.PlannedPriceAnnotationKey], 64); err == nil {
+			total += p
+			continue
+		}
+		if price := consolidation.Price(types, nc.Labels[v1.LabelInstanceType], nc.Labels[v1.LabelTopologyZone], nc.Labels[v1.LabelCapacityType]); !math.IsNaN(price) {
+			total += price
+		}
+	}
+	return total
+}
