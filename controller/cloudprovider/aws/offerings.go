@@ -26,16 +26,10 @@ func (c *CloudProvider) GetInstanceTypes(ctx context.Context, np *v1.NodePool) (
 }
 
 func (c *CloudProvider) instanceTypes(ctx context.Context, class *awsv1.EC2NodeClass) ([]*scheduling.InstanceType, *catalog.File, error) {
-	f, err := c.types.List(ctx)
+	f, zones, unavailableSeq, err := c.sources(ctx, class)
 	if err != nil {
 		return nil, nil, err
 	}
-	zones := sets.New[string]()
-	for _, s := range class.Status.Subnets {
-		zones.Insert(s.Zone)
-	}
-	unavailableSeq := c.unavailable.Purge()
-	c.reserved.refresh(ctx, class.Status.CapacityReservations)
 	reservations := make([]string, 0, len(class.Status.CapacityReservations))
 	for _, r := range class.Status.CapacityReservations {
 		reservations = append(reservations, r.ID+"@"+r.AvailabilityZone+"/"+r.InstanceType)
@@ -67,17 +61,28 @@ func (c *CloudProvider) Offered(ctx context.Context, np *v1.NodePool) (*catalog.
 	if err != nil {
 		return nil, nil, err
 	}
-	f, err := c.types.List(ctx)
+	f, zones, _, err := c.sources(ctx, class)
 	if err != nil {
 		return nil, nil, err
+	}
+	return c.offered(f, class, zones), class, nil
+}
+
+// sources are what the class's offerings are made from: the region's types, its
+// subnets' zones, and the unavailable offerings' sequence after expired ones are
+// purged; its capacity reservations are read again.
+func (c *CloudProvider) sources(ctx context.Context, class *awsv1.EC2NodeClass) (*catalog.File, sets.Set[string], uint64, error) {
+	f, err := c.types.List(ctx)
+	if err != nil {
+		return nil, nil, 0, err
 	}
 	zones := sets.New[string]()
 	for _, s := range class.Status.Subnets {
 		zones.Insert(s.Zone)
 	}
-	c.unavailable.Purge()
+	unavailableSeq := c.unavailable.Purge()
 	c.reserved.refresh(ctx, class.Status.CapacityReservations)
-	return c.offered(f, class, zones), class, nil
+	return f, zones, unavailableSeq, nil
 }
 
 // priced is what the class launches of the discovered types, priced in its zones.

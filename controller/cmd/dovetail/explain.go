@@ -12,8 +12,6 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/dovetail-sh/dovetail/controller/catalog"
-	"github.com/dovetail-sh/dovetail/controller/operator/settings/nodecosts"
-	"github.com/dovetail-sh/dovetail/controller/scheduling/defaultspread"
 	"github.com/dovetail-sh/dovetail/controller/simulate"
 )
 
@@ -67,27 +65,10 @@ func explainCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintf(stderr, "dovetail explain: %v\n", err)
 		return 1
 	}
-	if *spotToSpot {
-		ctlFlags.set("feature-gates", "SpotToSpotConsolidation=true")
+	ctl, code := ctlFlags.settingsFor(in, *spotToSpot, "dovetail explain", stderr)
+	if ctl == nil {
+		return code
 	}
-	ctl, notes, err := ctlFlags.resolve(in)
-	for _, n := range notes {
-		fmt.Fprintf(stderr, "dovetail explain: %s\n", n)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "dovetail explain: %v\n", err)
-		return 2
-	}
-	if errs := nodecosts.Validate(ctl.NodeCosts); len(errs) > 0 {
-		fmt.Fprintf(stderr, "dovetail explain: %s\n", strings.Join(errs, "; "))
-		return 2
-	}
-	spread, err := defaultspread.Parse(ctl.SchedulerConfig)
-	if err != nil {
-		fmt.Fprintf(stderr, "dovetail explain: --scheduler-config: %v\n", err)
-		return 2
-	}
-	in.DefaultSpread = spread.Constraints()
 	cat, err := catalog.EmbeddedAWS()
 	if *catalogPath != "" {
 		cat, err = catalog.Load(*catalogPath)

@@ -16,8 +16,6 @@ import (
 
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/operator/settings"
-	"github.com/dovetail-sh/dovetail/controller/operator/settings/nodecosts"
-	"github.com/dovetail-sh/dovetail/controller/scheduling/defaultspread"
 	"github.com/dovetail-sh/dovetail/controller/simulate"
 )
 
@@ -125,24 +123,12 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 			return 1
 		}
 	}
-	if *spotToSpot {
-		ctlFlags.set("feature-gates", "SpotToSpotConsolidation=true")
+	ctl, code := ctlFlags.settingsFor(in, *spotToSpot, "dovetail simulate", stderr)
+	if ctl == nil {
+		return code
 	}
-	ctl, notes, err := ctlFlags.resolve(in)
-	for _, n := range notes {
-		fmt.Fprintf(stderr, "dovetail simulate: %s\n", n)
-	}
-	if err != nil {
-		fmt.Fprintf(stderr, "dovetail simulate: %v\n", err)
-		return 2
-	}
-	spread, err := defaultspread.Parse(ctl.SchedulerConfig)
-	if err != nil {
-		fmt.Fprintf(stderr, "dovetail simulate: --scheduler-config: %v\n", err)
-		return 2
-	}
-	in.DefaultSpread = spread.Constraints()
 	var cat *catalog.File
+	var err error
 	if *catalogPath != "" {
 		cat, err = catalog.Load(*catalogPath)
 	} else {
@@ -154,10 +140,6 @@ func simulateCmd(args []string, stdout, stderr io.Writer) int {
 	}
 	if *zones != "" {
 		cat = cat.InZones(strings.Split(*zones, ","))
-	}
-	if errs := nodecosts.Validate(ctl.NodeCosts); len(errs) > 0 {
-		fmt.Fprintf(stderr, "dovetail simulate: %s\n", strings.Join(errs, "; "))
-		return 2
 	}
 	for _, w := range in.AllWarnings() {
 		fmt.Fprintf(stderr, "dovetail simulate: warning: %s\n", w)

@@ -3,8 +3,12 @@ package main
 import (
 	"flag"
 	"fmt"
+	"io"
+	"strings"
 
 	"github.com/dovetail-sh/dovetail/controller/operator/settings"
+	"github.com/dovetail-sh/dovetail/controller/operator/settings/nodecosts"
+	"github.com/dovetail-sh/dovetail/controller/scheduling/defaultspread"
 	"github.com/dovetail-sh/dovetail/controller/simulate"
 )
 
@@ -47,6 +51,34 @@ func (c *controllerFlags) resolve(in *simulate.Inputs) (*settings.Options, []str
 		}
 	}
 	return ctl, notes, nil
+}
+
+// settingsFor resolves the settings for cmd, printing where they came from, and
+// applies the scheduler defaults they give to the input; nil and the exit code
+// when they do not hold.
+func (c *controllerFlags) settingsFor(in *simulate.Inputs, spotToSpot bool, cmd string, stderr io.Writer) (*settings.Options, int) {
+	if spotToSpot {
+		c.set("feature-gates", "SpotToSpotConsolidation=true")
+	}
+	ctl, notes, err := c.resolve(in)
+	for _, n := range notes {
+		fmt.Fprintf(stderr, "%s: %s\n", cmd, n)
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
+		return nil, 2
+	}
+	if errs := nodecosts.Validate(ctl.NodeCosts); len(errs) > 0 {
+		fmt.Fprintf(stderr, "%s: %s\n", cmd, strings.Join(errs, "; "))
+		return nil, 2
+	}
+	spread, err := defaultspread.Parse(ctl.SchedulerConfig)
+	if err != nil {
+		fmt.Fprintf(stderr, "%s: --scheduler-config: %v\n", cmd, err)
+		return nil, 2
+	}
+	in.DefaultSpread = spread.Constraints()
+	return ctl, 0
 }
 
 // givenValue parses into a scratch value, and keeps what was given.
