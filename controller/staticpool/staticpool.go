@@ -21,10 +21,8 @@ import (
 // deleted too: their instances may still run.
 func ScaleUp(np *v1.NodePool, want int, claims []v1.NodeClaim, types []*scheduling.InstanceType) (n int, plan *scheduling.NodeClaimPlan, why string, err error) {
 	n = want
-	if limit, ok := np.Spec.Limits[v1.ResourceNodes]; ok {
-		if room := int(limit.Value()) - len(claims); room < n {
-			n, why = max(room, 0), fmt.Sprintf("at its node limit (limits.nodes %s, %d claims)", limit.String(), len(claims))
-		}
+	if room, held := NodeRoom(np, claims); room < n {
+		n, why = room, held
 	}
 	if n <= 0 {
 		return 0, nil, why, nil
@@ -40,6 +38,16 @@ func ScaleUp(np *v1.NodePool, want int, claims []v1.NodeClaim, types []*scheduli
 		}
 	}
 	return n, plan, why, nil
+}
+
+// NodeRoom is how many more claims limits.nodes lets the pool have (MaxInt without
+// the limit), and the limit as the pool's events say it.
+func NodeRoom(np *v1.NodePool, claims []v1.NodeClaim) (int, string) {
+	limit, ok := np.Spec.Limits[v1.ResourceNodes]
+	if !ok {
+		return math.MaxInt, ""
+	}
+	return max(int(limit.Value())-len(claims), 0), fmt.Sprintf("at its node limit (limits.nodes %s, %d claims)", limit.String(), len(claims))
 }
 
 // Spend is what the claims cost per hour at list prices: each at the price it was

@@ -517,3 +517,19 @@ spec:
 		t.Errorf("a misspelt gate: exit %d: %s", code, stderr.String())
 	}
 }
+
+// TestHelpNamesTheControllersSettings: -h lists the controller's flags without
+// the flag package's "panic calling String method" lines, and says their
+// variables are the controller's, not read from this shell.
+func TestHelpNamesTheControllersSettings(t *testing.T) {
+	for _, cmd := range [][]string{{"simulate", "-h"}, {"explain", "node", "n", "-h"}} {
+		var out, errOut bytes.Buffer
+		if code := run(cmd, &out, &errOut); code != 0 {
+			t.Errorf("%v: exit %d", cmd, code)
+		}
+		help := errOut.String()
+		if strings.Contains(help, "panic") || !strings.Contains(help, "-feature-gates") || !strings.Contains(help, "(the controller's FEATURE_GATES)") {
+			t.Errorf("%v help:\n%s", cmd, help)
+		}
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"regexp"
 	"strings"
 
 	"github.com/dovetail-sh/dovetail/controller/operator/settings"
@@ -31,7 +32,10 @@ func (c *controllerFlags) register(fs *flag.FlagSet) {
 	new(settings.Options).AddFlagsFrom(scratch, func(string) (string, bool) { return "", false })
 	for _, name := range predictionFlags {
 		f := scratch.Lookup(name)
-		fs.Var(givenValue{Value: f.Value, name: name, given: &c.given}, name, "the controller's --"+name+": "+f.Usage)
+		// The CLI reads no environment: the variable the usage names is the
+		// controller's, read from its Deployment.
+		usage := envInUsage.ReplaceAllString(f.Usage, "(the controller's $1)")
+		fs.Var(&givenValue{Value: f.Value, name: name, given: &c.given}, name, "the controller's --"+name+": "+usage)
 	}
 }
 
@@ -88,7 +92,18 @@ type givenValue struct {
 	given *[][2]string
 }
 
-func (g givenValue) Set(v string) error {
+// envInUsage is the "[NAME]" a controller flag's usage ends with.
+var envInUsage = regexp.MustCompile(`\[([A-Z][A-Z0-9_]*)\]$`)
+
+// String is the scratch value's; flag's help calls it on a zero givenValue too.
+func (g *givenValue) String() string {
+	if g == nil || g.Value == nil {
+		return ""
+	}
+	return g.Value.String()
+}
+
+func (g *givenValue) Set(v string) error {
 	if err := g.Value.Set(v); err != nil {
 		return err
 	}
@@ -97,7 +112,7 @@ func (g givenValue) Set(v string) error {
 }
 
 // IsBoolFlag keeps --drift-on-metadata usable without a value.
-func (g givenValue) IsBoolFlag() bool {
+func (g *givenValue) IsBoolFlag() bool {
 	b, ok := g.Value.(interface{ IsBoolFlag() bool })
 	return ok && b.IsBoolFlag()
 }

@@ -115,6 +115,11 @@ func (c *Controller) Reconcile(ctx context.Context, np *v1.NodePool) (reconcile.
 // dovetail.sh/usd-per-hour limit leave room for (claims still being deleted count:
 // their instances may still run).
 func (c *Controller) scaleUp(ctx context.Context, np *v1.NodePool, want int, claims []v1.NodeClaim) (reconcile.Result, error) {
+	// At its node limit the pool waits without asking the cloud for its types.
+	if room, why := staticpool.NodeRoom(np, claims); room <= 0 {
+		log.FromContext(ctx).Info("static nodepool cannot grow: "+why, "nodepool", np.Name, "replicas", *np.Spec.Replicas)
+		return reconcile.Result{RequeueAfter: 30 * time.Second}, nil
+	}
 	types, err := c.cloud.GetInstanceTypes(ctx, np)
 	if err != nil {
 		return reconcile.Result{}, fmt.Errorf("reading the instance types of nodepool %s, %w", np.Name, err)

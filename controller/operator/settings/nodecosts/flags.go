@@ -20,7 +20,6 @@ const hoursPerMonth = 730
 // settings read (settings.Options.AddFlags).
 func AddFlags(fs *flag.FlagSet, c *scheduling.NodeCosts) {
 	*c = scheduling.DefaultNodeCosts()
-	c.RootVolumePerGiBHour = c.RootVolumePerGiBHour * hoursPerMonth / hoursPerMonth
 	fs.Var(&perMonth{&c.RootVolumePerGiBHour}, "root-volume-price-per-gib-month",
 		"price of a node's root volume per GiB-month (gp3: 0.08) [ROOT_VOLUME_PRICE_PER_GIB_MONTH]")
 	fs.Float64Var(&c.PublicIPv4PerHour, "public-ipv4-price-per-hour", c.PublicIPv4PerHour,
