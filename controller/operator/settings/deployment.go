@@ -98,7 +98,24 @@ func FromContainer(c *corev1.Container) (o *Options, fs *flag.FlagSet, notes []s
 		args = append(args, c.Command[1:]...)
 	}
 	args = append(args, c.Args...)
-	o, fs, err = Parse(lookup, args)
+	// A newer controller's flag, or a command wrapped in a shell, is not this
+	// build's to read: it is named, and the settings that are read still hold.
+	_, known, _ := Parse(noEnvironment, nil)
+	var kept []string
+	for i := 0; i < len(args); i++ {
+		name, _, hasValue := strings.Cut(strings.TrimLeft(args[i], "-"), "=")
+		f := known.Lookup(name)
+		if !strings.HasPrefix(args[i], "-") || f == nil {
+			notes = append(notes, fmt.Sprintf("container %s: argument %q is not a setting this dovetail reads; it is ignored", c.Name, args[i]))
+			continue
+		}
+		kept = append(kept, args[i])
+		if b, ok := f.Value.(interface{ IsBoolFlag() bool }); !hasValue && !(ok && b.IsBoolFlag()) && i+1 < len(args) {
+			kept = append(kept, args[i+1])
+			i++
+		}
+	}
+	o, fs, err = Parse(lookup, kept)
 	if err != nil {
 		return o, fs, notes, fmt.Errorf("container %s: %w", c.Name, err)
 	}

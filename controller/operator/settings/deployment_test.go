@@ -17,7 +17,7 @@ func TestFromContainer(t *testing.T) {
 	c := &corev1.Container{
 		Name:    "controller",
 		Command: []string{"/dovetail-controller", "--drift-on-metadata=false"},
-		Args:    []string{"--feature-gates=CapacityBuffer=false"},
+		Args:    []string{"--feature-gates=CapacityBuffer=false", "--a-newer-flag=1", "--batch-max-duration", "20s"},
 		Env: []corev1.EnvVar{
 			{Name: "FEATURE_GATES", Value: "NodeOverlay=true,CapacityBuffer=true"},
 			{Name: "DRIFT_ON_METADATA", Value: "true"},
@@ -34,8 +34,8 @@ func TestFromContainer(t *testing.T) {
 		t.Errorf("settings: gates %s, drift-on-metadata %t, node overhead %v, vm overhead %v; want NodeOverlay on, CapacityBuffer off (args over env), false (command over env), 0.02, the default 0.075",
 			o.FeatureGates.String(), o.DriftOnMetadata, o.NodeCosts.PerNodeHour, o.VMMemoryOverheadPercent)
 	}
-	if len(notes) != 1 || !strings.Contains(notes[0], "VM_MEMORY_OVERHEAD_PERCENT") {
-		t.Errorf("notes %q; want one naming VM_MEMORY_OVERHEAD_PERCENT (POD_NAMESPACE does not change a decision)", notes)
+	if all := strings.Join(notes, "\n"); len(notes) != 2 || !strings.Contains(all, "VM_MEMORY_OVERHEAD_PERCENT") || !strings.Contains(all, "--a-newer-flag=1") || o.BatchMaxDuration.String() != "20s" {
+		t.Errorf("notes %q, batch-max-duration %v; want VM_MEMORY_OVERHEAD_PERCENT named (POD_NAMESPACE does not change a decision), the unknown argument named and the rest read", notes, o.BatchMaxDuration)
 	}
 	if err := fs.Set("feature-gates", "NodeOverlay=false"); err != nil || o.FeatureGates.NodeOverlay || o.FeatureGates.CapacityBuffer {
 		t.Errorf("a flag set over the container's: %v, gates %s; want NodeOverlay off and the rest kept", err, o.FeatureGates.String())
