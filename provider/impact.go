@@ -120,13 +120,25 @@ func (r *customResource) workOutImpact(ctx context.Context, name string, plan cu
 	}
 	// The controller's settings (--drift-on-metadata, its costs and gates) are its
 	// Deployment's, as it runs now.
-	ctl, _, _, err := in.ControllerSettings()
+	ctl, _, notes, err := in.ControllerSettings()
 	if err != nil {
 		return "", err
+	}
+	if err := in.UseSettings(ctl); err != nil {
+		return "", fmt.Errorf("the controller's settings: %w", err)
 	}
 	impact, err := simulate.PlanImpact(in, cat, ctl, time.Now(), change)
 	if err != nil {
 		return "", err
 	}
-	return strings.TrimSpace(impact.String()), nil
+	return withNotes(strings.TrimSpace(impact.String()), append(in.Unreadable, notes...)), nil
+}
+
+// withNotes ends the impact with where its settings came from, and what of the
+// controller's Deployment could not be read, so a surprise can be traced.
+func withNotes(text string, notes []string) string {
+	if len(notes) == 0 {
+		return text
+	}
+	return text + "\n\nSettings:\n- " + strings.Join(notes, "\n- ")
 }

@@ -160,7 +160,7 @@ resource "dovetail_node_pool" "general" {
 				ConfigPlanChecks: unknown,
 				Check: resource.ComposeTestCheckFunc(
 					impact(`(?s)Of 2 node\(s\): 2 drift and are replaced, 0 are updated in place.*Drift: 2 NodePoolDrift\.`),
-					warnings.saw(`(?s)^Planned impact of changing NodePool general: Of 2 node\(s\): 2 drift and are replaced.*Drift: 2 NodePoolDrift\.`)),
+					warnings.saw(`(?s)^Planned impact of changing NodePool general: Of 2 node\(s\): 2 drift and are replaced.*Drift: 2 NodePoolDrift\..*Settings:\n- settings from the controller's Deployment default/dovetail \(feature gates [^)]*, drift-on-metadata true\)`)),
 			},
 			{
 				PreConfig:        warnings.reset,

@@ -161,10 +161,10 @@ type decision struct {
 // decide observes the snapshot as the disruption controller would and decides.
 func decide(in *Inputs, cat *catalog.File, ctl *settings.Options, now time.Time) (*decision, error) {
 	if len(in.NodePools) == 0 {
-		return nil, errors.New("the snapshot has no NodePools, and consolidation acts only on their nodes: include nodepools in `kubectl get nodes,nodeclaims,nodepools,pods,pdb,daemonsets,pvc,pv,storageclasses -A -o yaml`")
+		return nil, errors.New("the snapshot has no NodePools, and consolidation acts only on their nodes: include nodepools in `kubectl get " + SnapshotKinds + " -A -o yaml`")
 	}
 	if len(in.Nodes) == 0 {
-		return nil, errors.New("the snapshot has no Nodes: include nodes in `kubectl get nodes,nodeclaims,nodepools,pods,pdb,daemonsets,pvc,pv,storageclasses -A -o yaml`")
+		return nil, errors.New("the snapshot has no Nodes: include nodes in `kubectl get " + SnapshotKinds + " -A -o yaml`")
 	}
 	p, err := prepare(in, cat, ctl)
 	if err != nil {

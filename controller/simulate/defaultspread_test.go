@@ -154,13 +154,35 @@ func TestConsolidateAppliesTheClusterDefaultSpread(t *testing.T) {
 	if len(without.Remove) == 0 || zones(without) != 1 {
 		t.Fatalf("without defaults, the two web pods should end on one node in one zone:\n%s", table)
 	}
+	// The defaults come from the controller's --scheduler-config, as the
+	// plan-time impact takes them from its Deployment.
 	in := sc.read()
-	in.DefaultSpread = []corev1.TopologySpreadConstraint{{MaxSkew: 1, TopologyKey: corev1.LabelTopologyZone, WhenUnsatisfiable: corev1.DoNotSchedule}}
-	with, err := Consolidate(in, types, defaults(), fakeNow)
+	ctl := defaults()
+	ctl.SchedulerConfig = "podTopologySpread: {defaultConstraints: [{maxSkew: 1, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule}]}"
+	if err := in.UseSettings(ctl); err != nil {
+		t.Fatal(err)
+	}
+	with, err := Consolidate(in, types, ctl, fakeNow)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if zones(with) != 2 {
 		t.Errorf("under a default zone spread the web pods end in %d zone(s); want 2: remove %+v, launch %+v", zones(with), with.Remove, with.Launch)
+	}
+}
+
+// A --scheduler-config the controller would refuse to start with is refused,
+// naming the flag, rather than predicted without it.
+func TestUseSettingsRefusesWhatTheControllerRefuses(t *testing.T) {
+	ctl := defaults()
+	ctl.SchedulerConfig = "podTopologySpread: {defaultConstraints: [{maxSkew: 0, topologyKey: topology.kubernetes.io/zone, whenUnsatisfiable: DoNotSchedule}]}"
+	err := (&Inputs{}).UseSettings(ctl)
+	if err == nil || !strings.Contains(err.Error(), "--scheduler-config") || !strings.Contains(err.Error(), "maxSkew") {
+		t.Errorf("a maxSkew of 0 gives %v; want an error naming --scheduler-config and maxSkew", err)
+	}
+	ctl = defaults()
+	ctl.NodeCosts.FewerNodesTolerance = -1
+	if err := (&Inputs{}).UseSettings(ctl); err == nil {
+		t.Error("a negative --fewer-nodes-tolerance is accepted; the controller refuses it")
 	}
 }

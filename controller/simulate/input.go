@@ -83,6 +83,9 @@ type Inputs struct {
 	clusterWorkloads []string
 	// Warnings are notes for the user: objects ignored, unknown fields dropped.
 	Warnings []string
+	// Unreadable says which kinds ReadLive was not allowed to list, and what the
+	// prediction lacks for it (also among the Warnings).
+	Unreadable []string
 }
 
 // ControllerDeployment is a Deployment of the Dovetail controller, with where in

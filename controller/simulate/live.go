@@ -5,8 +5,10 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -17,6 +19,10 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/apis/scheme"
 )
 
+// SnapshotKinds are what a snapshot for a prediction should hold, as kubectl
+// names them: what ReadLive reads.
+const SnapshotKinds = "nodes,nodeclaims,nodepools,ec2nodeclasses,nodeoverlays,capacitybuffers,commitments,pods,pdb,daemonsets,deploy,rs,sts,svc,podtemplates,pvc,pv,storageclasses,csinodes"
+
 // liveKinds are what `dovetail explain` reads from a live cluster: what
 // `kubectl get` would be asked for a snapshot, and the objects that price it.
 var liveKinds = []schema.GroupVersionKind{
@@ -24,11 +30,18 @@ var liveKinds = []schema.GroupVersionKind{
 	{Version: "v1", Kind: "PodList"}, {Group: "policy", Version: "v1", Kind: "PodDisruptionBudgetList"}, {Group: "apps", Version: "v1", Kind: "DaemonSetList"},
 	{Version: "v1", Kind: "PersistentVolumeClaimList"}, {Version: "v1", Kind: "PersistentVolumeList"}, {Group: "storage.k8s.io", Version: "v1", Kind: "StorageClassList"}, {Group: "storage.k8s.io", Version: "v1", Kind: "CSINodeList"},
 	{Group: "karpenter.sh", Version: "v1alpha1", Kind: "NodeOverlayList"}, {Group: "dovetail.sh", Version: "v1alpha1", Kind: "CommitmentList"}, {Group: "karpenter.k8s.aws", Version: "v1", Kind: "EC2NodeClassList"},
-	// CapacityBuffers and what they name: their room is kept in every prediction,
-	// as the controller keeps it. Workloads read live are not made into pods (their
-	// pods are listed above); the controller's Deployment gives its settings.
+}
+
+// liveKindsBesides are read when the user may list them, and predicted without
+// otherwise (a role that reads nodes and pools need not read every workload):
+// CapacityBuffers and what they name, whose room is kept in every prediction as
+// the controller keeps it; workloads, read live for spread selectors and not made
+// into pods (their pods are listed above); the controller's Deployment, which
+// gives its settings.
+var liveKindsBesides = []schema.GroupVersionKind{
 	{Group: "autoscaling.x-k8s.io", Version: "v1beta1", Kind: "CapacityBufferList"}, {Version: "v1", Kind: "PodTemplateList"},
 	{Group: "apps", Version: "v1", Kind: "DeploymentList"}, {Group: "apps", Version: "v1", Kind: "ReplicaSetList"}, {Group: "apps", Version: "v1", Kind: "StatefulSetList"},
+	{Version: "v1", Kind: "ServiceList"},
 }
 
 // ReadLive reads what a snapshot holds from a live cluster, as kubectl would
@@ -40,7 +53,8 @@ func ReadLive(ctx context.Context, cfg *rest.Config, in *Inputs) error {
 		return fmt.Errorf("connecting to the cluster, %w", err)
 	}
 	var docs bytes.Buffer
-	for _, gvk := range liveKinds {
+	var forbidden []string
+	for _, gvk := range append(append([]schema.GroupVersionKind{}, liveKinds...), liveKindsBesides...) {
 		obj, err := s.New(gvk)
 		if err != nil {
 			return err
@@ -49,6 +63,10 @@ func ReadLive(ctx context.Context, cfg *rest.Config, in *Inputs) error {
 		if err := cl.List(ctx, list); err != nil {
 			if meta.IsNoMatchError(err) {
 				// A CRD not installed (no Commitments, no NodeOverlays) holds nothing.
+				continue
+			}
+			if apierrors.IsForbidden(err) && slices.Contains(liveKindsBesides, gvk) {
+				forbidden = append(forbidden, strings.TrimSuffix(gvk.Kind, "List"))
 				continue
 			}
 			return fmt.Errorf("listing %s, %w", strings.TrimSuffix(gvk.Kind, "List"), err)
@@ -65,7 +83,14 @@ func ReadLive(ctx context.Context, cfg *rest.Config, in *Inputs) error {
 			}
 		}
 	}
-	return in.Read(&docs, "the live cluster")
+	if err := in.Read(&docs, "the live cluster"); err != nil {
+		return err
+	}
+	if len(forbidden) > 0 {
+		in.Unreadable = append(in.Unreadable, fmt.Sprintf("the live cluster: you may not list %s; predicted without them (no CapacityBuffer room kept, the controller's default settings)", strings.Join(forbidden, ", ")))
+		in.Warnings = append(in.Warnings, in.Unreadable...)
+	}
+	return nil
 }
 
 func writeDoc(w io.Writer, o runtime.Object) error {

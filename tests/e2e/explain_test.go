@@ -9,6 +9,9 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
@@ -99,4 +102,29 @@ func TestExplainNodeSaysWhatTheControllerSays(t *testing.T) {
 		}
 		return nil
 	})
+
+	// A user who may read nodes, pools and pods but no workloads (a viewer role
+	// that leaves out apps) still gets a prediction, told what it lacks.
+	must(t, c.Create(ctx, &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "reads-no-workloads"}, Rules: []rbacv1.PolicyRule{
+		{APIGroups: []string{"", "karpenter.sh", "karpenter.k8s.aws", "policy", "storage.k8s.io", "dovetail.sh"}, Resources: []string{"*"}, Verbs: []string{"get", "list"}},
+		{APIGroups: []string{"apps"}, Resources: []string{"daemonsets"}, Verbs: []string{"get", "list"}}}}))
+	must(t, c.Create(ctx, &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "reads-no-workloads"},
+		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "reads-no-workloads"},
+		Subjects: []rbacv1.Subject{{APIGroup: rbacv1.GroupName, Kind: rbacv1.UserKind, Name: "viewer"}}}))
+	viewer := rest.CopyConfig(stack.Config)
+	viewer.Impersonate = rest.ImpersonationConfig{UserName: "viewer"}
+	in := &simulate.Inputs{}
+	must(t, simulate.ReadLive(ctx, viewer, in))
+	lacks := strings.Join(in.Unreadable, "; ")
+	for _, kind := range []string{"Deployment", "ReplicaSet", "StatefulSet"} {
+		if !strings.Contains(lacks, kind) {
+			t.Errorf("read without the right to list %ss, the prediction says it lacks %q", kind, lacks)
+		}
+	}
+	if len(in.Nodes) == 0 || len(in.NodePools) == 0 {
+		t.Errorf("the viewer read %d nodes and %d pools; it may list both", len(in.Nodes), len(in.NodePools))
+	}
+	if _, err := simulate.Consolidate(in, cat, &opts, time.Now()); err != nil {
+		t.Errorf("consolidation of what the viewer reads: %v", err)
+	}
 }

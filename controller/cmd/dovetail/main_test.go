@@ -506,8 +506,12 @@ spec:
 	if types, _, _ = simulate(true, "--feature-gates", "NodeOverlay=false"); !types["c5.xlarge"] {
 		t.Errorf("--feature-gates NodeOverlay=false over the Deployment's: types %v; want c5.xlarge, the overlay ignored", types)
 	}
-	if types, _, _ = simulate(false); !types["c5.xlarge"] {
+	types, _, errOut = simulate(false)
+	if !types["c5.xlarge"] {
 		t.Errorf("no controller Deployment, so the default gates: types %v; want c5.xlarge, the overlay ignored", types)
+	}
+	if !strings.Contains(errOut, "the input holds no controller Deployment: predicted under the controller's default settings") {
+		t.Errorf("without the controller's Deployment, stderr does not say the defaults are used:\n%s", errOut)
 	}
 	if types, _, _ = simulate(false, "--feature-gates", "NodeOverlay=true"); types["c5.xlarge"] {
 		t.Errorf("--feature-gates NodeOverlay=true: types %v; want no c5.xlarge", types)

@@ -5,11 +5,8 @@ import (
 	"fmt"
 	"io"
 	"regexp"
-	"strings"
 
 	"github.com/dovetail-sh/dovetail/controller/operator/settings"
-	"github.com/dovetail-sh/dovetail/controller/operator/settings/nodecosts"
-	"github.com/dovetail-sh/dovetail/controller/scheduling/defaultspread"
 	"github.com/dovetail-sh/dovetail/controller/simulate"
 )
 
@@ -72,16 +69,10 @@ func (c *controllerFlags) settingsFor(in *simulate.Inputs, spotToSpot bool, cmd 
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return nil, 2
 	}
-	if errs := nodecosts.Validate(ctl.NodeCosts); len(errs) > 0 {
-		fmt.Fprintf(stderr, "%s: %s\n", cmd, strings.Join(errs, "; "))
+	if err := in.UseSettings(ctl); err != nil {
+		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return nil, 2
 	}
-	spread, err := defaultspread.Parse(ctl.SchedulerConfig)
-	if err != nil {
-		fmt.Fprintf(stderr, "%s: --scheduler-config: %v\n", cmd, err)
-		return nil, 2
-	}
-	in.DefaultSpread = spread.Constraints()
 	return ctl, 0
 }
 
