@@ -95,6 +95,9 @@ spec:
 	}
 
 	zoned := runManifests(t, class("", "status:\n  subnets: [{id: subnet-b, zone: us-west-2b}]\n"))
+	if len(zoned.NodeClaims) == 0 {
+		t.Fatal("subnets in us-west-2b only: nothing planned")
+	}
 	for _, nc := range zoned.NodeClaims {
 		if nc.Zone != "us-west-2b" {
 			t.Errorf("subnets in us-west-2b only: a claim in %s", nc.Zone)

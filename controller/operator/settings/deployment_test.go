@@ -44,8 +44,13 @@ func TestFromContainer(t *testing.T) {
 	if _, _, _, err := FromContainer(c); err == nil || !strings.Contains(err.Error(), "FEATURE_GATES") {
 		t.Errorf("a bad FEATURE_GATES: %v; want an error naming it", err)
 	}
+	// The defaults are the flags' own, whatever this process's environment says:
+	// a prediction of a cluster must not take the shell's settings.
+	t.Setenv("FEATURE_GATES", "NodeOverlay=true")
+	t.Setenv("DRIFT_ON_METADATA", "true")
+	t.Setenv("NODE_OVERHEAD_PRICE_PER_HOUR", "0.02")
 	if d := Default(); d.FeatureGates.NodeOverlay || d.DriftOnMetadata || d.NodeCosts.PerNodeHour == 0.02 {
-		t.Errorf("defaults %+v read something", d.FeatureGates)
+		t.Errorf("defaults (gates %s, drift-on-metadata %t, node overhead %v) read this process's environment", d.FeatureGates.String(), d.DriftOnMetadata, d.NodeCosts.PerNodeHour)
 	}
 }
 
