@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 	resourcehelper "k8s.io/component-helpers/resource"
 
 	"github.com/dovetail-sh/dovetail/controller/apis/autoscaling/v1beta1"
@@ -199,22 +200,39 @@ type Cache struct {
 	pods    map[string][]*corev1.Pod
 	placed  map[string]Placement
 	planned bool
+	// resolved are the buffers Set has been called for, with pods or none.
+	resolved sets.Set[string]
 }
 
 // NewCache makes an empty cache.
 func NewCache() *Cache {
-	return &Cache{pods: map[string][]*corev1.Pod{}, placed: map[string]Placement{}}
+	return &Cache{pods: map[string][]*corev1.Pod{}, placed: map[string]Placement{}, resolved: sets.New[string]()}
 }
 
 // Set replaces the buffer's virtual pods; none removes it.
 func (c *Cache) Set(key string, pods []*corev1.Pod) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.resolved.Insert(key)
 	if len(pods) == 0 {
 		delete(c.pods, key)
 		return
 	}
 	c.pods[key] = pods
+}
+
+// Unresolved are the keys of the buffers given that Set was never called for: a
+// plan made now would leave out their room, as if they did not exist.
+func (c *Cache) Unresolved(keys []string) []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []string
+	for _, k := range keys {
+		if !c.resolved.Has(k) {
+			out = append(out, k)
+		}
+	}
+	return out
 }
 
 // Pods are every buffer's virtual pods, in a stable order. The pods are shared:

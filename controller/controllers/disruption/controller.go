@@ -192,6 +192,11 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		log.FromContext(ctx).V(1).Info("waiting for pending pods to be placed before consolidating", "pods", n)
 		return nil
 	}
+	// Until every buffer is resolved, a decision would not keep its room.
+	if unresolved, err := c.provisioner.UnresolvedBuffers(ctx); err != nil || len(unresolved) > 0 {
+		log.FromContext(ctx).V(1).Info("waiting for capacity buffers to be resolved before consolidating", "buffers", unresolved)
+		return err
+	}
 	now := c.clock.Now()
 	plan := consolidation.Decide(s.cluster, s.allowed, consolidation.Options{Now: now, SpotToSpot: c.opts.SpotToSpotConsolidation})
 	// One decision weighs every candidate at once, the work Karpenter's

@@ -18,6 +18,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	"github.com/dovetail-sh/dovetail/controller/apis/autoscaling/v1beta1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/buffer"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
@@ -151,6 +152,19 @@ func (p *Provisioner) Schedule(ctx context.Context) (bool, error) { return p.sch
 // placements, and leaves everything else to the batch being gathered.
 func (p *Provisioner) schedule(ctx context.Context, fullOnly bool) (bool, error) {
 	logger := log.FromContext(ctx)
+	if p.buffers != nil && !fullOnly {
+		// At start the first solve may come before the buffers are resolved: it
+		// would plan the pending pods without their room and launch for it later,
+		// unlike the plan a steady controller (or `dovetail simulate`) makes.
+		unresolved, err := p.UnresolvedBuffers(ctx)
+		if err != nil {
+			return false, err
+		}
+		if len(unresolved) > 0 {
+			logger.V(1).Info("waiting for capacity buffers to be resolved", "buffers", unresolved)
+			return true, nil
+		}
+	}
 	state, err := p.snapshot(ctx)
 	if err != nil {
 		return false, err
@@ -360,4 +374,21 @@ func filledClaims(plans []*scheduling.NodeClaimPlan, pending []*corev1.Pod) []*s
 		}
 	}
 	return out
+}
+
+// UnresolvedBuffers are the CapacityBuffers in the cluster the buffer cache has
+// not resolved yet (none without the CapacityBuffer gate).
+func (p *Provisioner) UnresolvedBuffers(ctx context.Context) ([]string, error) {
+	if p.buffers == nil {
+		return nil, nil
+	}
+	var list v1beta1.CapacityBufferList
+	if err := p.kube.List(ctx, &list); err != nil {
+		return nil, fmt.Errorf("listing capacity buffers, %w", err)
+	}
+	keys := make([]string, 0, len(list.Items))
+	for _, cb := range list.Items {
+		keys = append(keys, buffer.Key(cb.Namespace, cb.Name))
+	}
+	return p.buffers.Unresolved(keys), nil
 }
