@@ -29,6 +29,9 @@ type prepared struct {
 	buffers  []BufferPlan
 	virtual  []*corev1.Pod
 	terms    []commitment.Terms
+	// typesOf and costs rebuild snap as the cluster changes between rounds.
+	typesOf func(*v1.NodePool) []*scheduling.InstanceType
+	costs   scheduling.NodeCosts
 }
 
 // prepare is the one place run, decide and PlanImpact build their input.
@@ -43,9 +46,9 @@ func prepare(in *Inputs, cat *catalog.File, ctl *settings.Options) (*prepared, e
 	view.VolumesUnknown = len(in.Claims)+len(in.Volumes)+len(in.StorageClasses) == 0
 	allocatable := scheduling.DefaultAllocatableSettings()
 	allocatable.VMMemoryOverheadPercent = ctl.VMMemoryOverheadPercent
-	p := &prepared{view: view, catalog: cat.ForEngine(allocatable)}
+	p := &prepared{view: view, catalog: cat.ForEngine(allocatable), costs: ctl.NodeCosts}
 	typesOf, overlays := typesWithOverlays(in, classTypes(in, cat, ctl, p.catalog), ctl.FeatureGates.NodeOverlay)
-	p.overlays = overlays
+	p.overlays, p.typesOf = overlays, typesOf
 	p.snap = engineinput.FromView(view, typesOf, ctl.NodeCosts)
 	p.snap.Commitments, p.terms = ledgerOf(in)
 	p.virtual, p.buffers = bufferPods(in, ctl.FeatureGates.CapacityBuffer)
@@ -79,25 +82,26 @@ func shaped(cat *catalog.File, class *awsv1.EC2NodeClass, ctl *settings.Options)
 	for _, s := range class.Status.Subnets {
 		zones.Insert(s.Zone)
 	}
+	if zones.Len() > 0 {
+		cat = inZones(cat, zones)
+	}
+	return classtypes.Of(cat, class, ctl.ReservedENIs, ctl.VMMemoryOverheadPercent)
+}
+
+// inZones is the catalog offered only in zones; a type offered in none goes.
+func inZones(cat *catalog.File, zones sets.Set[string]) *catalog.File {
 	out := &catalog.File{InstanceTypes: make([]catalog.Entry, 0, len(cat.InstanceTypes))}
 	for _, e := range cat.InstanceTypes {
-		e, ok := classtypes.Entry(e, class, ctl.ReservedENIs)
-		if !ok {
-			continue
+		offerings := make([]catalog.Offering, 0, len(e.Offerings))
+		for _, o := range e.Offerings {
+			if zones.Has(o.Zone) {
+				offerings = append(offerings, o)
+			}
 		}
-		if zones.Len() > 0 {
-			offerings := make([]catalog.Offering, 0, len(e.Offerings))
-			for _, o := range e.Offerings {
-				if zones.Has(o.Zone) {
-					offerings = append(offerings, o)
-				}
-			}
-			if len(offerings) == 0 {
-				continue
-			}
+		if len(offerings) > 0 {
 			e.Offerings = offerings
+			out.InstanceTypes = append(out.InstanceTypes, e)
 		}
-		out.InstanceTypes = append(out.InstanceTypes, e)
 	}
-	return classtypes.ForEngine(out, class, ctl.VMMemoryOverheadPercent)
+	return out
 }

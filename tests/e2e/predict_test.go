@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	"github.com/dovetail-sh/dovetail/controller/apis/autoscaling/v1beta1"
+	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/apis/v1alpha1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
@@ -29,7 +30,9 @@ import (
 // pricing m5 at $5/h. With the NodeOverlay gate off (the default) the controller
 // ignores it and launches m5, and the prediction says so; with the gate on it
 // launches m7i, and so does the prediction. With the CapacityBuffer gate on, a
-// buffer's room is launched with the burst, as predicted. Then, the controller stopped, the
+// buffer's room is launched with the burst, as predicted. With the class's
+// kubelet.maxPods at 3, the prediction puts at most 3 pods on a node and the nodes
+// launched hold 3. Then, the controller stopped, the
 // burst shrinks to one small pod and the pool consolidates: `simulate
 // --consolidate` on a snapshot says which nodes go and what replaces them, and the
 // controller, started again, leaves the cluster with exactly the nodes predicted.
@@ -54,12 +57,17 @@ func TestPredictionIsWhatTheControllerDoes(t *testing.T) {
 		name, gates, family string
 		// buffer is a CapacityBuffer's replicas of a 2-cpu PodTemplate, 0 for none.
 		buffer int32
+		// maxPods is the class's kubelet.maxPods, 0 for none.
+		maxPods int32
 	}{
-		{"overlay gate off", "", "m5", 0},
-		{"overlay gate on", "NodeOverlay=true", "m7i", 0},
-		{"capacity buffer", "CapacityBuffer=true", "m5", 3},
+		{"overlay gate off", "", "m5", 0, 0},
+		{"overlay gate on", "NodeOverlay=true", "m7i", 0, 0},
+		{"capacity buffer", "CapacityBuffer=true", "m5", 3, 0},
+		{"class kubelet.maxPods", "", "m5", 0, 3},
 	} {
-		t.Run(tc.name, func(t *testing.T) {
+		// Each scenario starts from the empty cluster the last one leaves; after a
+		// failure it is not empty, and the scenarios after it would say nothing.
+		if !t.Run(tc.name, func(t *testing.T) {
 			opts := testenv.DefaultOptions(t)
 			must(t, opts.FeatureGates.Set(tc.gates))
 			cat, err := catalog.Load(opts.KwokCatalog)
@@ -69,6 +77,12 @@ func TestPredictionIsWhatTheControllerDoes(t *testing.T) {
 			pool.Spec.Disruption = noConsolidation
 			must(t, c.Update(ctx, pool))
 
+			if tc.maxPods > 0 {
+				class := &awsv1.EC2NodeClass{}
+				must(t, c.Get(ctx, client.ObjectKey{Name: "default"}, class))
+				class.Spec.Kubelet = &awsv1.KubeletConfiguration{MaxPods: &tc.maxPods}
+				must(t, c.Update(ctx, class))
+			}
 			if tc.buffer > 0 {
 				spare := localstack.Deployment("spare", 0, "2", "2Gi")
 				must(t, c.Create(ctx, &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Name: "spare", Namespace: "default"}, Template: spare.Spec.Template}))
@@ -106,6 +120,12 @@ func TestPredictionIsWhatTheControllerDoes(t *testing.T) {
 			var predicted []string
 			for _, nc := range plan.NodeClaims {
 				predicted = append(predicted, nc.InstanceType)
+				if tc.maxPods > 0 && len(nc.Pods) > int(tc.maxPods) {
+					t.Errorf("predicted %d pods on a %s; the class's kubelet.maxPods is %d", len(nc.Pods), nc.InstanceType, tc.maxPods)
+				}
+			}
+			if tc.maxPods > 0 && len(plan.NodeClaims) < 8/int(tc.maxPods)+1 {
+				t.Errorf("predicted %d claims for 8 pods at most %d a node", len(plan.NodeClaims), tc.maxPods)
 			}
 			slices.Sort(predicted)
 			t.Logf("predicted launch: %v", predicted)
@@ -133,6 +153,15 @@ func TestPredictionIsWhatTheControllerDoes(t *testing.T) {
 				for _, it := range launched {
 					if family := it[:len(tc.family)]; family != tc.family {
 						t.Errorf("launched %s; with gates %q the %s family is the cheaper", it, tc.gates, tc.family)
+					}
+				}
+				if tc.maxPods > 0 {
+					var nodes corev1.NodeList
+					must(t, c.List(ctx, &nodes, client.HasLabels{v1.LabelNodePool}))
+					for _, n := range nodes.Items {
+						if pods := n.Status.Capacity.Pods().Value(); pods != int64(tc.maxPods) {
+							t.Errorf("node %s holds %d pods; the class's kubelet.maxPods is %d", n.Name, pods, tc.maxPods)
+						}
 					}
 				}
 			})
@@ -211,6 +240,10 @@ func TestPredictionIsWhatTheControllerDoes(t *testing.T) {
 				// one takes its nodes down, the buffer first so none is kept for it.
 				must(t, client.IgnoreNotFound(c.Delete(ctx, &v1beta1.CapacityBuffer{ObjectMeta: metav1.ObjectMeta{Name: "spare", Namespace: "default"}})))
 				must(t, client.IgnoreNotFound(c.Delete(ctx, &corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Name: "spare", Namespace: "default"}})))
+				class := &awsv1.EC2NodeClass{}
+				must(t, c.Get(ctx, client.ObjectKey{Name: "default"}, class))
+				class.Spec.Kubelet = nil
+				must(t, c.Update(ctx, class))
 				for _, app := range []string{"web", "db"} {
 					must(t, client.IgnoreNotFound(c.Delete(ctx, localstack.Deployment(app, 0, "1", "1Gi"))))
 				}
@@ -235,6 +268,8 @@ func TestPredictionIsWhatTheControllerDoes(t *testing.T) {
 					return nil
 				})
 			})
-		})
+		}) {
+			break
+		}
 	}
 }

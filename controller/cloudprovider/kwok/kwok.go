@@ -8,16 +8,20 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
+	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/classtypes"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
@@ -33,20 +37,59 @@ const (
 
 // CloudProvider launches kwok Nodes from a catalog.
 type CloudProvider struct {
-	client  client.Client
-	catalog *catalog.File
-	types   []*scheduling.InstanceType
+	client   client.Client
+	catalog  *catalog.File
+	settings scheduling.AllocatableSettings
+	// types are the catalog's for a claim of no EC2NodeClass.
+	types []*scheduling.InstanceType
+
+	mu sync.Mutex
+	// byClass are the types each EC2NodeClass makes of the catalog, as of the
+	// class's resourceVersion.
+	byClass map[string]classTypes
+}
+
+type classTypes struct {
+	resourceVersion string
+	types           []*scheduling.InstanceType
 }
 
 // New builds the provider. settings shape allocatable as on EKS.
 func New(c client.Client, cat *catalog.File, settings scheduling.AllocatableSettings) *CloudProvider {
-	return &CloudProvider{client: c, catalog: cat, types: cat.ForEngine(settings)}
+	return &CloudProvider{client: c, catalog: cat, settings: settings, types: cat.ForEngine(settings), byClass: map[string]classTypes{}}
 }
 
 func (p *CloudProvider) Name() string { return "kwok" }
 
-func (p *CloudProvider) GetInstanceTypes(context.Context, *v1.NodePool) ([]*scheduling.InstanceType, error) {
-	return p.types, nil
+// GetInstanceTypes are the types the pool's EC2NodeClass makes of the catalog, as
+// the AWS provider offers them (its kubelet's maxPods and reservations, its
+// cpuOptions...), so a kwok node holds what an EC2 one would and predictions of
+// a kwok cluster are checked against the controller on the same terms.
+func (p *CloudProvider) GetInstanceTypes(ctx context.Context, np *v1.NodePool) ([]*scheduling.InstanceType, error) {
+	return p.typesOf(ctx, np.Spec.Template.Spec.NodeClassRef)
+}
+
+// typesOf are the types of a claim or pool of the class; the catalog's when it
+// names none, or one that does not exist (kwok needs nothing of it to launch).
+func (p *CloudProvider) typesOf(ctx context.Context, ref *v1.NodeClassReference) ([]*scheduling.InstanceType, error) {
+	if ref == nil || ref.Kind != "EC2NodeClass" {
+		return p.types, nil
+	}
+	class := &awsv1.EC2NodeClass{}
+	if err := p.client.Get(ctx, client.ObjectKey{Name: ref.Name}, class); err != nil {
+		if apierrors.IsNotFound(err) || meta.IsNoMatchError(err) {
+			return p.types, nil
+		}
+		return nil, fmt.Errorf("reading EC2NodeClass %s, %w", ref.Name, err)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if cached, ok := p.byClass[class.Name]; ok && cached.resourceVersion == class.ResourceVersion {
+		return cached.types, nil
+	}
+	types := classtypes.Of(p.catalog, class, 0, p.settings.VMMemoryOverheadPercent)
+	p.byClass[class.Name] = classTypes{resourceVersion: class.ResourceVersion, types: types}
+	return types, nil
 }
 
 func (p *CloudProvider) IsDrifted(context.Context, *v1.NodeClaim) (cloudprovider.DriftReason, error) {
@@ -65,14 +108,22 @@ func (p *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 		return nil, fmt.Errorf("finding the kwok node of the claim, %w", err)
 	}
 	if apierrors.IsNotFound(err) {
-		if node, err = p.createNode(ctx, nc); err != nil {
+		types, err := p.typesOf(ctx, nc.Spec.NodeClassRef)
+		if err != nil {
+			return nil, err
+		}
+		if node, err = p.createNode(ctx, nc, types); err != nil {
 			return nil, err
 		}
 	}
 	if node.DeletionTimestamp != nil {
 		return nil, fmt.Errorf("kwok node %s of an earlier claim of the same name is still being deleted", node.Name)
 	}
-	it := p.instanceType(node.Labels[v1.LabelInstanceType])
+	types, err := p.typesOf(ctx, nc.Spec.NodeClassRef)
+	if err != nil {
+		return nil, err
+	}
+	it := instanceType(types, node.Labels[v1.LabelInstanceType])
 	if it == nil {
 		return nil, fmt.Errorf("kwok node %s has instance type %q, which the catalog does not have", node.Name, node.Labels[v1.LabelInstanceType])
 	}
@@ -94,8 +145,8 @@ func (p *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeC
 }
 
 // createNode writes a new Node for the claim, of the cheapest type it allows.
-func (p *CloudProvider) createNode(ctx context.Context, nc *v1.NodeClaim) (*corev1.Node, error) {
-	it, offering, err := cloudprovider.CheapestCompatible(nc, p.types)
+func (p *CloudProvider) createNode(ctx context.Context, nc *v1.NodeClaim, types []*scheduling.InstanceType) (*corev1.Node, error) {
+	it, offering, err := cloudprovider.CheapestCompatible(nc, types)
 	if err != nil {
 		return nil, err
 	}
@@ -168,8 +219,8 @@ func (p *CloudProvider) ensureStatus(ctx context.Context, node *corev1.Node, it 
 	return nil
 }
 
-func (p *CloudProvider) instanceType(name string) *scheduling.InstanceType {
-	for _, it := range p.types {
+func instanceType(types []*scheduling.InstanceType, name string) *scheduling.InstanceType {
+	for _, it := range types {
 		if it.Name == name {
 			return it
 		}

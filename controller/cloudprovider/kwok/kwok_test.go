@@ -11,6 +11,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	fakeclient "sigs.k8s.io/controller-runtime/pkg/client/fake"
 
+	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
@@ -134,5 +135,58 @@ func TestDeleteGetList(t *testing.T) {
 	}
 	if _, err := p.Get(context.Background(), launched.Status.ProviderID); err == nil {
 		t.Errorf("Get of a deleted instance did not fail")
+	}
+}
+
+// A kwok node of an EC2NodeClass holds what an EC2 node of the class would: the
+// kubelet's maxPods in its capacity, and the pool's types are the class's. A change
+// to the class is seen by the next launch; a class that does not exist leaves the
+// catalog's types.
+func TestTypesAreWhatTheClassMakesOfThem(t *testing.T) {
+	ctx := context.Background()
+	kube, p := newProvider(t)
+	ten := int32(10)
+	class := &awsv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "small"}, Spec: awsv1.EC2NodeClassSpec{Kubelet: &awsv1.KubeletConfiguration{MaxPods: &ten}}}
+	if err := kube.Create(ctx, class); err != nil {
+		t.Fatal(err)
+	}
+	ref := &v1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: "small"}
+	pool := &v1.NodePool{Spec: v1.NodePoolSpec{Template: v1.NodeClaimTemplate{Spec: v1.NodeClaimTemplateSpec{NodeClassRef: ref}}}}
+	pods := func(types []*scheduling.InstanceType, name string) int64 {
+		it := instanceType(types, name)
+		if it == nil {
+			t.Fatalf("no %s among the types", name)
+		}
+		capacity := it.Capacity.ToResourceList()
+		return capacity.Pods().Value()
+	}
+	types, err := p.GetInstanceTypes(ctx, pool)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := pods(types, "m5.xlarge"); n != 10 {
+		t.Errorf("an m5.xlarge of a class with kubelet.maxPods 10 holds %d pods", n)
+	}
+	nc := claim("m5.xlarge")
+	nc.Spec.NodeClassRef = ref
+	launched, err := p.Create(ctx, nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := launched.Status.Capacity.Pods().Value(); n != 10 {
+		t.Errorf("the launched m5.xlarge holds %d pods; want the class's 10", n)
+	}
+
+	twenty := int32(20)
+	class.Spec.Kubelet.MaxPods = &twenty
+	if err := kube.Update(ctx, class); err != nil {
+		t.Fatal(err)
+	}
+	if types, err = p.GetInstanceTypes(ctx, pool); err != nil || pods(types, "m5.xlarge") != 20 {
+		t.Errorf("after the class changed to maxPods 20: %v, %d pods", err, pods(types, "m5.xlarge"))
+	}
+	pool.Spec.Template.Spec.NodeClassRef = &v1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: "missing"}
+	if types, err = p.GetInstanceTypes(ctx, pool); err != nil || pods(types, "m5.xlarge") != pods(p.types, "m5.xlarge") {
+		t.Errorf("a class that does not exist: %v; want the catalog's types", err)
 	}
 }

@@ -48,6 +48,18 @@ func Entry(e catalog.Entry, class *awsv1.EC2NodeClass, reservedENIs int) (catalo
 	return e, true
 }
 
+// Of is the engine's view of the catalog as the class makes it: the types it can
+// launch, shaped by Entry, with allocatable under its kubelet.
+func Of(f *catalog.File, class *awsv1.EC2NodeClass, reservedENIs int, vmMemoryOverheadPercent float64) []*scheduling.InstanceType {
+	out := &catalog.File{InstanceTypes: make([]catalog.Entry, 0, len(f.InstanceTypes))}
+	for _, e := range f.InstanceTypes {
+		if e, ok := Entry(e, class, reservedENIs); ok {
+			out.InstanceTypes = append(out.InstanceTypes, e)
+		}
+	}
+	return ForEngine(out, class, vmMemoryOverheadPercent)
+}
+
 // ForEngine is the engine's view of types already shaped by Entry: allocatable
 // under the class's kubelet, and a partition group's partitions as a requirement
 // (a pod may ask for one).
