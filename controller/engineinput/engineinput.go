@@ -24,6 +24,7 @@ import (
 
 	dovetailv1alpha1 "github.com/dovetail-sh/dovetail/controller/apis/dovetail/v1alpha1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/apis/v1alpha1"
 	"github.com/dovetail-sh/dovetail/controller/cloudprovider"
 	"github.com/dovetail-sh/dovetail/controller/commitment"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
@@ -448,6 +449,61 @@ func IsProvisionable(pod *corev1.Pod) bool {
 	// scheduler, whose verdict the plan predicts; another scheduler may never take it.
 	name := pod.Spec.SchedulerName
 	return name == "" || name == corev1.DefaultSchedulerName
+}
+
+// ClaimOf is the NodeClaim the provisioner writes for a plan of the pool (named by
+// the API server from its GenerateName): the pool's template, the plan's
+// requirements and requests, the pool's hash, what the template's metadata was,
+// the price planned and the commitment covering it, and Karpenter's marks of a
+// NodeOverlay. Predictions put the same claim in flight between rounds.
+func ClaimOf(np *v1.NodePool, plan *scheduling.NodeClaimPlan) *v1.NodeClaim {
+	reqs := NodeClaimRequirements(plan)
+	// The pool may come from the cache uncopied; the create's response is decoded
+	// into the new claim, so it must not share the pool's slices and pointers.
+	tmpl := np.Spec.Template.DeepCopy()
+	labels := map[string]string{v1.LabelNodePool: np.Name}
+	for k, v := range tmpl.Labels {
+		labels[k] = v
+	}
+	annotations := map[string]string{v1.NodePoolHashAnnotationKey: np.Hash(), v1.NodePoolHashVersionAnnotationKey: v1.NodePoolHashVersion}
+	for k, v := range tmpl.Annotations {
+		annotations[k] = v
+	}
+	annotations[dovetailv1alpha1.TemplateLabelsAnnotationKey] = dovetailv1alpha1.JoinKeys(tmpl.Labels)
+	annotations[dovetailv1alpha1.TemplateAnnotationsAnnotationKey] = dovetailv1alpha1.JoinKeys(tmpl.Annotations)
+	for _, it := range plan.InstanceTypeOptions[:min(len(plan.InstanceTypeOptions), MaxInstanceTypes)] {
+		// Karpenter's marks: a NodeOverlay changed what the claim was planned with.
+		if it.PriceOverlaid {
+			annotations[v1alpha1.PriceOverlayAppliedAnnotationKey] = "true"
+		}
+		if it.CapacityOverlaid {
+			annotations[v1alpha1.CapacityOverlayAppliedAnnotationKey] = "true"
+		}
+	}
+	annotations[dovetailv1alpha1.PlannedPriceAnnotationKey] = strconv.FormatFloat(plan.Offering.Price, 'f', 6, 64)
+	if plan.CoveredBy != "" {
+		annotations[dovetailv1alpha1.CoveredByAnnotationKey] = plan.CoveredBy
+	}
+	blockOwnerDeletion := true
+	return &v1.NodeClaim{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName: np.Name + "-",
+			Labels:       labels,
+			Annotations:  annotations,
+			OwnerReferences: []metav1.OwnerReference{{
+				APIVersion: v1.SchemeGroupVersion.String(), Kind: "NodePool", Name: np.Name, UID: np.UID,
+				BlockOwnerDeletion: &blockOwnerDeletion,
+			}},
+			Finalizers: []string{v1.TerminationFinalizer},
+		},
+		Spec: v1.NodeClaimSpec{
+			Taints: tmpl.Spec.Taints, StartupTaints: tmpl.Spec.StartupTaints,
+			Requirements: reqs, NodeClassRef: tmpl.Spec.NodeClassRef,
+			Resources:              v1.ResourceRequirements{Requests: plan.Requests.ToResourceList()},
+			TerminationGracePeriod: tmpl.Spec.TerminationGracePeriod,
+			ExpireAfter:            tmpl.Spec.ExpireAfter,
+		},
+	}
 }
 
 // NodeClaimRequirements are the requirements the NodeClaim of a plan is written

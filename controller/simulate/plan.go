@@ -76,6 +76,9 @@ type Summary struct {
 	// ListPricePerHour is the new claims' price without commitments.
 	ListPricePerHour float64 `json:"listPricePerHour"`
 	SolveSeconds     float64 `json:"solveSeconds"`
+	// Rounds are the solves the provisioner would take: one per 5,000 pending pods,
+	// the oldest first, each with the last ones' claims in flight.
+	Rounds int `json:"rounds"`
 }
 
 // Run plans the inputs against the instance types. Every NodePool uses the same
@@ -85,21 +88,20 @@ type Summary struct {
 // away by themselves, NodeClaims still launching as capacity in flight, and which
 // pods' volumes keep them off every node.
 func Run(in *Inputs, cat *catalog.File, ctl *settings.Options, clk clock.PassiveClock) (*Plan, error) {
-	plan, _, _, err := run(in, cat, ctl, clk)
+	plan, _, err := run(in, cat, ctl, clk)
 	return plan, err
 }
 
 // run is Run with the engine's input and results, for checking them.
-func run(in *Inputs, cat *catalog.File, ctl *settings.Options, clk clock.PassiveClock) (*Plan, scheduling.Input, *scheduling.Results, error) {
+func run(in *Inputs, cat *catalog.File, ctl *settings.Options, clk clock.PassiveClock) (*Plan, []solved, error) {
 	p, err := prepare(in, cat, ctl)
 	if err != nil {
-		return nil, scheduling.Input{}, nil, err
+		return nil, nil, err
 	}
-	snap, overlays, buffers, virtual, terms := p.snap, p.overlays, p.buffers, p.virtual, p.terms
+	snap, overlays, buffers, terms := p.snap, p.overlays, p.buffers, p.terms
 	start := clk.Now()
-	pending := append(snap.Pending[:len(snap.Pending):len(snap.Pending)], virtual...)
-	engineInput := snap.InputOn(snap.Nodes, nil, pending, true)
-	results := scheduling.Solve(engineInput)
+	rounds := p.solveInRounds(start)
+	results := merged(rounds)
 	elapsed := clk.Since(start)
 	placeBuffers(buffers, results)
 	plan := &Plan{Overlays: overlays, Buffers: buffers, StaticPools: staticPools(in, snap, ctl), NodeClaims: []PlannedNodeClaim{}, ExistingNodes: []PlannedExisting{}, Unschedulable: []Unschedulable{}}
@@ -130,7 +132,8 @@ func run(in *Inputs, cat *catalog.File, ctl *settings.Options, clk clock.Passive
 	plan.Summary.ListPricePerHour = round(plan.Summary.ListPricePerHour)
 	plan.NodePrices, plan.Commitments = commitmentReport(snap, terms, results.NodeClaims)
 	plan.Summary.SolveSeconds = elapsed.Seconds()
-	return plan, engineInput, results, nil
+	plan.Summary.Rounds = len(rounds)
+	return plan, rounds, nil
 }
 
 func plannedNodeClaim(nc *scheduling.NodeClaimPlan) PlannedNodeClaim {
@@ -238,7 +241,11 @@ func (p *Plan) WriteTable(w io.Writer) error {
 	if len(p.Commitments) > 0 {
 		price = fmt.Sprintf("$%.4f/hour effective ($%.4f/hour at list prices)", s.PricePerHour, s.ListPricePerHour)
 	}
-	_, err := fmt.Fprintf(w, "%d/%d pods scheduled, %d new nodeclaims, %s, solved in %.3fs\n", s.Scheduled, s.Pods, s.NodeClaims, price, s.SolveSeconds)
+	rounds := ""
+	if s.Rounds > 1 {
+		rounds = fmt.Sprintf(" in %d rounds of at most %d pods, as the controller plans a backlog", s.Rounds, maxPodsPerSolve)
+	}
+	_, err := fmt.Fprintf(w, "%d/%d pods scheduled, %d new nodeclaims, %s, solved%s in %.3fs\n", s.Scheduled, s.Pods, s.NodeClaims, price, rounds, s.SolveSeconds)
 	return err
 }
 

@@ -85,11 +85,23 @@ func TestEverySimulatedPlanHoldsItsPods(t *testing.T) {
 
 func simulateCase(t testing.TB, u *plangen.Universe, seed uint64, maxTypes int) ([]plancheck.Violation, int) {
 	c := u.Generate(seed, maxTypes)
-	_, engineInput, results, err := run(asObjects(c), catalogOf(t, c.Input.InstanceTypes[c.Input.NodePools[0].Name]), defaults(), clocktesting.NewFakeClock(fakeNow))
+	_, rounds, err := run(asObjects(c), catalogOf(t, c.Input.InstanceTypes[c.Input.NodePools[0].Name]), defaults(), clocktesting.NewFakeClock(fakeNow))
 	if err != nil {
 		t.Fatalf("seed %d: %v", seed, err)
 	}
-	return plancheck.Plan(engineInput, results), len(results.NodeClaims)
+	return checkRounds(rounds)
+}
+
+// checkRounds is the plan checker's violations of every round, and the claims
+// the rounds plan.
+func checkRounds(rounds []solved) ([]plancheck.Violation, int) {
+	var vs []plancheck.Violation
+	claims := 0
+	for _, r := range rounds {
+		vs = append(vs, plancheck.Plan(r.input, r.results)...)
+		claims += len(r.results.NodeClaims)
+	}
+	return vs, claims
 }
 
 // FuzzSimulatedPlanHoldsItsPods lets the fuzzer choose the case simulate plans.

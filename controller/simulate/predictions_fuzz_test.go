@@ -16,7 +16,6 @@ import (
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/apis/v1alpha1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
-	"github.com/dovetail-sh/dovetail/controller/scheduling/plancheck"
 )
 
 // predictionCase is a generated snapshot with what predictions read beside the
@@ -47,6 +46,11 @@ func predictionCase(t testing.TB, seed uint64, maxTypes int) (*Inputs, string, *
 	in.NodeClasses = append(in.NodeClasses, class)
 	for _, np := range in.NodePools {
 		np.Spec.Template.Spec.NodeClassRef = &v1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: class.Name}
+		// Most pools consolidate, so consolidation decides something to check.
+		if r.IntN(4) > 0 {
+			np.Spec.Disruption.ConsolidateAfter = v1.MustParseNillableDuration("0s")
+			np.Spec.Disruption.ConsolidationPolicy = []v1.ConsolidationPolicy{v1.ConsolidationPolicyWhenEmptyOrUnderutilized, v1.ConsolidationPolicyWhenEmpty}[r.IntN(2)]
+		}
 	}
 	for i := range r.IntN(3) {
 		price := fmt.Sprint(r.Float64() * 3)
@@ -100,22 +104,97 @@ func withLabel(labels map[string]string, k, v string) map[string]string {
 func checkPredictions(t testing.TB, seed uint64, maxTypes int) (claims int, consolidated bool) {
 	in, gates, cat := predictionCase(t, seed, maxTypes)
 	ctl := defaults(gates)
-	_, engineInput, results, err := run(in, cat, ctl, clocktesting.NewFakeClock(fakeNow))
+	// A third of the cases plan in rounds, as the provisioner plans a backlog
+	// over its cap.
+	if seed%3 == 0 {
+		defer func(n int) { maxPodsPerSolve = n }(maxPodsPerSolve)
+		maxPodsPerSolve = 1 + int(seed/3%7)
+	}
+	plan, rounds, err := run(in, cat, ctl, clocktesting.NewFakeClock(fakeNow))
 	if err != nil {
 		t.Fatalf("seed %d (%s): simulate: %v", seed, gates, err)
 	}
-	if vs := plancheck.Plan(engineInput, results); len(vs) > 0 {
+	vs, planned := checkRounds(rounds)
+	if len(vs) > 0 {
 		t.Fatalf("seed %d (%s): %d violation(s), first: %s", seed, gates, len(vs), vs[0])
+	}
+	// However many rounds, each pod is placed once, or said to be unschedulable.
+	placed := map[string]int{}
+	for _, nc := range plan.NodeClaims {
+		for _, p := range nc.Pods {
+			placed[p]++
+		}
+	}
+	for _, e := range plan.ExistingNodes {
+		for _, p := range e.Pods {
+			placed[p]++
+		}
+	}
+	for _, u := range plan.Unschedulable {
+		placed[u.Pod]++
+	}
+	for pod, n := range placed {
+		if n > 1 {
+			t.Fatalf("seed %d (%s), %d round(s): pod %s is placed or refused %d times", seed, gates, len(rounds), pod, n)
+		}
 	}
 	// Consolidation reads a fresh copy: nothing shared with the plan above.
 	in2, _, _ := predictionCase(t, seed, maxTypes)
 	if len(in2.Nodes) == 0 {
-		return len(results.NodeClaims), false
+		return planned, false
 	}
-	if _, err := Consolidate(in2, cat, ctl, fakeNow); err != nil {
+	nodes := map[string]bool{}
+	for _, n := range in2.Nodes {
+		nodes[n.Name] = true
+	}
+	report, err := Consolidate(in2, cat, ctl, fakeNow)
+	if err != nil {
 		t.Fatalf("seed %d (%s): simulate --consolidate: %v", seed, gates, err)
 	}
-	return len(results.NodeClaims), true
+	if vs := consolidationViolations(report, nodes); len(vs) > 0 {
+		t.Fatalf("seed %d (%s): consolidation: %s", seed, gates, strings.Join(vs, "; "))
+	}
+	return planned, len(report.Remove) > 0
+}
+
+// consolidationViolations is what must hold of every consolidation report: it
+// removes nodes of the snapshot, each once; every pod of a removed node moves,
+// from that node, to a node that stays or one the report launches; and it ends
+// with no more nodes than it started with.
+func consolidationViolations(r *ConsolidationReport, nodes map[string]bool) []string {
+	var vs []string
+	removed := map[string]bool{}
+	for _, n := range r.Remove {
+		if !nodes[n.Node] || removed[n.Node] {
+			vs = append(vs, fmt.Sprintf("removes %q, not a node of the snapshot or removed twice", n.Node))
+		}
+		removed[n.Node] = true
+	}
+	launched := map[string]bool{}
+	for _, l := range r.Launch {
+		launched["new "+l.InstanceType+" ("+l.Name+")"] = true
+	}
+	moved := map[string]string{}
+	for _, m := range r.PodsMoved {
+		moved[m.Pod] = m.From
+		if !removed[m.From] {
+			vs = append(vs, fmt.Sprintf("pod %s moves from %s, which stays", m.Pod, m.From))
+		}
+		if !launched[m.To] && (!nodes[m.To] || removed[m.To]) {
+			vs = append(vs, fmt.Sprintf("pod %s moves to %s, neither a node that stays nor one launched", m.Pod, m.To))
+		}
+	}
+	for _, n := range r.Remove {
+		for _, p := range n.Pods {
+			if moved[p] != n.Node {
+				vs = append(vs, fmt.Sprintf("pod %s of removed node %s does not move from it", p, n.Node))
+			}
+		}
+	}
+	if r.Summary.NodesAfter > r.Summary.NodesBefore {
+		vs = append(vs, fmt.Sprintf("ends with %d nodes, from %d", r.Summary.NodesAfter, r.Summary.NodesBefore))
+	}
+	return vs
 }
 
 // TestPredictionsOfGeneratedSnapshots runs checkPredictions over many seeds, as

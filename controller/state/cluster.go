@@ -237,6 +237,13 @@ func NewView(pods []corev1.Pod, nodes []corev1.Node, claims []v1.NodeClaim, pool
 	return v
 }
 
+// AddClaims adds claims to the view, as the cache lists claims just created: a
+// prediction planning in rounds puts each round's claims in flight for the next.
+func (v *View) AddClaims(claims ...v1.NodeClaim) {
+	v.Claims = append(v.Claims, claims...)
+	v.index()
+}
+
 // ClaimCreated records a claim this process just created, so that reads before the
 // cache lists it still count it (see createdClaims).
 func (c *Cluster) ClaimCreated(nc *v1.NodeClaim) { c.created.add(nc.DeepCopy(), c.clock.Now()) }

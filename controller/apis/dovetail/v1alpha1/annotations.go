@@ -1,6 +1,9 @@
 package v1alpha1
 
-import "strings"
+import (
+	"slices"
+	"strings"
+)
 
 // Annotations Dovetail writes on NodeClaims.
 const (
@@ -22,6 +25,17 @@ const (
 	DroppedLabelsAnnotationKey      = "dovetail.sh/dropped-labels"
 	DroppedAnnotationsAnnotationKey = "dovetail.sh/dropped-annotations"
 )
+
+// JoinKeys writes one of these lists: the sorted keys of a template's labels or
+// annotations.
+func JoinKeys(m map[string]string) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return strings.Join(keys, ",")
+}
 
 // SplitKeys reads one of these lists.
 func SplitKeys(v string) []string {

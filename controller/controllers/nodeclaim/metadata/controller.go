@@ -25,17 +25,6 @@ import (
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 )
 
-// Keys is the sorted, comma-separated keys of a template's labels or
-// annotations, as a claim records them.
-func Keys(m map[string]string) string {
-	keys := make([]string, 0, len(m))
-	for k := range m {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	return strings.Join(keys, ",")
-}
-
 // Controller brings claims whose pool's template metadata alone changed up to date.
 type Controller struct {
 	kube     client.Client
@@ -95,8 +84,8 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 	patch := client.MergeFrom(nc.DeepCopy())
 	nc.Labels = apply(nc.Labels, labels, dropLabels)
 	nc.Annotations = apply(nc.Annotations, annotations, dropAnnotations)
-	nc.Annotations[dovetailv1alpha1.TemplateLabelsAnnotationKey] = Keys(labels)
-	nc.Annotations[dovetailv1alpha1.TemplateAnnotationsAnnotationKey] = Keys(annotations)
+	nc.Annotations[dovetailv1alpha1.TemplateLabelsAnnotationKey] = dovetailv1alpha1.JoinKeys(labels)
+	nc.Annotations[dovetailv1alpha1.TemplateAnnotationsAnnotationKey] = dovetailv1alpha1.JoinKeys(annotations)
 	nc.Annotations[dovetailv1alpha1.DroppedLabelsAnnotationKey] = strings.Join(dropLabels, ",")
 	nc.Annotations[dovetailv1alpha1.DroppedAnnotationsAnnotationKey] = strings.Join(dropAnnotations, ",")
 	nc.Annotations[v1.NodePoolHashAnnotationKey] = np.Hash()

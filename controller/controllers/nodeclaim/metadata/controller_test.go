@@ -27,7 +27,7 @@ func pool(labels, annotations map[string]string, taints ...corev1.Taint) *v1.Nod
 func launchedFrom(np *v1.NodePool) (*v1.NodeClaim, *corev1.Node) {
 	labels := map[string]string{v1.LabelNodePool: np.Name, v1.LabelInstanceType: "m5.large"}
 	annotations := map[string]string{v1.NodePoolHashAnnotationKey: np.Hash(), v1.NodePoolHashVersionAnnotationKey: v1.NodePoolHashVersion,
-		dovetailv1alpha1.TemplateLabelsAnnotationKey: Keys(np.Spec.Template.Labels), dovetailv1alpha1.TemplateAnnotationsAnnotationKey: Keys(np.Spec.Template.Annotations)}
+		dovetailv1alpha1.TemplateLabelsAnnotationKey: dovetailv1alpha1.JoinKeys(np.Spec.Template.Labels), dovetailv1alpha1.TemplateAnnotationsAnnotationKey: dovetailv1alpha1.JoinKeys(np.Spec.Template.Annotations)}
 	for k, v := range np.Spec.Template.Labels {
 		labels[k] = v
 	}
