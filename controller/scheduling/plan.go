@@ -1,6 +1,7 @@
 package scheduling
 
 import (
+	"slices"
 	"sort"
 
 	corev1 "k8s.io/api/core/v1"
@@ -96,6 +97,24 @@ type NodeClaimPlan struct {
 	// arriving, more of them would size it differently (a larger type than the
 	// full small node the gathered pods chose).
 	SizedByDemand bool
+}
+
+// Launched is the node the plan becomes once launched as its cheapest offering,
+// named name: the claim's labels with its type's and the offering's, the type's
+// resources, the plan's pods on it. Work done in waves (drift replacing a budget's
+// worth of nodes at a time) plans a later wave beside an earlier one's nodes.
+func (p *NodeClaimPlan) Launched(name string) *ExistingNode {
+	labels := p.Requirements.Labels()
+	for k, v := range p.InstanceType.Requirements.Labels() {
+		labels[k] = v
+	}
+	for k, v := range p.Labels {
+		labels[k] = v
+	}
+	labels[v1.LabelTopologyZone], labels[v1.LabelCapacityType] = p.Offering.Zone, p.Offering.CapacityType
+	labels[v1.LabelNodePool], labels[v1.LabelHostname] = p.NodePool, name
+	return &ExistingNode{Name: name, Labels: labels, Taints: p.Taints, Capacity: p.InstanceType.Capacity, Allocatable: p.InstanceType.Allocatable,
+		Pods: slices.Clone(p.Pods), NodePool: p.NodePool, PlannedPrice: p.Offering.Price}
 }
 
 // ExistingPlacement lists pods placed on an existing node.

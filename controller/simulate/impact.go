@@ -16,6 +16,7 @@ import (
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/consolidation"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/operator/settings"
 )
 
@@ -115,8 +116,7 @@ func PlanImpact(in *Inputs, cat *catalog.File, ctl *settings.Options, now time.T
 	prices := snap.NodePrices()
 
 	impact := &Impact{Drifted: []DriftedClaim{}, InPlace: []string{}, Unplaced: []Unschedulable{}}
-	gone := sets.New[string]()
-	var moving []*corev1.Pod
+	var drifting []driftingClaim
 	perPool := map[string]int{}
 	for i := range view.Claims {
 		nc := &view.Claims[i]
@@ -143,20 +143,21 @@ func PlanImpact(in *Inputs, cat *catalog.File, ctl *settings.Options, now time.T
 		case reason != "":
 			impact.Drifted = append(impact.Drifted, DriftedClaim{NodeClaim: nc.Name, Node: name, Reason: reason})
 			perPool[nc.Labels[v1.LabelNodePool]]++
-			gone.Insert(nc.Name, name)
+			d := driftingClaim{claim: nc.Name, node: name, pool: nc.Labels[v1.LabelNodePool]}
 			if !math.IsNaN(price) {
 				impact.PricePerHourAfter -= price
 			}
 			if node != nil {
-				moving = append(moving, consolidation.Reschedulable(view.PodsOn(node.Name))...)
+				d.pods = consolidation.Reschedulable(view.PodsOn(node.Name))
 			}
+			drifting = append(drifting, d)
 		}
 	}
 	impact.PricePerHourAfter += impact.PricePerHourBefore
 	if len(impact.Drifted) > 0 {
-		r := snap.PlanWithout(gone, moving)
-		impact.PricePerHourAfter += r.PricePerHour()
-		for _, u := range r.Unschedulable {
+		price, unplaced := replaceInWaves(snap, cl, drifting, allowed)
+		impact.PricePerHourAfter += price
+		for _, u := range unplaced {
 			impact.Unplaced = append(impact.Unplaced, Unschedulable{Pod: u.Pod.Namespace + "/" + u.Pod.Name, Reason: u.Reason})
 		}
 		impact.Waves, impact.PerWave = waves(perPool, allowed)
@@ -166,6 +167,73 @@ func PlanImpact(in *Inputs, cat *catalog.File, ctl *settings.Options, now time.T
 	}
 	impact.PricePerHourBefore, impact.PricePerHourAfter = round(impact.PricePerHourBefore), round(impact.PricePerHourAfter)
 	return impact, nil
+}
+
+// driftingClaim is a claim a change drifts: its node's name (the claim's when it
+// has none yet), its pool, and the pods its drain moves.
+type driftingClaim struct {
+	claim, node, pool string
+	pods              []*corev1.Pod
+}
+
+// replaceInWaves plans the drifted claims' replacements as the disruption
+// controller makes them: a wave at a time, each pool's next claims in the
+// controller's candidate order as many as its budget for Drifted allows (one
+// when it allows none now: the replacement is then only later), their pods placed
+// beside the nodes that stay and the waves before's replacements. It is the new
+// claims' price and the pods no wave could place.
+func replaceInWaves(snap *scheduling.Snapshot, cl *consolidation.Cluster, drifting []driftingClaim, allowed map[string]map[v1.DisruptionReason]int) (float64, []scheduling.PodError) {
+	rank := map[string]int{}
+	for i, c := range cl.Candidates {
+		rank[c.Claim.Name] = i
+	}
+	order := func(d driftingClaim) int {
+		if r, ok := rank[d.claim]; ok {
+			return r
+		}
+		return len(rank)
+	}
+	slices.SortStableFunc(drifting, func(a, b driftingClaim) int { return order(a) - order(b) })
+	queue := map[string][]driftingClaim{}
+	var pools []string
+	for _, d := range drifting {
+		if _, ok := queue[d.pool]; !ok {
+			pools = append(pools, d.pool)
+		}
+		queue[d.pool] = append(queue[d.pool], d)
+	}
+	nodes := slices.Clone(snap.Nodes)
+	gone := sets.New[string]()
+	var price float64
+	var unplaced []scheduling.PodError
+	waiting := func() bool { return slices.ContainsFunc(pools, func(p string) bool { return len(queue[p]) > 0 }) }
+	for wave := 1; waiting(); wave++ {
+		var pods []*corev1.Pod
+		for _, pool := range pools {
+			n := min(max(allowed[pool][v1.DisruptionReasonDrifted], 1), len(queue[pool]))
+			for _, d := range queue[pool][:n] {
+				gone.Insert(d.claim, d.node)
+				pods = append(pods, d.pods...)
+			}
+			queue[pool] = queue[pool][n:]
+		}
+		nodes = slices.DeleteFunc(nodes, func(n *scheduling.ExistingNode) bool { return gone.Has(n.Name) })
+		r := snap.PlanOn(nodes, gone, pods, true)
+		price += r.PricePerHour()
+		unplaced = append(unplaced, r.Unschedulable...)
+		// What this wave placed is bound there for the next.
+		for _, e := range r.Existing {
+			if i := slices.IndexFunc(nodes, func(n *scheduling.ExistingNode) bool { return n.Name == e.Node.Name }); i >= 0 {
+				placed := *nodes[i]
+				placed.Pods = append(slices.Clone(placed.Pods), e.Pods...)
+				nodes[i] = &placed
+			}
+		}
+		for i, nc := range r.NodeClaims {
+			nodes = append(nodes, nc.Launched(fmt.Sprintf("drift-replacement-%d-%d", wave, i+1)))
+		}
+	}
+	return price, unplaced
 }
 
 // selectorChange names the drift a class's changed selector terms would cause:
