@@ -44,6 +44,8 @@ func prepare(in *Inputs, cat *catalog.File, ctl *settings.Options) (*prepared, e
 	// without any of them, volumes are not evaluated rather than every claim
 	// reported missing.
 	view.VolumesUnknown = len(in.Claims)+len(in.Volumes)+len(in.StorageClasses) == 0
+	// The controller's prices, where the snapshot's claims say them.
+	cat = pricedAsPlanned(cat, in.NodeClaims)
 	allocatable := scheduling.DefaultAllocatableSettings()
 	allocatable.VMMemoryOverheadPercent = ctl.VMMemoryOverheadPercent
 	p := &prepared{view: view, catalog: cat.ForEngine(allocatable), costs: ctl.NodeCosts}
