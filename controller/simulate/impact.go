@@ -16,8 +16,8 @@ import (
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/consolidation"
-	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/operator/settings"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
 // WavePace is what a plan impact assumes one wave of drift replacement takes:

@@ -4,10 +4,12 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/clock"
 	"sigs.k8s.io/controller-runtime/pkg/client"
@@ -17,6 +19,7 @@ import (
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/apis/v1alpha1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/simulate"
 	"github.com/dovetail-sh/dovetail/tests/localstack"
 	"github.com/dovetail-sh/dovetail/tests/testenv"
@@ -272,4 +275,66 @@ func TestPredictionIsWhatTheControllerDoes(t *testing.T) {
 			break
 		}
 	}
+}
+
+// TestStaticPoolPredictionIsWhatTheControllerDoes: a static NodePool of 4 replicas
+// whose spend limit ($0.20/h) leaves room for two m5.large. Read from the cluster
+// before the controller starts, simulate says what the static controller launches
+// (how many, of which type) and which limit holds the rest; the controller,
+// started, launches exactly that; read again, simulate says nothing more launches.
+func TestStaticPoolPredictionIsWhatTheControllerDoes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts the whole local stack")
+	}
+	stack := testenv.StartStack(t)
+	c := stack.Client
+	ctx := context.Background()
+	opts := testenv.DefaultOptions(t)
+	must(t, opts.FeatureGates.Set("StaticCapacity=true"))
+	cat, err := catalog.Load(opts.KwokCatalog)
+	must(t, err)
+	must(t, c.Create(ctx, localstack.NodeClass("default")))
+	static := localstack.NodePool("static", localstack.Requirement(v1.LabelInstanceType, v1.OpIn, "m5.large", "m7i.large"),
+		localstack.Requirement(v1.LabelCapacityType, v1.OpIn, v1.CapacityTypeOnDemand))
+	replicas := int64(4)
+	static.Spec.Replicas = &replicas
+	static.Spec.Limits = v1.Limits{scheduling.ResourceSpendPerHour: resource.MustParse("0.2")}
+	must(t, c.Create(ctx, static))
+
+	predict := func() simulate.StaticPoolPlan {
+		in := &simulate.Inputs{}
+		must(t, simulate.ReadLive(ctx, stack.Config, in))
+		plan, err := simulate.Run(in, cat, &opts, clock.RealClock{})
+		must(t, err)
+		if len(plan.StaticPools) != 1 {
+			t.Fatalf("static pools predicted: %+v; want the one", plan.StaticPools)
+		}
+		return plan.StaticPools[0]
+	}
+	before := predict()
+	t.Logf("predicted: %+v", before)
+	if before.Launch != 2 || before.InstanceType != "m5.large" || !strings.Contains(before.Problem, "spend limit") {
+		t.Fatalf("predicted %+v; want 2 m5.large launched and the spend limit named as holding the rest", before)
+	}
+
+	stack.RunController(t, opts)
+	waitStatic(t, c, "static", before.Launch, "the predicted static nodes")
+	var nodes corev1.NodeList
+	must(t, c.List(ctx, &nodes, client.MatchingLabels{v1.LabelNodePool: "static"}))
+	for _, n := range nodes.Items {
+		if it := n.Labels[v1.LabelInstanceType]; it != before.InstanceType {
+			t.Errorf("static node %s is a %s; predicted %s", n.Name, it, before.InstanceType)
+		}
+	}
+	if after := predict(); after.Existing != before.Launch || after.Launch != 0 {
+		t.Errorf("read again: %+v; want the %d launched counted and nothing more launched", after, before.Launch)
+	}
+	must(t, c.Delete(ctx, static))
+	eventually(t, 90*time.Second, "the static nodes gone", func() error {
+		claims, _, err := staticNodes(c, "static")
+		if err != nil || claims > 0 {
+			return fmt.Errorf("%d claims left (%v)", claims, err)
+		}
+		return nil
+	})
 }
