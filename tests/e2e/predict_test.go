@@ -19,7 +19,6 @@ import (
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/apis/v1alpha1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
-	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/simulate"
 	"github.com/dovetail-sh/dovetail/tests/localstack"
 	"github.com/dovetail-sh/dovetail/tests/testenv"
@@ -278,7 +277,8 @@ func TestPredictionIsWhatTheControllerDoes(t *testing.T) {
 }
 
 // TestStaticPoolPredictionIsWhatTheControllerDoes: a static NodePool of 4 replicas
-// whose spend limit ($0.20/h) leaves room for two m5.large. Read from the cluster
+// whose limits.nodes leaves room for two (Karpenter's schema allows static pools
+// no other limit, a spend limit included). Read from the cluster
 // before the controller starts, simulate says what the static controller launches
 // (how many, of which type) and which limit holds the rest; the controller,
 // started, launches exactly that; read again, simulate says nothing more launches.
@@ -298,7 +298,7 @@ func TestStaticPoolPredictionIsWhatTheControllerDoes(t *testing.T) {
 		localstack.Requirement(v1.LabelCapacityType, v1.OpIn, v1.CapacityTypeOnDemand))
 	replicas := int64(4)
 	static.Spec.Replicas = &replicas
-	static.Spec.Limits = v1.Limits{scheduling.ResourceSpendPerHour: resource.MustParse("0.2")}
+	static.Spec.Limits = v1.Limits{"nodes": resource.MustParse("2")}
 	must(t, c.Create(ctx, static))
 
 	predict := func() simulate.StaticPoolPlan {
@@ -313,8 +313,8 @@ func TestStaticPoolPredictionIsWhatTheControllerDoes(t *testing.T) {
 	}
 	before := predict()
 	t.Logf("predicted: %+v", before)
-	if before.Launch != 2 || before.InstanceType != "m5.large" || !strings.Contains(before.Problem, "spend limit") {
-		t.Fatalf("predicted %+v; want 2 m5.large launched and the spend limit named as holding the rest", before)
+	if before.Launch != 2 || before.InstanceType != "m5.large" || !strings.Contains(before.Problem, "limits.nodes") {
+		t.Fatalf("predicted %+v; want 2 m5.large launched and limits.nodes named as holding the rest", before)
 	}
 
 	stack.RunController(t, opts)
