@@ -98,14 +98,29 @@ type ControllerDeployment struct {
 
 // AllWarnings are the Warnings, with one for the workloads read from a cluster.
 func (in *Inputs) AllWarnings() []string {
-	if len(in.clusterWorkloads) == 0 {
-		return in.Warnings
+	warnings := slices.Clip(in.Warnings)
+	if len(in.clusterWorkloads) > 0 {
+		names := in.clusterWorkloads
+		if len(names) > 3 {
+			names = append(names[:3:3], fmt.Sprintf("%d more", len(in.clusterWorkloads)-3))
+		}
+		warnings = append(warnings, fmt.Sprintf("%s were read from a cluster (metadata.uid is set): their pods are the Pods in the input, and no replica is made from their templates; to plan one as a new workload, remove its metadata.uid", strings.Join(names, ", ")))
 	}
-	names := in.clusterWorkloads
-	if len(names) > 3 {
-		names = append(names[:3:3], fmt.Sprintf("%d more", len(in.clusterWorkloads)-3))
+	if n := in.podsWithClaims(); n > 0 && len(in.Claims)+len(in.Volumes)+len(in.StorageClasses) == 0 {
+		warnings = append(warnings, fmt.Sprintf("%d pod(s) mount PersistentVolumeClaims, but the input holds no PersistentVolumeClaims, PersistentVolumes or StorageClasses: where their volumes let them run is not taken into account; add pvc,pv,storageclasses to the snapshot", n))
 	}
-	return append(slices.Clip(in.Warnings), fmt.Sprintf("%s were read from a cluster (metadata.uid is set): their pods are the Pods in the input, and no replica is made from their templates; to plan one as a new workload, remove its metadata.uid", strings.Join(names, ", ")))
+	return warnings
+}
+
+// podsWithClaims counts the input's pods that mount a PersistentVolumeClaim.
+func (in *Inputs) podsWithClaims() int {
+	n := 0
+	for _, p := range append(slices.Clip(in.Pods), in.BoundPods...) {
+		if slices.ContainsFunc(p.Spec.Volumes, func(v corev1.Volume) bool { return v.PersistentVolumeClaim != nil }) {
+			n++
+		}
+	}
+	return n
 }
 
 // fromCluster says whether a workload was read from a cluster, noting it: the API

@@ -145,6 +145,14 @@ func TestConsolidateKeepsPodsWithTheirVolumes(t *testing.T) {
 	if len(r.Remove) != 0 || len(r.PodsMoved) != 0 {
 		t.Errorf("removed %d nodes and moved %d pods though every pod is held by a local volume", len(r.Remove), len(r.PodsMoved))
 	}
+	if w := strings.Join(in.AllWarnings(), "\n"); strings.Contains(w, "mount PersistentVolumeClaims") {
+		t.Errorf("with the claims and volumes in the input, a warning says they are missing: %s", w)
+	}
+	// A snapshot without them cannot say where the volumes are, and says so.
+	in.Claims, in.Volumes = nil, nil
+	if w := strings.Join(in.AllWarnings(), "\n"); !strings.Contains(w, fmt.Sprintf("%d pod(s) mount PersistentVolumeClaims, but the input holds no", len(in.BoundPods))) {
+		t.Errorf("without claims, volumes or classes in the input: warnings %q; want one naming the pods whose volumes are not taken into account", w)
+	}
 }
 
 // A node's CSINode limit holds in simulate as in the controller: the node holds one
