@@ -167,7 +167,7 @@ resource "dovetail_node_pool" "general" {
 				Config:           config(otherLabels, drift),
 				ConfigPlanChecks: unknown,
 				Check: resource.ComposeTestCheckFunc(
-					impact(`(?s)Of 2 node\(s\): 2 drift and are replaced.*Drift: 2 NodePoolDrift\..*Pacing: 2 wave\(s\) of up to 1 node\(s\).*Cost: \$0\.1920/h before, \$0\.1920/h after`),
+					impact(`(?s)Of 2 node\(s\): 2 drift and are replaced.*Drift: 2 NodePoolDrift\..*Pacing: 2 wave\(s\) of up to 1 node\(s\).*\nReplacements: 2 m5\.large \(on-demand, us-west-2a\)\.\nCost: \$0\.1920/h before, \$0\.1920/h after`),
 					warnings.saw(`(?s)Pacing: 2 wave\(s\) of up to 1 node\(s\)`)),
 			},
 			{

@@ -14,6 +14,7 @@ import (
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/buffer"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/consolidation"
 	"github.com/dovetail-sh/dovetail/controller/operator/settings"
@@ -52,6 +53,9 @@ type Impact struct {
 	PricePerHourAfter  float64 `json:"pricePerHourAfter"`
 	// Unplaced are the drifted nodes' pods the changed object leaves nowhere to go.
 	Unplaced []Unschedulable `json:"unplaced"`
+	// Replacements are the drifted claims' replacements as the waves launch them,
+	// by instance type (the cheapest option), zone and capacity type.
+	Replacements []PlannedNodeClaim `json:"replacements"`
 }
 
 // DriftedClaim is a claim a change drifts.
@@ -115,7 +119,7 @@ func PlanImpact(in *Inputs, cat *catalog.File, ctl *settings.Options, now time.T
 	allowed, _ := cl.Allowed(now)
 	prices := snap.NodePrices()
 
-	impact := &Impact{Drifted: []DriftedClaim{}, InPlace: []string{}, Unplaced: []Unschedulable{}}
+	impact := &Impact{Drifted: []DriftedClaim{}, InPlace: []string{}, Unplaced: []Unschedulable{}, Replacements: []PlannedNodeClaim{}}
 	var drifting []driftingClaim
 	perPool := map[string]int{}
 	for i := range view.Claims {
@@ -155,8 +159,11 @@ func PlanImpact(in *Inputs, cat *catalog.File, ctl *settings.Options, now time.T
 	}
 	impact.PricePerHourAfter += impact.PricePerHourBefore
 	if len(impact.Drifted) > 0 {
-		price, unplaced := replaceInWaves(snap, cl, drifting, allowed)
-		impact.PricePerHourAfter += price
+		replacements, unplaced := replaceInWaves(snap, cl, drifting, allowed)
+		for _, nc := range replacements {
+			impact.PricePerHourAfter += nc.Offering.Price
+			impact.Replacements = append(impact.Replacements, plannedNodeClaim(nc))
+		}
 		for _, u := range unplaced {
 			impact.Unplaced = append(impact.Unplaced, Unschedulable{Pod: u.Pod.Namespace + "/" + u.Pod.Name, Reason: u.Reason})
 		}
@@ -181,8 +188,8 @@ type driftingClaim struct {
 // controller's candidate order as many as its budget for Drifted allows (one
 // when it allows none now: the replacement is then only later), their pods placed
 // beside the nodes that stay and the waves before's replacements. It is the new
-// claims' price and the pods no wave could place.
-func replaceInWaves(snap *scheduling.Snapshot, cl *consolidation.Cluster, drifting []driftingClaim, allowed map[string]map[v1.DisruptionReason]int) (float64, []scheduling.PodError) {
+// claims and the pods no wave could place.
+func replaceInWaves(snap *scheduling.Snapshot, cl *consolidation.Cluster, drifting []driftingClaim, allowed map[string]map[v1.DisruptionReason]int) ([]*scheduling.NodeClaimPlan, []scheduling.PodError) {
 	rank := map[string]int{}
 	for i, c := range cl.Candidates {
 		rank[c.Claim.Name] = i
@@ -204,8 +211,9 @@ func replaceInWaves(snap *scheduling.Snapshot, cl *consolidation.Cluster, drifti
 	}
 	nodes := slices.Clone(snap.Nodes)
 	gone := sets.New[string]()
-	var price float64
+	var replacements []*scheduling.NodeClaimPlan
 	var unplaced []scheduling.PodError
+	movedOnto := map[string][]*corev1.Pod{}
 	waiting := func() bool { return slices.ContainsFunc(pools, func(p string) bool { return len(queue[p]) > 0 }) }
 	for wave := 1; waiting(); wave++ {
 		var pods []*corev1.Pod
@@ -213,27 +221,39 @@ func replaceInWaves(snap *scheduling.Snapshot, cl *consolidation.Cluster, drifti
 			n := min(max(allowed[pool][v1.DisruptionReasonDrifted], 1), len(queue[pool]))
 			for _, d := range queue[pool][:n] {
 				gone.Insert(d.claim, d.node)
-				pods = append(pods, d.pods...)
+				// Its own pods, and those an earlier wave moved onto it.
+				pods = append(append(pods, d.pods...), movedOnto[d.node]...)
 			}
 			queue[pool] = queue[pool][n:]
 		}
 		nodes = slices.DeleteFunc(nodes, func(n *scheduling.ExistingNode) bool { return gone.Has(n.Name) })
-		r := snap.PlanOn(nodes, gone, pods, true)
-		price += r.PricePerHour()
+		// The buffers' pods are planned with every wave, as the controller keeps
+		// their room, and bound nowhere.
+		r := snap.PlanOn(nodes, gone, append(pods, cl.Moving...), true)
+		replacements = append(replacements, r.NodeClaims...)
 		unplaced = append(unplaced, r.Unschedulable...)
 		// What this wave placed is bound there for the next.
 		for _, e := range r.Existing {
+			bound := unbuffered(e.Pods)
+			movedOnto[e.Node.Name] = append(movedOnto[e.Node.Name], bound...)
 			if i := slices.IndexFunc(nodes, func(n *scheduling.ExistingNode) bool { return n.Name == e.Node.Name }); i >= 0 {
 				placed := *nodes[i]
-				placed.Pods = append(slices.Clone(placed.Pods), e.Pods...)
+				placed.Pods = append(slices.Clone(placed.Pods), bound...)
 				nodes[i] = &placed
 			}
 		}
 		for i, nc := range r.NodeClaims {
-			nodes = append(nodes, nc.Launched(fmt.Sprintf("drift-replacement-%d-%d", wave, i+1)))
+			launched := nc.Launched(fmt.Sprintf("drift-replacement-%d-%d", wave, i+1))
+			launched.Pods = unbuffered(launched.Pods)
+			nodes = append(nodes, launched)
 		}
 	}
-	return price, unplaced
+	return replacements, unplaced
+}
+
+// unbuffered are the pods that are not a buffer's.
+func unbuffered(pods []*corev1.Pod) []*corev1.Pod {
+	return slices.DeleteFunc(slices.Clone(pods), buffer.IsVirtual)
 }
 
 // selectorChange names the drift a class's changed selector terms would cause:
@@ -303,6 +323,17 @@ func (i *Impact) String() string {
 		} else {
 			fmt.Fprintf(&b, "\nPacing: %d wave(s) of up to %d node(s) under the disruption budgets, about %s (estimated at %s per wave).", i.Waves, i.PerWave, i.EstimatedDuration, WavePace)
 		}
+	}
+	if len(i.Replacements) > 0 {
+		counts := map[string]int{}
+		for _, r := range i.Replacements {
+			counts[fmt.Sprintf("%s (%s, %s)", r.InstanceType, r.CapacityType, r.Zone)]++
+		}
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(counts)) {
+			parts = append(parts, fmt.Sprintf("%d %s", counts[k], k))
+		}
+		fmt.Fprintf(&b, "\nReplacements: %s.", strings.Join(parts, ", "))
 	}
 	fmt.Fprintf(&b, "\nCost: $%.4f/h before, $%.4f/h after (%+.4f).", i.PricePerHourBefore, i.PricePerHourAfter, i.PricePerHourAfter-i.PricePerHourBefore)
 	if n := len(i.Unplaced); n > 0 {

@@ -3,11 +3,14 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -24,8 +27,9 @@ import (
 // TestDriftInTerraformPlanIsWhatTheControllerDoes: a dovetail_node_pool applied by
 // terraform, with the controller running. A change to its requirements that the
 // running m5.large nodes no longer meet is planned: the warning `terraform plan`
-// prints says how many nodes drift and what the pool costs after. Applied, the
-// controller replaces exactly those nodes, and the pool then costs what the plan
+// prints says how many nodes drift, what replaces them and what the pool costs
+// after. Applied, the controller replaces exactly those nodes with the types,
+// capacity types and zones the plan named, and the pool then costs what the plan
 // said; a second plan is empty.
 func TestDriftInTerraformPlanIsWhatTheControllerDoes(t *testing.T) {
 	if testing.Short() {
@@ -99,14 +103,15 @@ resource "dovetail_node_pool" "web" {
 	write(`"m7i.large", "m5.xlarge"`)
 	out, err := tf.Run(ctx, "plan", "-no-color")
 	must(t, err)
-	warning := regexp.MustCompile(`(?s)Planned impact of changing NodePool web.*?Of (\d+) node\(s\): (\d+) drift and are replaced.*?Cost: \$([0-9.]+)/h before, \$([0-9.]+)/h after`).FindStringSubmatch(out)
+	warning := regexp.MustCompile(`(?s)Planned impact of changing NodePool web.*?Of (\d+) node\(s\): (\d+) drift and are replaced.*?Replacements: ([^\n]*)\.\n.*?Cost: \$([0-9.]+)/h before, \$([0-9.]+)/h after`).FindStringSubmatch(out)
 	if warning == nil {
 		t.Fatalf("terraform plan prints no impact of the change:\n%s", out)
 	}
 	governed, _ := strconv.Atoi(warning[1])
 	drift, _ := strconv.Atoi(warning[2])
-	after, _ := strconv.ParseFloat(warning[4], 64)
-	t.Logf("planned: of %d nodes %d drift; $%.4f/h after", governed, drift, after)
+	replacements := warning[3]
+	after, _ := strconv.ParseFloat(warning[5], 64)
+	t.Logf("planned: of %d nodes %d drift, replaced by %s; $%.4f/h after", governed, drift, replacements, after)
 	if governed != original.Len() || drift != original.Len() {
 		t.Fatalf("the plan says %d of %d nodes drift; the pool has %d m5.large, none of which the new requirements allow", drift, governed, original.Len())
 	}
@@ -140,8 +145,10 @@ resource "dovetail_node_pool" "web" {
 		if err := c.List(ctx, &nodes, client.MatchingLabels{v1.LabelNodePool: "web"}); err != nil {
 			return err
 		}
-		total, replaced := 0.0, 0
+		total := 0.0
+		launched := map[string]int{}
 		for _, n := range nodes.Items {
+			launched[fmt.Sprintf("%s (%s, %s)", n.Labels[v1.LabelInstanceType], n.Labels[v1.LabelCapacityType], n.Labels[v1.LabelTopologyZone])]++
 			if original.Has(n.Name) {
 				return fmt.Errorf("%s, which the plan said drifts, is still there", n.Name)
 			}
@@ -150,10 +157,13 @@ resource "dovetail_node_pool" "web" {
 				return err
 			}
 			total += p
-			replaced++
 		}
-		if math.Abs(total-after) > 1e-4 || len(claims.Items) != len(nodes.Items) {
-			return fmt.Errorf("%d nodes at $%.4f/h (%d claims); the plan said $%.4f/h", replaced, total, len(claims.Items), after)
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(launched)) {
+			parts = append(parts, fmt.Sprintf("%d %s", launched[k], k))
+		}
+		if got := strings.Join(parts, ", "); got != replacements || math.Abs(total-after) > 1e-4 || len(claims.Items) != len(nodes.Items) {
+			return fmt.Errorf("%s at $%.4f/h (%d claims); the plan said %s at $%.4f/h", got, total, len(claims.Items), replacements, after)
 		}
 		return nil
 	})
