@@ -4,9 +4,12 @@ import (
 	"fmt"
 	"sort"
 
+	corev1 "k8s.io/api/core/v1"
+
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/operator/settings"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
+	"github.com/dovetail-sh/dovetail/controller/state"
 	"github.com/dovetail-sh/dovetail/controller/staticpool"
 )
 
@@ -17,8 +20,11 @@ type StaticPoolPlan struct {
 	NodePool string `json:"nodePool"`
 	Replicas int64  `json:"replicas"`
 	Existing int    `json:"existing"`
-	Launch   int    `json:"launch"`
-	Remove   int    `json:"remove"`
+	// Disrupting are the claims being replaced (a drifted node): they hold their
+	// place against a scale-up, and are not removed by a scale-down.
+	Disrupting int `json:"disrupting,omitempty"`
+	Launch     int `json:"launch"`
+	Remove     int `json:"remove"`
 	// InstanceType, Zone and CapacityType are the launched claims' cheapest
 	// option; PricePerHour what each costs at list price.
 	InstanceType string  `json:"instanceType,omitempty"`
@@ -33,6 +39,10 @@ type StaticPoolPlan struct {
 // with. A claim being deleted counts against limits.nodes but not toward replicas.
 func staticPools(in *Inputs, snap *scheduling.Snapshot, ctl *settings.Options) []StaticPoolPlan {
 	var out []StaticPoolPlan
+	nodes := map[string]*corev1.Node{}
+	for _, n := range in.Nodes {
+		nodes[n.Name] = n
+	}
 	for _, np := range in.NodePools {
 		if np.Spec.Replicas == nil {
 			continue
@@ -44,20 +54,24 @@ func staticPools(in *Inputs, snap *scheduling.Snapshot, ctl *settings.Options) [
 				continue
 			}
 			claims = append(claims, *nc)
-			if nc.DeletionTimestamp == nil {
+			switch {
+			case nc.DeletionTimestamp != nil:
+			case disrupting(nc, nodes[nc.Status.NodeName]):
+				sp.Disrupting++
+			default:
 				sp.Existing++
 			}
 		}
 		types, ready := snap.InstanceTypes[np.Name]
-		switch want := int(*np.Spec.Replicas) - sp.Existing; {
+		switch launch, remove := staticpool.Delta(int(*np.Spec.Replicas), sp.Existing, sp.Disrupting); {
 		case !ctl.FeatureGates.StaticCapacity:
 			sp.Problem = "the controller runs with the StaticCapacity feature gate off and keeps no replicas; pass --feature-gates StaticCapacity=true if it runs with it on"
 		case np.DeletionTimestamp != nil || !ready:
 			sp.Problem = "the NodePool is not Ready, or being deleted: nothing is launched for it"
-		case want < 0:
-			sp.Remove = -want
-		case want > 0:
-			n, plan, why, err := staticpool.ScaleUp(np, want, claims, types)
+		case remove > 0:
+			sp.Remove = remove
+		case launch > 0:
+			n, plan, why, err := staticpool.ScaleUp(np, launch, claims, types)
 			if err != nil {
 				sp.Problem = fmt.Sprintf("no claim can be launched from its template: %v", err)
 				break
@@ -71,4 +85,10 @@ func staticPools(in *Inputs, snap *scheduling.Snapshot, ctl *settings.Options) [
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].NodePool < out[j].NodePool })
 	return out
+}
+
+// disrupting says whether a claim is being disrupted as the static controller
+// reads it: a disruption recorded on it, or its node tainted for one.
+func disrupting(nc *v1.NodeClaim, node *corev1.Node) bool {
+	return state.Recorded(nc) != nil || (node != nil && state.HasTaint(node, v1.DisruptedNoScheduleTaint))
 }

@@ -4,6 +4,12 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 )
 
 // staticPool is a static pool of 3 m5.large, its spend limit room for 2 ($0.096/h
@@ -51,5 +57,36 @@ func TestSimulateShowsStaticPools(t *testing.T) {
 	off := runManifests(t, overlayPool+"---"+staticPool)
 	if len(off.StaticPools) != 1 || off.StaticPools[0].Launch != 0 || !strings.Contains(off.StaticPools[0].Problem, "StaticCapacity=true") {
 		t.Errorf("gate off: %+v; want nothing launched and the gate named", off.StaticPools)
+	}
+}
+
+// A static pool of 2 whose drifted node is being replaced (tainted
+// karpenter.sh/disrupted, its successor already running) has 3 claims; the static
+// controller removes none, as the disrupted node is going anyway, and simulate
+// says the same rather than "remove 1".
+func TestSimulateStaticPoolWithANodeBeingReplaced(t *testing.T) {
+	in := &Inputs{}
+	if err := in.Read(strings.NewReader(overlayPool+"---"+strings.Replace(staticPool, "replicas: 3", "replicas: 2", 1)), "test.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	for i, name := range []string{"fixed-a", "fixed-b", "fixed-c"} {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{v1.LabelNodePool: "fixed", v1.LabelInstanceType: "m5.large"}},
+			Spec: corev1.NodeSpec{ProviderID: "aws:///us-west-2a/i-" + name}}
+		if i == 0 {
+			node.Spec.Taints = []corev1.Taint{v1.DisruptedNoScheduleTaint}
+		}
+		in.Nodes = append(in.Nodes, node)
+		in.NodeClaims = append(in.NodeClaims, &v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: node.Labels},
+			Status: v1.NodeClaimStatus{ProviderID: node.Spec.ProviderID, NodeName: name}})
+	}
+	plan, err := Run(in, testTypes(t), defaults("StaticCapacity=true"), clocktesting.NewFakePassiveClock(fakeNow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(plan.StaticPools) != 1 {
+		t.Fatalf("static pools %+v", plan.StaticPools)
+	}
+	if s := plan.StaticPools[0]; s.Existing != 2 || s.Disrupting != 1 || s.Remove != 0 || s.Launch != 0 {
+		t.Errorf("static pool %+v; want 2 existing, 1 being replaced, nothing removed or launched", s)
 	}
 }

@@ -14,6 +14,20 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
+// Delta is how many claims a static pool of replicas launches or removes, given its
+// active claims and those being disrupted: a disrupted node holds its place
+// against a scale-up until it is deleted, and is not taken for a scale-down (its
+// successor is among the active claims).
+func Delta(replicas, active, disrupting int) (launch, remove int) {
+	switch {
+	case active+disrupting < replicas:
+		return replicas - active - disrupting, 0
+	case active > replicas:
+		return 0, active - replicas
+	}
+	return 0, 0
+}
+
 // ScaleUp is what the pool launches toward its replicas when it lacks want claims:
 // n claims, each starting from plan, as many as limits.nodes and the
 // dovetail.sh/usd-per-hour limit leave room for, and, when that is fewer than

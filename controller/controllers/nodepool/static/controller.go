@@ -81,9 +81,8 @@ func (c *Controller) Reconcile(ctx context.Context, np *v1.NodePool) (reconcile.
 	if err := c.live.List(ctx, &claims, client.MatchingLabels{v1.LabelNodePool: np.Name}); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing the claims of nodepool %s, %w", np.Name, err)
 	}
-	// A node being disrupted (a drifted one, replaced one for one) still holds its
-	// place against a scale-up until it is deleted, and is not taken for a
-	// scale-down: its successor is among the active claims.
+	// A node being disrupted (a drifted one, replaced one for one) counts apart
+	// (staticpool.Delta).
 	var active []*v1.NodeClaim
 	disrupting := 0
 	for i := range claims.Items {
@@ -101,12 +100,11 @@ func (c *Controller) Reconcile(ctx context.Context, np *v1.NodePool) (reconcile.
 		}
 		active = append(active, nc)
 	}
-	replicas := int(*np.Spec.Replicas)
-	switch {
-	case len(active)+disrupting < replicas:
-		return c.scaleUp(ctx, np, replicas-len(active)-disrupting, claims.Items)
-	case len(active) > replicas:
-		return c.scaleDown(ctx, np, active, len(active)-replicas)
+	switch launch, remove := staticpool.Delta(int(*np.Spec.Replicas), len(active), disrupting); {
+	case launch > 0:
+		return c.scaleUp(ctx, np, launch, claims.Items)
+	case remove > 0:
+		return c.scaleDown(ctx, np, active, remove)
 	}
 	return reconcile.Result{RequeueAfter: Requeue}, nil
 }
