@@ -27,7 +27,7 @@ func (in *Inputs) ControllerSettings() (ctl *settings.Options, flags *flag.FlagS
 	if err != nil {
 		return nil, nil, notes, fmt.Errorf("%s: the controller's Deployment %s/%s: %w", d.Where, d.Deployment.Namespace, d.Deployment.Name, err)
 	}
-	notes = append(notes, fmt.Sprintf("settings from the controller's Deployment %s/%s (feature gates %s, drift-on-metadata %t); flags given here override them", d.Deployment.Namespace, d.Deployment.Name, ctl.FeatureGates.String(), ctl.DriftOnMetadata))
+	notes = append(notes, fmt.Sprintf("settings from the controller's Deployment %s/%s (feature gates %s, drift-on-metadata %t)", d.Deployment.Namespace, d.Deployment.Name, ctl.FeatureGates.String(), ctl.DriftOnMetadata))
 	if len(in.Controllers) > 1 {
 		notes = append(notes, fmt.Sprintf("%d Deployments run the controller; the settings are %s/%s's", len(in.Controllers), d.Deployment.Namespace, d.Deployment.Name))
 	}

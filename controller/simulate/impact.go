@@ -115,6 +115,9 @@ func PlanImpact(in *Inputs, cat *catalog.File, ctl *settings.Options, now time.T
 	}
 	view, snap := p.view, p.snap
 	cl := consolidation.Observe(view, snap, sets.New[string](), now)
+	// The pods of nodes already being disrupted move anyway; the buffers' pods keep
+	// their room through every move.
+	disrupted := slices.Clone(cl.Moving)
 	cl.Moving = append(cl.Moving, p.virtual...)
 	allowed, _ := cl.Allowed(now)
 	prices := snap.NodePrices()
@@ -140,6 +143,10 @@ func PlanImpact(in *Inputs, cat *catalog.File, ctl *settings.Options, now time.T
 		if !math.IsNaN(price) {
 			impact.PricePerHourBefore += price
 		}
+		if disrupting(nc, node) {
+			// Already being replaced: it goes whatever the change.
+			continue
+		}
 		reason, inPlace := driftOf(nc, node)
 		switch {
 		case inPlace:
@@ -159,7 +166,7 @@ func PlanImpact(in *Inputs, cat *catalog.File, ctl *settings.Options, now time.T
 	}
 	impact.PricePerHourAfter += impact.PricePerHourBefore
 	if len(impact.Drifted) > 0 {
-		replacements, unplaced := replaceInWaves(snap, cl, drifting, allowed)
+		replacements, unplaced := replaceInWaves(snap, cl, drifting, allowed, disrupted, p.virtual)
 		for _, nc := range replacements {
 			impact.PricePerHourAfter += nc.Offering.Price
 			impact.Replacements = append(impact.Replacements, plannedNodeClaim(nc))
@@ -187,9 +194,10 @@ type driftingClaim struct {
 // controller makes them: a wave at a time, each pool's next claims in the
 // controller's candidate order as many as its budget for Drifted allows (one
 // when it allows none now: the replacement is then only later), their pods placed
-// beside the nodes that stay and the waves before's replacements. It is the new
-// claims and the pods no wave could place.
-func replaceInWaves(snap *scheduling.Snapshot, cl *consolidation.Cluster, drifting []driftingClaim, allowed map[string]map[v1.DisruptionReason]int) ([]*scheduling.NodeClaimPlan, []scheduling.PodError) {
+// beside the nodes that stay and the waves before's replacements, after the pods
+// of nodes already being disrupted. It is the waves' new claims and the pods no
+// wave could place.
+func replaceInWaves(snap *scheduling.Snapshot, cl *consolidation.Cluster, drifting []driftingClaim, allowed map[string]map[v1.DisruptionReason]int, disrupted, virtual []*corev1.Pod) ([]*scheduling.NodeClaimPlan, []scheduling.PodError) {
 	rank := map[string]int{}
 	for i, c := range cl.Candidates {
 		rank[c.Claim.Name] = i
@@ -214,6 +222,33 @@ func replaceInWaves(snap *scheduling.Snapshot, cl *consolidation.Cluster, drifti
 	var replacements []*scheduling.NodeClaimPlan
 	var unplaced []scheduling.PodError
 	movedOnto := map[string][]*corev1.Pod{}
+	// plan places pods with the buffers' (planned every time, as the controller
+	// keeps their room, and bound nowhere) and binds them where they went, for the
+	// waves after.
+	plan := func(wave int, pods []*corev1.Pod) *scheduling.Results {
+		nodes = slices.DeleteFunc(nodes, func(n *scheduling.ExistingNode) bool { return gone.Has(n.Name) })
+		r := snap.PlanOn(nodes, gone, append(pods, virtual...), true)
+		for _, e := range r.Existing {
+			bound := unbuffered(e.Pods)
+			movedOnto[e.Node.Name] = append(movedOnto[e.Node.Name], bound...)
+			if i := slices.IndexFunc(nodes, func(n *scheduling.ExistingNode) bool { return n.Name == e.Node.Name }); i >= 0 {
+				placed := *nodes[i]
+				placed.Pods = append(slices.Clone(placed.Pods), bound...)
+				nodes[i] = &placed
+			}
+		}
+		for i, nc := range r.NodeClaims {
+			launched := nc.Launched(fmt.Sprintf("replacement-%d-%d", wave, i+1))
+			launched.Pods = unbuffered(launched.Pods)
+			nodes = append(nodes, launched)
+		}
+		return r
+	}
+	// The pods of nodes already being disrupted go first, as the controller places
+	// them before anything else; what that takes is not the change's.
+	if len(disrupted) > 0 {
+		plan(0, slices.Clone(disrupted))
+	}
 	waiting := func() bool { return slices.ContainsFunc(pools, func(p string) bool { return len(queue[p]) > 0 }) }
 	for wave := 1; waiting(); wave++ {
 		var pods []*corev1.Pod
@@ -226,26 +261,12 @@ func replaceInWaves(snap *scheduling.Snapshot, cl *consolidation.Cluster, drifti
 			}
 			queue[pool] = queue[pool][n:]
 		}
-		nodes = slices.DeleteFunc(nodes, func(n *scheduling.ExistingNode) bool { return gone.Has(n.Name) })
-		// The buffers' pods are planned with every wave, as the controller keeps
-		// their room, and bound nowhere.
-		r := snap.PlanOn(nodes, gone, append(pods, cl.Moving...), true)
+		r := plan(wave, pods)
 		replacements = append(replacements, r.NodeClaims...)
-		unplaced = append(unplaced, r.Unschedulable...)
-		// What this wave placed is bound there for the next.
-		for _, e := range r.Existing {
-			bound := unbuffered(e.Pods)
-			movedOnto[e.Node.Name] = append(movedOnto[e.Node.Name], bound...)
-			if i := slices.IndexFunc(nodes, func(n *scheduling.ExistingNode) bool { return n.Name == e.Node.Name }); i >= 0 {
-				placed := *nodes[i]
-				placed.Pods = append(slices.Clone(placed.Pods), bound...)
-				nodes[i] = &placed
+		for _, u := range r.Unschedulable {
+			if !buffer.IsVirtual(u.Pod) {
+				unplaced = append(unplaced, u)
 			}
-		}
-		for i, nc := range r.NodeClaims {
-			launched := nc.Launched(fmt.Sprintf("drift-replacement-%d-%d", wave, i+1))
-			launched.Pods = unbuffered(launched.Pods)
-			nodes = append(nodes, launched)
 		}
 	}
 	return replacements, unplaced

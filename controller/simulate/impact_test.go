@@ -125,3 +125,51 @@ func TestPlanImpactOfAnEC2NodeClassChange(t *testing.T) {
 		t.Errorf("a new AMI alias: %+v\n%s; want all 6 drifted by AMIDrift", impact, impact)
 	}
 }
+
+// A change to a pool one of whose nodes is already being disrupted (tainted
+// karpenter.sh/disrupted): that node is not counted again as drifting, and no pod
+// is placed twice across the waves (its pods move once, before the waves).
+func TestPlanImpactOfAChangeWhileANodeIsBeingDisrupted(t *testing.T) {
+	in := readSnapshot(t, "blocked.yaml")
+	const tainted = "ip-10-0-1-21.us-west-2.compute.internal"
+	for _, n := range in.Nodes {
+		if n.Name == tainted {
+			n.Spec.Taints = append(n.Spec.Taints, v1.DisruptedNoScheduleTaint)
+		}
+	}
+	var np *v1.NodePool
+	for _, p := range in.NodePools {
+		if p.Name == "default" {
+			np = p.DeepCopy()
+		}
+	}
+	np.Spec.Template.Spec.Taints = append(np.Spec.Template.Spec.Taints, corev1.Taint{Key: "team", Value: "checkout", Effect: corev1.TaintEffectNoSchedule})
+	impact, err := PlanImpact(in, westTypes(t), defaults(), fakeNow, Change{NodePool: np})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(impact.Drifted) == 0 {
+		t.Fatalf("a new taint drifts nothing: %+v", impact)
+	}
+	for _, d := range impact.Drifted {
+		if d.Node == tainted {
+			t.Errorf("%s, already being disrupted, is counted as drifting: %+v", tainted, impact.Drifted)
+		}
+	}
+	seen := map[string]bool{}
+	for _, r := range impact.Replacements {
+		for _, p := range r.Pods {
+			if seen[p] {
+				t.Errorf("pod %s is placed on two replacements: %+v", p, impact.Replacements)
+			}
+			seen[p] = true
+		}
+	}
+	unplaced := map[string]bool{}
+	for _, u := range impact.Unplaced {
+		if unplaced[u.Pod] {
+			t.Errorf("pod %s is reported unplaced twice: %+v", u.Pod, impact.Unplaced)
+		}
+		unplaced[u.Pod] = true
+	}
+}

@@ -87,8 +87,9 @@ func ReadLive(ctx context.Context, cfg *rest.Config, in *Inputs) error {
 		return err
 	}
 	if len(forbidden) > 0 {
-		in.Unreadable = append(in.Unreadable, fmt.Sprintf("the live cluster: you may not list %s; predicted without them (no CapacityBuffer room kept, the controller's default settings)", strings.Join(forbidden, ", ")))
-		in.Warnings = append(in.Warnings, in.Unreadable...)
+		note := fmt.Sprintf("the live cluster: you may not list %s; predicted without them (without Deployments, under the controller's default settings; without CapacityBuffers, keeping no room for them; without workloads and Services, without the default spread's selectors)", strings.Join(forbidden, ", "))
+		in.Unreadable = append(in.Unreadable, note)
+		in.Warnings = append(in.Warnings, note)
 	}
 	return nil
 }

@@ -3,6 +3,7 @@ package simulate
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -39,7 +40,7 @@ func (p *prepared) solveInRounds(now time.Time) []solved {
 	var rounds []solved
 	for round := 1; ; round++ {
 		pending, deferred := scheduling.OldestFirst(snap.Pending, maxPodsPerSolve, func(pod *corev1.Pod) bool { return tried.Has(pod.UID) })
-		if round > 1 && (len(pending) == 0 || tried.Has(pending[0].UID)) {
+		if round > 1 && !slices.ContainsFunc(pending, func(pod *corev1.Pod) bool { return !tried.Has(pod.UID) }) {
 			// Only pods a round found no place for are left, as the provisioner
 			// would try them again: nothing has changed for them.
 			return rounds
@@ -60,7 +61,7 @@ func (p *prepared) solveInRounds(now time.Time) []solved {
 		}
 		claims := make([]v1.NodeClaim, 0, len(results.NodeClaims))
 		for i, plan := range results.NodeClaims {
-			nc := engineinput.ClaimOf(pools[plan.NodePool], plan)
+			nc := launched(engineinput.ClaimOf(pools[plan.NodePool], plan), plan)
 			nc.Name = fmt.Sprintf("%s-round%d-%d", plan.NodePool, round, i+1)
 			nc.CreationTimestamp = metav1.NewTime(now)
 			claims = append(claims, *nc)
@@ -73,6 +74,19 @@ func (p *prepared) solveInRounds(now time.Time) []solved {
 		p.view.AddClaims(claims...)
 		snap = p.rebuild(nominations, now)
 	}
+}
+
+// launched is the claim as the next round, seconds later, finds it: launched as
+// the plan's cheapest offering, with that type's resources, not yet a node.
+func launched(nc *v1.NodeClaim, plan *scheduling.NodeClaimPlan) *v1.NodeClaim {
+	node := plan.Launched(nc.Name)
+	for _, k := range []string{v1.LabelInstanceType, v1.LabelTopologyZone, v1.LabelCapacityType, v1.LabelArch, v1.LabelOS} {
+		if v, ok := node.Labels[k]; ok {
+			nc.Labels[k] = v
+		}
+	}
+	nc.Status.Capacity, nc.Status.Allocatable = node.Capacity.ToResourceList(), node.Allocatable.ToResourceList()
+	return nc
 }
 
 func nominate(nominations map[types.UID]engineinput.Nomination, target string, pods []*corev1.Pod, now time.Time) {

@@ -126,3 +126,26 @@ func TestSimulatePlansABacklogInRoundsAsTheProvisioner(t *testing.T) {
 		t.Errorf("the provisioner wrote %+v; want two claims of 3 pods, one a round", launched)
 	}
 }
+
+// A pod no round can place does not end the rounds while pods behind it are
+// untried: under a cap of 2, the oldest pod (too large for any type) and the next
+// are tried first; the third is planned in the next round, as the provisioner
+// would, not dropped.
+func TestRoundsTryEveryPod(t *testing.T) {
+	defer func(n int) { maxPodsPerSolve = n }(maxPodsPerSolve)
+	maxPodsPerSolve = 2
+	in := &Inputs{NodePools: []*v1.NodePool{{ObjectMeta: metav1.ObjectMeta{Name: "default"}}}}
+	for i, cpu := range []string{"1000", "1", "1"} {
+		in.Pods = append(in.Pods, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("pod-%d", i), Namespace: "default", UID: types.UID(fmt.Sprintf("pod-%d", i)),
+			CreationTimestamp: metav1.NewTime(fakeNow.Add(time.Duration(i) * time.Second))},
+			Spec: corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{
+				corev1.ResourceCPU: resource.MustParse(cpu), corev1.ResourceMemory: resource.MustParse("1Gi")}}}}}})
+	}
+	plan, err := Run(in, testTypes(t), defaults(), clocktesting.NewFakeClock(fakeNow))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if plan.Summary.Scheduled != 2 || len(plan.Unschedulable) != 1 || plan.Unschedulable[0].Pod != "default/pod-0" {
+		t.Errorf("%d of 3 scheduled in %d round(s), unschedulable %+v; want pod-1 and pod-2 placed and pod-0 refused", plan.Summary.Scheduled, plan.Summary.Rounds, plan.Unschedulable)
+	}
+}

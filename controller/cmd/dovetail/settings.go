@@ -65,6 +65,9 @@ func (c *controllerFlags) settingsFor(in *simulate.Inputs, spotToSpot bool, cmd 
 	for _, n := range notes {
 		fmt.Fprintf(stderr, "%s: %s\n", cmd, n)
 	}
+	if len(c.given) > 0 {
+		fmt.Fprintf(stderr, "%s: the flags given here override them\n", cmd)
+	}
 	if err != nil {
 		fmt.Fprintf(stderr, "%s: %v\n", cmd, err)
 		return nil, 2
