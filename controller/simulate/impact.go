@@ -19,6 +19,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/consolidation"
 	"github.com/dovetail-sh/dovetail/controller/operator/settings"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
+	"github.com/dovetail-sh/dovetail/controller/state"
 )
 
 // WavePace is what a plan impact assumes one wave of drift replacement takes:
@@ -143,7 +144,7 @@ func PlanImpact(in *Inputs, cat *catalog.File, ctl *settings.Options, now time.T
 		if !math.IsNaN(price) {
 			impact.PricePerHourBefore += price
 		}
-		if disrupting(nc, node) {
+		if state.Disrupting(nc, node) {
 			// Already being replaced: it goes whatever the change.
 			continue
 		}

@@ -56,7 +56,7 @@ func staticPools(in *Inputs, snap *scheduling.Snapshot, ctl *settings.Options) [
 			claims = append(claims, *nc)
 			switch {
 			case nc.DeletionTimestamp != nil:
-			case disrupting(nc, nodes[nc.Status.NodeName]):
+			case state.Disrupting(nc, nodes[nc.Status.NodeName]):
 				sp.Disrupting++
 			default:
 				sp.Existing++
@@ -85,10 +85,4 @@ func staticPools(in *Inputs, snap *scheduling.Snapshot, ctl *settings.Options) [
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].NodePool < out[j].NodePool })
 	return out
-}
-
-// disrupting says whether a claim is being disrupted as the static controller
-// reads it: a disruption recorded on it, or its node tainted for one.
-func disrupting(nc *v1.NodeClaim, node *corev1.Node) bool {
-	return state.Recorded(nc) != nil || (node != nil && state.HasTaint(node, v1.DisruptedNoScheduleTaint))
 }

@@ -54,6 +54,13 @@ func Recorded(nc *v1.NodeClaim) *Disruption {
 	return d
 }
 
+// Disrupting says whether a disruption has taken the claim: recorded on it, or its
+// node (nil when it has none, or it is not known) tainted for it, the taint coming
+// first. The static controller and predictions count such a claim apart.
+func Disrupting(nc *v1.NodeClaim, node *corev1.Node) bool {
+	return Recorded(nc) != nil || (node != nil && HasTaint(node, v1.DisruptedNoScheduleTaint))
+}
+
 // RecordDisruption writes the record on every candidate claim. A candidate that is
 // gone is skipped; any other failure is returned, and the caller rolls back.
 func RecordDisruption(ctx context.Context, kube client.Client, d *Disruption, candidates ...*v1.NodeClaim) error {

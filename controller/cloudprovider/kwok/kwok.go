@@ -102,26 +102,22 @@ func (p *CloudProvider) IsDrifted(context.Context, *v1.NodeClaim) (cloudprovider
 // claim's Node already exists (a launch whose result was not recorded), it returns
 // that Node's instance instead of launching another.
 func (p *CloudProvider) Create(ctx context.Context, nc *v1.NodeClaim) (*v1.NodeClaim, error) {
+	types, err := p.typesOf(ctx, nc.Spec.NodeClassRef)
+	if err != nil {
+		return nil, err
+	}
 	node := &corev1.Node{}
-	err := p.client.Get(ctx, client.ObjectKey{Name: nc.Name}, node)
+	err = p.client.Get(ctx, client.ObjectKey{Name: nc.Name}, node)
 	if err != nil && !apierrors.IsNotFound(err) {
 		return nil, fmt.Errorf("finding the kwok node of the claim, %w", err)
 	}
 	if apierrors.IsNotFound(err) {
-		types, err := p.typesOf(ctx, nc.Spec.NodeClassRef)
-		if err != nil {
-			return nil, err
-		}
 		if node, err = p.createNode(ctx, nc, types); err != nil {
 			return nil, err
 		}
 	}
 	if node.DeletionTimestamp != nil {
 		return nil, fmt.Errorf("kwok node %s of an earlier claim of the same name is still being deleted", node.Name)
-	}
-	types, err := p.typesOf(ctx, nc.Spec.NodeClassRef)
-	if err != nil {
-		return nil, err
 	}
 	it := instanceType(types, node.Labels[v1.LabelInstanceType])
 	if it == nil {

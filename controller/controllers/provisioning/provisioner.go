@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -59,6 +60,9 @@ type Provisioner struct {
 	// buffers are the CapacityBuffers' virtual pods (gate CapacityBuffer), planned
 	// with the pending pods and never bound; nil without the gate.
 	buffers *buffer.Cache
+	// buffersResolved is set once every buffer there was at start has been
+	// resolved: the wait for them is start-up work, not a list on every solve.
+	buffersResolved atomic.Bool
 	// commitments price every plan (nil: list prices).
 	commitments *commitment.Store
 	// maxPodsPerSolve bounds a solve; the rest of a backlog waits for the next
@@ -377,9 +381,10 @@ func filledClaims(plans []*scheduling.NodeClaimPlan, pending []*corev1.Pod) []*s
 }
 
 // UnresolvedBuffers are the CapacityBuffers in the cluster the buffer cache has
-// not resolved yet (none without the CapacityBuffer gate).
+// not resolved yet, until all have been once (none without the CapacityBuffer
+// gate); a buffer created later is planned once it is resolved, as any change.
 func (p *Provisioner) UnresolvedBuffers(ctx context.Context) ([]string, error) {
-	if p.buffers == nil {
+	if p.buffers == nil || p.buffersResolved.Load() {
 		return nil, nil
 	}
 	var list v1beta1.CapacityBufferList
@@ -390,5 +395,9 @@ func (p *Provisioner) UnresolvedBuffers(ctx context.Context) ([]string, error) {
 	for _, cb := range list.Items {
 		keys = append(keys, buffer.Key(cb.Namespace, cb.Name))
 	}
-	return p.buffers.Unresolved(keys), nil
+	unresolved := p.buffers.Unresolved(keys)
+	if len(unresolved) == 0 {
+		p.buffersResolved.Store(true)
+	}
+	return unresolved, nil
 }

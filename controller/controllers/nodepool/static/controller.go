@@ -205,17 +205,14 @@ func (c *Controller) scaleDown(ctx context.Context, np *v1.NodePool, active []*v
 // disrupting reports whether a disruption has taken the claim: recorded on it, or
 // its node tainted for it (the taint comes first).
 func (c *Controller) disrupting(ctx context.Context, nc *v1.NodeClaim) (bool, error) {
-	if state.Recorded(nc) != nil {
-		return true, nil
-	}
-	if nc.Status.NodeName == "" {
-		return false, nil
+	if state.Recorded(nc) != nil || nc.Status.NodeName == "" {
+		return state.Disrupting(nc, nil), nil
 	}
 	node := &corev1.Node{}
 	if err := c.kube.Get(ctx, client.ObjectKey{Name: nc.Status.NodeName}, node); err != nil {
 		return false, client.IgnoreNotFound(err)
 	}
-	return state.HasTaint(node, v1.DisruptedNoScheduleTaint), nil
+	return state.Disrupting(nc, node), nil
 }
 
 func (c *Controller) podsOn(ctx context.Context, node string) ([]*corev1.Pod, error) {
