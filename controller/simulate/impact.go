@@ -64,6 +64,10 @@ type DriftedClaim struct {
 	NodeClaim string `json:"nodeClaim"`
 	Node      string `json:"node"`
 	Reason    string `json:"reason"`
+	// Waits says why the controller does not replace it (a pod or PDB blocks its
+	// node, or its pool's drifted nodes' pods would have no place); "" when a wave
+	// replaces it.
+	Waits string `json:"waits,omitempty"`
 }
 
 // PlanImpact says what applying the change to the cluster in the snapshot would
@@ -125,7 +129,6 @@ func PlanImpact(in *Inputs, cat *catalog.File, ctl *settings.Options, now time.T
 
 	impact := &Impact{Drifted: []DriftedClaim{}, InPlace: []string{}, Unplaced: []Unschedulable{}, Replacements: []PlannedNodeClaim{}}
 	var drifting []driftingClaim
-	perPool := map[string]int{}
 	for i := range view.Claims {
 		nc := &view.Claims[i]
 		if nc.DeletionTimestamp != nil || !governs(nc) {
@@ -154,25 +157,32 @@ func PlanImpact(in *Inputs, cat *catalog.File, ctl *settings.Options, now time.T
 			impact.InPlace = append(impact.InPlace, nc.Name)
 		case reason != "":
 			impact.Drifted = append(impact.Drifted, DriftedClaim{NodeClaim: nc.Name, Node: name, Reason: reason})
-			perPool[nc.Labels[v1.LabelNodePool]]++
-			d := driftingClaim{claim: nc.Name, node: name, pool: nc.Labels[v1.LabelNodePool]}
-			if !math.IsNaN(price) {
-				impact.PricePerHourAfter -= price
-			}
+			d := driftingClaim{claim: nc.Name, node: name, pool: nc.Labels[v1.LabelNodePool], price: price}
 			if node != nil {
 				d.pods = consolidation.Reschedulable(view.PodsOn(node.Name))
 			}
 			drifting = append(drifting, d)
 		}
 	}
-	impact.PricePerHourAfter += impact.PricePerHourBefore
-	if len(impact.Drifted) > 0 {
-		replacements, unplaced := replaceInWaves(snap, cl, drifting, allowed, disrupted, p.virtual)
-		for _, nc := range replacements {
+	impact.PricePerHourAfter = impact.PricePerHourBefore
+	if len(drifting) > 0 {
+		done := replaceInWaves(snap, cl, slices.Clone(drifting), allowed, disrupted, p.virtual)
+		perPool := map[string]int{}
+		for i, d := range drifting {
+			if why, waits := done.waits[d.claim]; waits {
+				impact.Drifted[i].Waits = why
+				continue
+			}
+			perPool[d.pool]++
+			if !math.IsNaN(d.price) {
+				impact.PricePerHourAfter -= d.price
+			}
+		}
+		for _, nc := range done.replacements {
 			impact.PricePerHourAfter += nc.Offering.Price
 			impact.Replacements = append(impact.Replacements, plannedNodeClaim(nc))
 		}
-		for _, u := range unplaced {
+		for _, u := range done.unplaced {
 			impact.Unplaced = append(impact.Unplaced, Unschedulable{Pod: u.Pod.Namespace + "/" + u.Pod.Name, Reason: u.Reason})
 		}
 		impact.Waves, impact.PerWave = waves(perPool, allowed)
@@ -185,23 +195,40 @@ func PlanImpact(in *Inputs, cat *catalog.File, ctl *settings.Options, now time.T
 }
 
 // driftingClaim is a claim a change drifts: its node's name (the claim's when it
-// has none yet), its pool, and the pods its drain moves.
+// has none yet), its pool, its $/h, and the pods its drain moves.
 type driftingClaim struct {
 	claim, node, pool string
+	price             float64
 	pods              []*corev1.Pod
 }
 
+// replaced is what the waves do with the drifted claims: the replacements they
+// launch, the pods a command could not place, and the claims the controller
+// leaves waiting, with why.
+type replaced struct {
+	replacements []*scheduling.NodeClaimPlan
+	unplaced     []scheduling.PodError
+	waits        map[string]string
+}
+
 // replaceInWaves plans the drifted claims' replacements as the disruption
-// controller makes them: a wave at a time, each pool's next claims in the
+// controller makes them: a command at a time, one pool's next claims in the
 // controller's candidate order as many as its budget for Drifted allows (one
-// when it allows none now: the replacement is then only later), their pods placed
-// beside the nodes that stay and the waves before's replacements, after the pods
-// of nodes already being disrupted. It is the waves' new claims and the pods no
-// wave could place.
-func replaceInWaves(snap *scheduling.Snapshot, cl *consolidation.Cluster, drifting []driftingClaim, allowed map[string]map[v1.DisruptionReason]int, disrupted, virtual []*corev1.Pod) ([]*scheduling.NodeClaimPlan, []scheduling.PodError) {
+// when it allows none now: the replacement is then only later), pools taking
+// turns, each command's pods placed beside the nodes that stay and the earlier
+// commands' replacements, after the pods of nodes already being disrupted, and
+// each command's replacements charged to its pool's limits. A claim whose node a
+// pod or PDB blocks waits, as the controller skips it; a command whose pods would
+// have no place is not taken, and its pool's drifted claims wait (the controller
+// tries the same ones again every pass).
+func replaceInWaves(snap *scheduling.Snapshot, cl *consolidation.Cluster, drifting []driftingClaim, allowed map[string]map[v1.DisruptionReason]int, disrupted, virtual []*corev1.Pod) replaced {
+	out := replaced{waits: map[string]string{}}
 	rank := map[string]int{}
 	for i, c := range cl.Candidates {
 		rank[c.Claim.Name] = i
+		if c.BlockedBy != "" {
+			out.waits[c.Claim.Name] = c.BlockedBy
+		}
 	}
 	order := func(d driftingClaim) int {
 		if r, ok := rank[d.claim]; ok {
@@ -213,6 +240,9 @@ func replaceInWaves(snap *scheduling.Snapshot, cl *consolidation.Cluster, drifti
 	queue := map[string][]driftingClaim{}
 	var pools []string
 	for _, d := range drifting {
+		if _, blocked := out.waits[d.claim]; blocked {
+			continue
+		}
 		if _, ok := queue[d.pool]; !ok {
 			pools = append(pools, d.pool)
 		}
@@ -220,15 +250,26 @@ func replaceInWaves(snap *scheduling.Snapshot, cl *consolidation.Cluster, drifti
 	}
 	nodes := slices.Clone(snap.Nodes)
 	gone := sets.New[string]()
-	var replacements []*scheduling.NodeClaimPlan
-	var unplaced []scheduling.PodError
+	// The pools' usage as each command leaves it: the claims replaced are taken out
+	// by the plan (they are in gone), their replacements are added here.
+	onward := *snap
+	onward.PoolUsage = maps.Clone(snap.PoolUsage)
 	movedOnto := map[string][]*corev1.Pod{}
-	// plan places pods with the buffers' (planned every time, as the controller
-	// keeps their room, and bound nowhere) and binds them where they went, for the
-	// waves after.
-	plan := func(wave int, pods []*corev1.Pod) *scheduling.Results {
+	// try places pods, with the buffers' (planned every time, as the controller
+	// keeps their room, and bound nowhere), as if the claims were gone too.
+	try := func(claims []driftingClaim, pods []*corev1.Pod) (*scheduling.Results, sets.Set[string]) {
+		without := gone.Clone()
+		for _, d := range claims {
+			without.Insert(d.claim, d.node)
+		}
+		on := slices.DeleteFunc(slices.Clone(nodes), func(n *scheduling.ExistingNode) bool { return without.Has(n.Name) })
+		return onward.PlanOn(on, without, append(pods, virtual...), true), without
+	}
+	// take makes a plan what happened: its pods bound where they went, for the
+	// commands after, and its claims launched.
+	take := func(name string, r *scheduling.Results, without sets.Set[string]) {
+		gone = without
 		nodes = slices.DeleteFunc(nodes, func(n *scheduling.ExistingNode) bool { return gone.Has(n.Name) })
-		r := snap.PlanOn(nodes, gone, append(pods, virtual...), true)
 		for _, e := range r.Existing {
 			bound := unbuffered(e.Pods)
 			movedOnto[e.Node.Name] = append(movedOnto[e.Node.Name], bound...)
@@ -239,38 +280,56 @@ func replaceInWaves(snap *scheduling.Snapshot, cl *consolidation.Cluster, drifti
 			}
 		}
 		for i, nc := range r.NodeClaims {
-			launched := nc.Launched(fmt.Sprintf("replacement-%d-%d", wave, i+1))
+			launched := nc.Launched(fmt.Sprintf("%s-%d", name, i+1))
 			launched.Pods = unbuffered(launched.Pods)
 			nodes = append(nodes, launched)
+			if onward.PoolUsage != nil {
+				u := onward.PoolUsage[nc.NodePool]
+				u.Resources, u.Nodes = u.Resources.Add(nc.InstanceType.Capacity), u.Nodes+1
+				onward.PoolUsage[nc.NodePool] = u
+			}
 		}
-		return r
 	}
 	// The pods of nodes already being disrupted go first, as the controller places
 	// them before anything else; what that takes is not the change's.
 	if len(disrupted) > 0 {
-		plan(0, slices.Clone(disrupted))
+		r, without := try(nil, slices.Clone(disrupted))
+		take("moved", r, without)
 	}
 	waiting := func() bool { return slices.ContainsFunc(pools, func(p string) bool { return len(queue[p]) > 0 }) }
 	for wave := 1; waiting(); wave++ {
-		var pods []*corev1.Pod
 		for _, pool := range pools {
+			if len(queue[pool]) == 0 {
+				continue
+			}
 			n := min(max(allowed[pool][v1.DisruptionReasonDrifted], 1), len(queue[pool]))
-			for _, d := range queue[pool][:n] {
-				gone.Insert(d.claim, d.node)
-				// Its own pods, and those an earlier wave moved onto it.
+			command := queue[pool][:n]
+			var pods []*corev1.Pod
+			for _, d := range command {
+				// Its own pods, and those an earlier command moved onto it.
 				pods = append(append(pods, d.pods...), movedOnto[d.node]...)
 			}
+			r, without := try(command, pods)
+			var stranded []scheduling.PodError
+			for _, u := range r.Unschedulable {
+				if !buffer.IsVirtual(u.Pod) {
+					stranded = append(stranded, u)
+				}
+			}
+			if len(stranded) > 0 {
+				out.unplaced = append(out.unplaced, stranded...)
+				for _, d := range queue[pool] {
+					out.waits[d.claim] = "its pool's drifted nodes wait: their pods would have no place (" + stranded[0].Reason + ")"
+				}
+				queue[pool] = nil
+				continue
+			}
+			take(fmt.Sprintf("replacement-%d-%s", wave, pool), r, without)
+			out.replacements = append(out.replacements, r.NodeClaims...)
 			queue[pool] = queue[pool][n:]
 		}
-		r := plan(wave, pods)
-		replacements = append(replacements, r.NodeClaims...)
-		for _, u := range r.Unschedulable {
-			if !buffer.IsVirtual(u.Pod) {
-				unplaced = append(unplaced, u)
-			}
-		}
 	}
-	return replacements, unplaced
+	return out
 }
 
 // unbuffered are the pods that are not a buffer's.
@@ -324,9 +383,22 @@ func waves(perPool map[string]int, allowed map[string]map[v1.DisruptionReason]in
 // String is the impact as the plan's warning says it.
 func (i *Impact) String() string {
 	var b strings.Builder
+	var waiting []DriftedClaim
+	for _, d := range i.Drifted {
+		if d.Waits != "" {
+			waiting = append(waiting, d)
+		}
+	}
 	switch {
 	case len(i.Drifted) == 0 && len(i.InPlace) == 0:
 		fmt.Fprintf(&b, "No node of the %d it governs drifts or changes.", i.Nodes)
+	case len(waiting) > 0:
+		fmt.Fprintf(&b, "Of %d node(s): %d drift, of which %d are replaced and %d wait; %d are updated in place (labels and annotations).", i.Nodes, len(i.Drifted), len(i.Drifted)-len(waiting), len(waiting), len(i.InPlace))
+		more := ""
+		if len(waiting) > 1 {
+			more = fmt.Sprintf(" (and %d more)", len(waiting)-1)
+		}
+		fmt.Fprintf(&b, "\nWaiting: the controller does not replace %s now: %s%s.", waiting[0].Node, waiting[0].Waits, more)
 	default:
 		fmt.Fprintf(&b, "Of %d node(s): %d drift and are replaced, %d are updated in place (labels and annotations).", i.Nodes, len(i.Drifted), len(i.InPlace))
 	}
@@ -340,9 +412,11 @@ func (i *Impact) String() string {
 			parts = append(parts, fmt.Sprintf("%d %s", reasons[r], r))
 		}
 		fmt.Fprintf(&b, "\nDrift: %s.", strings.Join(parts, ", "))
-		if i.Waves < 0 {
+		switch {
+		case len(waiting) == len(i.Drifted):
+		case i.Waves < 0:
 			b.WriteString("\nPacing: the NodePool's disruption budgets allow no drift replacement now; it waits for a budget window.")
-		} else {
+		default:
 			fmt.Fprintf(&b, "\nPacing: %d wave(s) of up to %d node(s) under the disruption budgets, about %s (estimated at %s per wave).", i.Waves, i.PerWave, i.EstimatedDuration, WavePace)
 		}
 	}

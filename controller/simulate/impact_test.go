@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
@@ -36,11 +37,13 @@ func impactWith(t *testing.T, ctl *settings.Options, mutate func(np *v1.NodePool
 
 // TestPlanImpactOfANodePoolChange: on the blocked snapshot's pool "default" (five
 // claims, one in flight; budget 100%), an unchanged spec drifts nothing; new template labels
-// apply in place; a taint drifts every node by the pool hash, replaced at the same
-// $/h in two waves (the budget is 100% of the four initialized nodes, as Karpenter
-// counts them: the claim in flight takes no share); requirements that exclude m6i drift them by their
-// requirements, replaced with other types; with a budget of 0 the replacement
-// waits, and the impact says so.
+// apply in place; a taint drifts every node by the pool hash, but the nodes a
+// do-not-disrupt pod and a PDB block wait, as the controller skips them: the other
+// three go in one wave (the budget is 100% of the four initialized nodes, as
+// Karpenter counts them: the claim in flight takes no share), their pods moving
+// onto the two that stay; requirements that exclude m6i drift them by their
+// requirements, the same three going; with a budget of 0 the replacement waits,
+// and the impact says so.
 func TestPlanImpactOfANodePoolChange(t *testing.T) {
 	same := impactOf(t, func(*v1.NodePool) {})
 	if same.Nodes != 5 || len(same.Drifted)+len(same.InPlace) != 0 || same.PricePerHourBefore != same.PricePerHourAfter || same.PricePerHourBefore == 0 {
@@ -61,8 +64,18 @@ func TestPlanImpactOfANodePoolChange(t *testing.T) {
 	taint := impactOf(t, func(np *v1.NodePool) {
 		np.Spec.Template.Spec.Taints = []corev1.Taint{{Key: "dedicated", Value: "shop", Effect: corev1.TaintEffectNoSchedule}}
 	})
-	if len(taint.Drifted) != 5 || taint.Drifted[0].Reason != "NodePoolDrift" || taint.Waves != 2 || taint.PerWave != 4 || taint.EstimatedDuration != 2*WavePace {
-		t.Errorf("a taint: %+v; want 5 NodePoolDrift in two waves of up to 4", taint)
+	if len(taint.Drifted) != 5 || taint.Drifted[0].Reason != "NodePoolDrift" || taint.Waves != 1 || taint.PerWave != 3 || taint.EstimatedDuration != WavePace {
+		t.Errorf("a taint: %s; want 5 NodePoolDrift, 3 replaced in one wave", taint)
+	}
+	waits := map[string]string{}
+	for _, d := range taint.Drifted {
+		if d.Waits != "" {
+			waits[d.Node] = d.Waits
+		}
+	}
+	if len(waits) != 2 || waits["ip-10-0-1-21.us-west-2.compute.internal"] != "pod batch/report-29410560-x7k2q has the karpenter.sh/do-not-disrupt annotation" ||
+		waits["ip-10-0-2-22.us-west-2.compute.internal"] != "pdb payments/ledger prevents evicting pod ledger-0" {
+		t.Errorf("waiting %v; want the nodes the do-not-disrupt pod and the PDB block", waits)
 	}
 	family := impactOf(t, func(np *v1.NodePool) {
 		np.Spec.Template.Spec.Requirements[1].Values = []string{"c6i"}
@@ -70,7 +83,7 @@ func TestPlanImpactOfANodePoolChange(t *testing.T) {
 	if len(family.Drifted) != 5 || family.Drifted[0].Reason != "RequirementsDrift" || len(family.Unplaced) != 0 || family.PricePerHourAfter == family.PricePerHourBefore {
 		t.Errorf("m6i to c6i: %+v; want every node drifted by its requirements and its pods placed on c6i at another $/h", family)
 	}
-	for _, want := range []string{"Drift: 5 RequirementsDrift.", "Pacing: 2 wave(s) of up to 4 node(s)", "Cost: $"} {
+	for _, want := range []string{"Drift: 5 RequirementsDrift.", "of which 3 are replaced and 2 wait", "Pacing: 1 wave(s) of up to 3 node(s)", "Cost: $"} {
 		if !strings.Contains(family.String(), want) {
 			t.Errorf("the impact lacks %q:\n%s", want, family)
 		}
@@ -171,5 +184,85 @@ func TestPlanImpactOfAChangeWhileANodeIsBeingDisrupted(t *testing.T) {
 			t.Errorf("pod %s is reported unplaced twice: %+v", u.Pod, impact.Unplaced)
 		}
 		unplaced[u.Pod] = true
+	}
+}
+
+// webPods are a pod of 1 cpu on each node, none two to a node (required
+// anti-affinity by hostname), so each drifted node needs a node of its own.
+func webPods(sc *snapshotCluster, nodes ...string) {
+	for _, n := range nodes {
+		p := sc.pod(n, "1", "1Gi", map[string]string{"app": "web"})
+		p.Spec.Affinity = &corev1.Affinity{PodAntiAffinity: &corev1.PodAntiAffinity{RequiredDuringSchedulingIgnoredDuringExecution: []corev1.PodAffinityTerm{{
+			LabelSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}, TopologyKey: corev1.LabelHostname}}}}
+	}
+}
+
+// A pool's cpu limit counts what earlier waves launched: two m6i.large (4 cpu of
+// a 6 cpu limit) drift to m6i.xlarge one at a time. The first wave's m6i.xlarge
+// leaves 6 cpu in the pool; the second m6i.xlarge would make it 8, so, as the
+// controller's second pass finds, the second node waits and its pod has no place.
+func TestPlanImpactChargesThePoolWithEarlierWaves(t *testing.T) {
+	types := westCatalog(t, "us-west-2a")
+	sc := newSnapshotCluster(t, types, onlyM6i, onDemandOnly)
+	sc.pool.Spec.Limits = v1.Limits{corev1.ResourceCPU: resource.MustParse("6")}
+	sc.pool.Spec.Disruption.Budgets = []v1.Budget{{Nodes: "1"}}
+	first, second := sc.node("m6i.large", "us-west-2a", v1.CapacityTypeOnDemand), sc.node("m6i.large", "us-west-2a", v1.CapacityTypeOnDemand)
+	webPods(sc, first, second)
+	np := sc.pool.DeepCopy()
+	np.Spec.Template.Spec.Requirements[0].Values = []string{"m6i.xlarge"}
+	impact, err := PlanImpact(sc.read(), types, defaults(), fakeNow, Change{NodePool: np})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(impact.Drifted) != 2 || len(impact.Replacements) != 1 || impact.Replacements[0].InstanceType != "m6i.xlarge" {
+		t.Fatalf("%s\nwant both nodes drifted and one m6i.xlarge launched", impact)
+	}
+	waits := impact.Drifted[1]
+	if impact.Drifted[0].Waits != "" || !strings.Contains(waits.Waits, "would have no place") || len(impact.Unplaced) != 1 {
+		t.Errorf("%+v\n%s\nwant the second node waiting, its pod unplaced", impact.Drifted, impact)
+	}
+	for _, want := range []string{"2 drift, of which 1 are replaced and 1 wait", "Waiting: the controller does not replace " + waits.Node, "Replacements: 1 m6i.xlarge"} {
+		if !strings.Contains(impact.String(), want) {
+			t.Errorf("the impact lacks %q:\n%s", want, impact)
+		}
+	}
+}
+
+// The controller takes one pool's drifted nodes per pass and plans them beside
+// what the passes before launched. A class change drifts a node in each of two
+// pools, each with a pod of 1.5 cpu: the first pool's pass launches an m6i.large
+// for its pod, the second's another for its own (the first has no room left), not
+// one m6i.xlarge for both.
+func TestPlanImpactReplacesOnePoolAtATime(t *testing.T) {
+	types := westCatalog(t, "us-west-2a")
+	sc := newSnapshotCluster(t, types, onlyM6i, onDemandOnly)
+	batch := sc.pool.DeepCopy()
+	batch.Name = "batch"
+	class := &awsv1.EC2NodeClass{TypeMeta: metav1.TypeMeta{APIVersion: "karpenter.k8s.aws/v1", Kind: "EC2NodeClass"}, ObjectMeta: metav1.ObjectMeta{Name: "default"},
+		Spec: awsv1.EC2NodeClassSpec{Role: "KarpenterNodeRole-shop", AMISelectorTerms: []awsv1.AMISelectorTerm{{Alias: "al2023@v20251101"}}}}
+	sc.objects = append(sc.objects, batch, class)
+	web := sc.node("m6i.large", "us-west-2a", v1.CapacityTypeOnDemand)
+	sc.pod(web, "1500m", "1Gi", map[string]string{"app": "web"})
+	jobs := sc.node("m6i.large", "us-west-2a", v1.CapacityTypeOnDemand)
+	sc.pod(jobs, "1500m", "1Gi", map[string]string{"app": "jobs"})
+	in := sc.read()
+	for _, nc := range in.NodeClaims {
+		if nc.Status.NodeName == jobs {
+			nc.Labels[v1.LabelNodePool] = "batch"
+		}
+	}
+	for _, n := range in.Nodes {
+		if n.Name == jobs {
+			n.Labels[v1.LabelNodePool] = "batch"
+		}
+	}
+	newAMI := class.DeepCopy()
+	newAMI.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{Alias: "al2023@v20251120"}}
+	impact, err := PlanImpact(in, types, defaults(), fakeNow, Change{EC2NodeClass: newAMI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(impact.Drifted) != 2 || len(impact.Replacements) != 2 || !strings.Contains(impact.String(), "Replacements: 2 m6i.large (on-demand, us-west-2a).") {
+		t.Errorf("%s\nwant both nodes drifted, each replaced by an m6i.large", impact)
 	}
 }
