@@ -272,7 +272,7 @@ func newCloud(ctx context.Context, opts Options, cfg *rest.Config, mgr manager.M
 	if err != nil {
 		return nil, fmt.Errorf("loading the kwok provider's catalog (--kwok-catalog), %w", err)
 	}
-	return &Cloud{Provider: kwok.New(mgr.GetClient(), cat, settings)}, nil
+	return &Cloud{Provider: kwok.New(mgr.GetClient(), cat, settings, opts.ReservedENIs)}, nil
 }
 
 func portAddress(host string, port int) string {

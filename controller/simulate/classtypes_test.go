@@ -2,9 +2,11 @@ package simulate
 
 import (
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/dovetail-sh/dovetail/controller/catalog"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
 // classPool is a pool of general-purpose types whose class is "limited".
@@ -101,6 +103,55 @@ spec:
 	for _, nc := range zoned.NodeClaims {
 		if nc.Zone != "us-west-2b" {
 			t.Errorf("subnets in us-west-2b only: a claim in %s", nc.Zone)
+		}
+	}
+}
+
+// --reserved-enis lowers every type's pods in predictions, as the controller's
+// list of types lowers them: a pool without a class and one whose class has no
+// networkInterfaces both see an m5.large of 20 pods with one reserved (29 without).
+func TestPredictionsKeepTheReservedENIs(t *testing.T) {
+	in := &Inputs{}
+	manifests := classPool + `
+---
+apiVersion: karpenter.k8s.aws/v1
+kind: EC2NodeClass
+metadata: {name: limited}
+spec:
+  role: KarpenterNodeRole
+  amiSelectorTerms: [{alias: al2023@latest}]
+---
+apiVersion: karpenter.sh/v1
+kind: NodePool
+metadata: {name: classless}
+spec:
+  template:
+    spec:
+      nodeClassRef: {group: karpenter.k8s.aws, kind: EC2NodeClass, name: missing}
+`
+	if err := in.Read(strings.NewReader(manifests), "test.yaml"); err != nil {
+		t.Fatal(err)
+	}
+	cat, err := catalog.EmbeddedAWS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for reserved, want := range map[int]int64{0: 29, 1: 20} {
+		ctl := defaults()
+		ctl.ReservedENIs = reserved
+		p, err := prepare(in, cat, ctl)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, np := range in.NodePools {
+			i := slices.IndexFunc(p.typesOf(np), func(it *scheduling.InstanceType) bool { return it.Name == "m5.large" })
+			if i < 0 {
+				t.Fatalf("pool %s has no m5.large", np.Name)
+			}
+			capacity := p.typesOf(np)[i].Capacity.ToResourceList()
+			if got := capacity.Pods().Value(); got != want {
+				t.Errorf("reserved ENIs %d, pool %s: an m5.large holds %d pods, want %d", reserved, np.Name, got, want)
+			}
 		}
 	}
 }

@@ -48,7 +48,7 @@ func prepare(in *Inputs, cat *catalog.File, ctl *settings.Options) (*prepared, e
 	cat = pricedAsPlanned(cat, in.NodeClaims)
 	allocatable := scheduling.DefaultAllocatableSettings()
 	allocatable.VMMemoryOverheadPercent = ctl.VMMemoryOverheadPercent
-	p := &prepared{view: view, catalog: cat.ForEngine(allocatable), costs: ctl.NodeCosts}
+	p := &prepared{view: view, catalog: cat.WithReservedENIs(ctl.ReservedENIs).ForEngine(allocatable), costs: ctl.NodeCosts}
 	typesOf, overlays := typesWithOverlays(in, classTypes(in, cat, ctl, p.catalog), ctl.FeatureGates.NodeOverlay)
 	p.overlays, p.typesOf = overlays, typesOf
 	p.snap = engineinput.FromView(view, typesOf, ctl.NodeCosts)

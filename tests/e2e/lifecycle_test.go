@@ -86,7 +86,7 @@ func kwokFactory(t *testing.T, opts operator.Options, wrap func(cloudprovider.Cl
 		t.Fatal(err)
 	}
 	return func(kube client.Client) (cloudprovider.CloudProvider, error) {
-		return wrap(kwok.New(kube, cat, scheduling.DefaultAllocatableSettings())), nil
+		return wrap(kwok.New(kube, cat, scheduling.DefaultAllocatableSettings(), 0)), nil
 	}
 }
 

@@ -124,4 +124,30 @@ func TestInstanceTypesFromEC2(t *testing.T) {
 	if got := find(t, types, "m5.large").Pods; got != 20 {
 		t.Errorf("with one reserved ENI m5.large max pods = %d, want 20", got)
 	}
+
+	// Predictions shape the embedded catalog by the same rule: every type the
+	// region has holds as many pods there as the controller's list says, with and
+	// without a reserved ENI. A type of two network cards counts only the default
+	// card's interfaces, as the VPC CNI uses (and Karpenter counts) no other.
+	embedded, err := catalog.EmbeddedAWS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for reserved, listed := range map[int]*catalog.File{0: stale, 1: types} {
+		compared := 0
+		for _, e := range embedded.WithReservedENIs(reserved).InstanceTypes {
+			if got, ok := listed.Find(e.Name); ok {
+				compared++
+				if got.Pods != e.Pods {
+					t.Errorf("reserved ENIs %d: %s holds %d pods in the controller's list, %d in predictions'", reserved, e.Name, got.Pods, e.Pods)
+				}
+			}
+		}
+		if compared < 400 {
+			t.Errorf("reserved ENIs %d: only %d types compared", reserved, compared)
+		}
+	}
+	if got := find(t, stale, "c6in.32xlarge").Pods; got != 8*49+2 {
+		t.Errorf("c6in.32xlarge (2 cards of 8 interfaces) holds %d pods; want the default card's 394", got)
+	}
 }

@@ -42,17 +42,24 @@ func Architecture(info ec2types.InstanceTypeInfo) (string, bool) {
 	return "", false
 }
 
-// ENIMaxPods is the pod limit of the VPC CNI without prefix delegation: each ENI but
-// the primary address of each holds a pod, plus two host-network pods.
+// ENIMaxPods is the pod limit of the VPC CNI without prefix delegation: each ENI of
+// the default network card (the only one the CNI uses) but those reserved holds a
+// pod per address but its primary, plus two host-network pods; none when the
+// reserved take every ENI, as Karpenter counts it.
 func ENIMaxPods(info ec2types.InstanceTypeInfo, reservedENIs int) int64 {
-	if info.NetworkInfo == nil || info.NetworkInfo.MaximumNetworkInterfaces == nil || info.NetworkInfo.Ipv4AddressesPerInterface == nil {
+	n := info.NetworkInfo
+	if n == nil || n.MaximumNetworkInterfaces == nil || n.Ipv4AddressesPerInterface == nil {
 		return 110
 	}
-	enis := int64(*info.NetworkInfo.MaximumNetworkInterfaces) - int64(reservedENIs)
-	if enis < 1 {
-		enis = 1
+	enis := int64(*n.MaximumNetworkInterfaces)
+	if n.DefaultNetworkCardIndex != nil {
+		for _, card := range n.NetworkCards {
+			if card.NetworkCardIndex != nil && *card.NetworkCardIndex == *n.DefaultNetworkCardIndex && card.MaximumNetworkInterfaces != nil {
+				enis = int64(*card.MaximumNetworkInterfaces)
+			}
+		}
 	}
-	return enis*(int64(*info.NetworkInfo.Ipv4AddressesPerInterface)-1) + 2
+	return catalog.ENILimitedPods(enis-int64(reservedENIs), int64(*n.Ipv4AddressesPerInterface))
 }
 
 // Labels are Karpenter's karpenter.k8s.aws/instance-* labels for the type.

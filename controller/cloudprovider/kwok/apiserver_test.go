@@ -40,7 +40,7 @@ func TestNodeIsCreatedWithItsStatus(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p := kwok.New(kube, cat, scheduling.DefaultAllocatableSettings())
+	p := kwok.New(kube, cat, scheduling.DefaultAllocatableSettings(), 0)
 	nc := &v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: "default-a", Labels: map[string]string{v1.LabelNodePool: "default"}},
 		Spec: v1.NodeClaimSpec{Requirements: []v1.NodeSelectorRequirementWithMinValues{
 			{Key: v1.LabelInstanceType, RequirementBody: v1.RequirementBody{Operator: v1.OpIn, Values: []string{"m5.xlarge"}}},

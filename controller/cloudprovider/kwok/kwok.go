@@ -40,6 +40,8 @@ type CloudProvider struct {
 	client   client.Client
 	catalog  *catalog.File
 	settings scheduling.AllocatableSettings
+	// reservedENIs are the ENIs --reserved-enis keeps from pods.
+	reservedENIs int
 	// types are the catalog's for a claim of no EC2NodeClass.
 	types []*scheduling.InstanceType
 
@@ -54,9 +56,10 @@ type classTypes struct {
 	types           []*scheduling.InstanceType
 }
 
-// New builds the provider. settings shape allocatable as on EKS.
-func New(c client.Client, cat *catalog.File, settings scheduling.AllocatableSettings) *CloudProvider {
-	return &CloudProvider{client: c, catalog: cat, settings: settings, types: cat.ForEngine(settings), byClass: map[string]classTypes{}}
+// New builds the provider. settings shape allocatable as on EKS, and
+// reservedENIs lower max pods as the AWS provider's --reserved-enis does.
+func New(c client.Client, cat *catalog.File, settings scheduling.AllocatableSettings, reservedENIs int) *CloudProvider {
+	return &CloudProvider{client: c, catalog: cat, settings: settings, reservedENIs: reservedENIs, types: cat.WithReservedENIs(reservedENIs).ForEngine(settings), byClass: map[string]classTypes{}}
 }
 
 func (p *CloudProvider) Name() string { return "kwok" }
@@ -87,7 +90,7 @@ func (p *CloudProvider) typesOf(ctx context.Context, ref *v1.NodeClassReference)
 	if cached, ok := p.byClass[class.Name]; ok && cached.resourceVersion == class.ResourceVersion {
 		return cached.types, nil
 	}
-	types := classtypes.Of(p.catalog, class, 0, p.settings.VMMemoryOverheadPercent)
+	types := classtypes.Of(p.catalog, class, p.reservedENIs, p.settings.VMMemoryOverheadPercent)
 	p.byClass[class.Name] = classTypes{resourceVersion: class.ResourceVersion, types: types}
 	return types, nil
 }

@@ -24,7 +24,7 @@ func newProvider(t *testing.T) (client.Client, *CloudProvider) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return kube, New(kube, cat, scheduling.DefaultAllocatableSettings())
+	return kube, New(kube, cat, scheduling.DefaultAllocatableSettings(), 0)
 }
 
 func claim(types ...string) *v1.NodeClaim {
@@ -188,5 +188,39 @@ func TestTypesAreWhatTheClassMakesOfThem(t *testing.T) {
 	pool.Spec.Template.Spec.NodeClassRef = &v1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: "missing"}
 	if types, err = p.GetInstanceTypes(ctx, pool); err != nil || pods(types, "m5.xlarge") != pods(p.types, "m5.xlarge") {
 		t.Errorf("a class that does not exist: %v; want the catalog's types", err)
+	}
+}
+
+// With one ENI reserved, as --reserved-enis 1 sets it, a kwok m5.large holds 20
+// pods, as an EC2 one under the AWS provider: for a claim of no class, and of a
+// class without networkInterfaces.
+func TestReservedENIsLowerMaxPods(t *testing.T) {
+	ctx := context.Background()
+	kube := fakeclient.NewClientBuilder().WithScheme(scheme.New()).WithStatusSubresource(&corev1.Node{}).Build()
+	cat, err := catalog.EmbeddedAWS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := New(kube, cat, scheduling.DefaultAllocatableSettings(), 1)
+	plain, err := p.Create(ctx, claim("m5.large"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := plain.Status.Capacity.Pods().Value(); n != 20 {
+		t.Errorf("an m5.large of no class holds %d pods; want 20", n)
+	}
+	class := &awsv1.EC2NodeClass{ObjectMeta: metav1.ObjectMeta{Name: "default"}}
+	if err := kube.Create(ctx, class); err != nil {
+		t.Fatal(err)
+	}
+	nc := claim("m5.large")
+	nc.Name = "default-b"
+	nc.Spec.NodeClassRef = &v1.NodeClassReference{Group: awsv1.Group, Kind: "EC2NodeClass", Name: "default"}
+	classed, err := p.Create(ctx, nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := classed.Status.Capacity.Pods().Value(); n != 20 {
+		t.Errorf("an m5.large of a class holds %d pods; want 20", n)
 	}
 }

@@ -49,11 +49,14 @@ func Entry(e catalog.Entry, class *awsv1.EC2NodeClass, reservedENIs int) (catalo
 }
 
 // Of is the engine's view of the catalog as the class makes it: the types it can
-// launch, shaped by Entry, with allocatable under its kubelet.
+// launch, shaped by Entry, with allocatable under its kubelet. f holds the types
+// as EC2 describes them (the embedded catalog: every interface counted), so the
+// reserved ENIs are taken from their pods here, as the controller's own list of
+// types takes them.
 func Of(f *catalog.File, class *awsv1.EC2NodeClass, reservedENIs int, vmMemoryOverheadPercent float64) []*scheduling.InstanceType {
 	out := &catalog.File{InstanceTypes: make([]catalog.Entry, 0, len(f.InstanceTypes))}
 	for _, e := range f.InstanceTypes {
-		if e, ok := Entry(e, class, reservedENIs); ok {
+		if e, ok := Entry(e.WithReservedENIs(reservedENIs), class, reservedENIs); ok {
 			out.InstanceTypes = append(out.InstanceTypes, e)
 		}
 	}
@@ -192,11 +195,7 @@ func withInterfaces(e catalog.Entry, nis []*awsv1.NetworkInterface, reservedENIs
 		}
 	}
 	if len(e.NetworkCards) > 0 && e.IPv4PerInterface > 0 {
-		usable := max(e.NetworkCards[0]-int64(reservedENIs)-onFirstCard, 0)
-		e.Pods = 0
-		if usable > 0 {
-			e.Pods = usable*(e.IPv4PerInterface-1) + 2
-		}
+		e.Pods = catalog.ENILimitedPods(e.NetworkCards[0]-int64(reservedENIs)-onFirstCard, e.IPv4PerInterface)
 	}
 	resources := make(map[string]string, len(e.Resources)+1)
 	for k, v := range e.Resources {
