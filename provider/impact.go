@@ -7,16 +7,19 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/rest"
+	"k8s.io/utils/clock"
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
+	"github.com/dovetail-sh/dovetail/controller/cloudprovider/aws/pricing"
 	"github.com/dovetail-sh/dovetail/controller/simulate"
 )
 
@@ -108,7 +111,7 @@ func (r *customResource) workOutImpact(ctx context.Context, name string, plan cu
 		return "", err
 	}
 	// Prices come from the embedded on-demand table, offered where the
-	// cluster's nodes run.
+	// cluster's nodes run, spot at EC2's latest price.
 	zones := sets.New[string]()
 	for _, n := range in.Nodes {
 		if z := n.Labels[v1.LabelTopologyZone]; z != "" {
@@ -118,6 +121,7 @@ func (r *customResource) workOutImpact(ctx context.Context, name string, plan cu
 	if zones.Len() > 0 {
 		cat = cat.InZones(sets.List(zones))
 	}
+	cat, pricesNote := r.spotPriced(ctx, cat)
 	// The controller's settings (--drift-on-metadata, its costs and gates) are its
 	// Deployment's, as it runs now.
 	ctl, _, notes, err := in.ControllerSettings()
@@ -131,7 +135,26 @@ func (r *customResource) workOutImpact(ctx context.Context, name string, plan cu
 	if err != nil {
 		return "", err
 	}
-	return withNotes(strings.TrimSpace(impact.String()), append(in.Unreadable, notes...)), nil
+	return withNotes(strings.TrimSpace(impact.String()), append(append(in.Unreadable, notes...), pricesNote)), nil
+}
+
+// spotPriced is the catalog with spot offerings at the latest spot price EC2 gives
+// the provider's credentials, as the controller prices them, and a note saying
+// where prices come from. The Pricing API is not asked (a plan's credentials seldom
+// may): on-demand prices are the table the controller starts from. Either way the
+// offerings the cluster's NodeClaims were launched into are priced as the
+// controller planned them (simulate's pricedAsPlanned).
+func (r *customResource) spotPriced(ctx context.Context, cat *catalog.File) (*catalog.File, string) {
+	const onDemand = "on-demand prices from the embedded table the controller starts from"
+	if r.clients.AWS == nil {
+		return cat, "prices: " + onDemand + "; spot at on-demand (no aws block to read spot prices with)"
+	}
+	api := r.clients.AWS
+	prices := pricing.NewProvider(api.EC2, nil, api.Region, true, clock.RealClock{}, logr.Discard())
+	if err := prices.UpdateSpot(ctx); err != nil {
+		return cat, fmt.Sprintf("prices: %s; spot at on-demand (the spot price history could not be read: %v)", onDemand, err)
+	}
+	return prices.Priced(cat), "prices: " + onDemand + "; spot at EC2's latest spot price in " + api.Region
 }
 
 // withNotes ends the impact with where its settings came from, and what of the

@@ -106,17 +106,7 @@ func (c *CloudProvider) offered(f *catalog.File, class *awsv1.EC2NodeClass, zone
 			if !zones.Has(o.Zone) {
 				continue
 			}
-			price := o.Price
-			if p, ok := c.prices.OnDemand(e.Name); ok {
-				price = p
-			}
-			if o.CapacityType == v1.CapacityTypeSpot {
-				// Spot never costs more than on-demand; without history, plan with that.
-				if p, ok := c.prices.Spot(e.Name, o.Zone); ok && p < price {
-					price = p
-				}
-			}
-			o.Price = price
+			o.Price = c.prices.Offering(e.Name, o.Zone, o.CapacityType, o.Price)
 			o.Available = !c.unavailable.IsUnavailable(e.Name, o.Zone, o.CapacityType)
 			offerings = append(offerings, o)
 		}
