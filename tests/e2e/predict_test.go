@@ -223,6 +223,29 @@ func TestPredictionIsWhatTheControllerDoes(t *testing.T) {
 			}
 			slices.Sort(after)
 			t.Logf("predicted consolidation: remove %d node(s), launch %d, leaving %v", len(report.Remove), len(report.Launch), after)
+			// The pods that move are the ones predicted: each is evicted (its
+			// ReplicaSet makes another, under a new name), and every other pod stays
+			// where it runs.
+			moved := map[string]bool{}
+			for _, m := range report.PodsMoved {
+				moved[m.Pod] = true
+			}
+			var running corev1.PodList
+			must(t, c.List(ctx, &running, client.InNamespace("default")))
+			stays := map[string]string{}
+			for _, p := range running.Items {
+				if p.Spec.NodeName == "" {
+					continue
+				}
+				key := p.Namespace + "/" + p.Name
+				if removed[p.Spec.NodeName] != moved[key] {
+					t.Fatalf("pod %s on %s: predicted moved %v, its node predicted removed %v", key, p.Spec.NodeName, moved[key], removed[p.Spec.NodeName])
+				}
+				if !moved[key] {
+					stays[key] = p.Spec.NodeName
+				}
+			}
+			t.Logf("predicted: %d pod(s) moved, %d staying where they run", len(moved), len(stays))
 
 			withController("consolidate", func(t *testing.T) {
 				eventually(t, 90*time.Second, "the cluster consolidated as predicted", func() error {
@@ -240,6 +263,24 @@ func TestPredictionIsWhatTheControllerDoes(t *testing.T) {
 					slices.Sort(types)
 					if !slices.Equal(types, after) {
 						return fmt.Errorf("nodes %v, predicted %v", types, after)
+					}
+					var pods corev1.PodList
+					if err := c.List(ctx, &pods, client.InNamespace("default")); err != nil {
+						return err
+					}
+					on := map[string]string{}
+					for _, p := range pods.Items {
+						on[p.Namespace+"/"+p.Name] = p.Spec.NodeName
+					}
+					for pod := range moved {
+						if _, ok := on[pod]; ok {
+							return fmt.Errorf("pod %s, predicted moved, is still there", pod)
+						}
+					}
+					for pod, node := range stays {
+						if on[pod] != node {
+							return fmt.Errorf("pod %s, predicted to stay on %s, is on %q", pod, node, on[pod])
+						}
 					}
 					return nil
 				})
