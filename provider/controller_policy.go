@@ -1,5 +1,8 @@
 package provider
 
+// docs/iam.md lists every action of the policy with the code that calls it.
+//go:generate go run ../hack/iamdocs -root .. -o ../docs/iam.md
+
 import (
 	"encoding/json"
 	"fmt"
@@ -92,7 +95,7 @@ func ControllerPolicy(in ControllerPolicyInput) (string, error) {
 				"StringLike":   {"aws:ResourceTag/karpenter.sh/nodepool": "*"},
 			}},
 		{Sid: "AllowRegionalReadActions", Effect: "Allow",
-			Action: []string{"ec2:DescribeAvailabilityZones", "ec2:DescribeCapacityReservations", "ec2:DescribeImages", "ec2:DescribeInstances", "ec2:DescribeInstanceStatus", "ec2:DescribePlacementGroups",
+			Action: []string{"ec2:DescribeCapacityReservations", "ec2:DescribeImages", "ec2:DescribeInstances", "ec2:DescribeInstanceStatus", "ec2:DescribePlacementGroups",
 				"ec2:DescribeInstanceTypeOfferings", "ec2:DescribeInstanceTypes", "ec2:DescribeLaunchTemplates", "ec2:DescribeSecurityGroups",
 				"ec2:DescribeSpotPriceHistory", "ec2:DescribeSubnets"},
 			Resource:  []string{"*"},
