@@ -5,6 +5,8 @@
 # holds it at the pinned version, so a warm machine pays nothing. Kubernetes and etcd cannot be `go install`ed directly
 # (their go.mod files carry relative replace directives), so each is built from a
 # scratch module that points the staging modules at their published versions.
+# What is not built here is checked: terraform (the machines ship it) and moto, whose
+# release hack/requirements.txt pins, each with how to get the right one.
 set -euo pipefail
 
 ROOT=$(cd "$(dirname "$0")/.." && pwd)
@@ -97,6 +99,34 @@ ensure_terraform() {
   stamp terraform "$TERRAFORM_VERSION"
 }
 
+# check_moto: the tests run moto_server and the catalog is generated from moto's data;
+# another moto release answers differently, so the one hack/requirements.txt pins is
+# required, with how to get it.
+check_moto() {
+  local want have
+  want=$(sed -n 's/^moto\[server\]==//p' "$ROOT/hack/requirements.txt")
+  if ! command -v moto_server >/dev/null 2>&1 || ! have=$(python3 -c 'import moto; print(moto.__version__)' 2>/dev/null); then
+    echo "tools: moto_server (moto $want) is not installed; the AWS tests run it." >&2
+    echo "tools: install it with: python3 -m pip install -r hack/requirements.txt" >&2
+    return 1
+  fi
+  if [ "$have" != "$want" ]; then
+    echo "tools: moto $have is installed; the tests and the catalog are pinned to moto $want (hack/requirements.txt)." >&2
+    echo "tools: install it with: python3 -m pip install -r hack/requirements.txt" >&2
+    return 1
+  fi
+}
+
+# check_terraform: the provider's tests drive the terraform on PATH (or bin/).
+check_terraform() {
+  local have want=${TERRAFORM_VERSION#v}
+  have=$(PATH=$BIN:$PATH terraform version -json 2>/dev/null | sed -n 's/.*"terraform_version": *"\([0-9.]*\)".*/\1/p')
+  if [ "$(printf '%s\n%s\n' "${want%.*}" "${have%.*}" | sort -V | head -1)" != "${want%.*}" ]; then
+    echo "tools: terraform ${have:-?} is on PATH; the provider's tests need terraform ${want%.*} or newer ($TERRAFORM_VERSION is pinned)." >&2
+    return 1
+  fi
+}
+
 targets=${*:-all}
 for t in $targets; do
   case $t in
@@ -105,12 +135,14 @@ for t in $targets; do
     kwok) go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION" ;;
     controller-gen) go_install controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_TOOLS_VERSION" ;;
     tfplugindocs) go_install tfplugindocs github.com/hashicorp/terraform-plugin-docs/cmd/tfplugindocs "$TFPLUGINDOCS_VERSION" ;;
-    terraform) ensure_terraform ;;
+    terraform) ensure_terraform; check_terraform ;;
+    moto) check_moto ;;
     all)
       (build_etcd); (build_kube)
       go_install kwok sigs.k8s.io/kwok/cmd/kwok "$KWOK_VERSION"
       go_install controller-gen sigs.k8s.io/controller-tools/cmd/controller-gen "$CONTROLLER_TOOLS_VERSION"
-      ensure_terraform ;;
+      ensure_terraform; check_terraform
+      check_moto ;;
     *) echo "tools: unknown target $t" >&2; exit 2 ;;
   esac
 done

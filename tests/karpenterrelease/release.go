@@ -10,6 +10,10 @@ import (
 	"os/exec"
 )
 
+// Target is the Karpenter release Dovetail claims to be compatible with; every page
+// that names it says this one (tests/repo checks).
+const Target = "v1.15.1"
+
 // Version is the Karpenter release our CRDs, chart values and behaviour are compared
 // with. v1.15.1 changed no API field or values key, so v1.15.0's modules stand for it.
 const Version = "v1.15.0"
