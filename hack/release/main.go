@@ -11,6 +11,8 @@
 //     binary stamped with the version, the nonroot user, CA certificates;
 //   - the Helm chart packaged at the release version, whose default image is the one
 //     built here;
+//   - the dovetail CLI (simulate, explain, render, migrate) for linux and darwin on
+//     amd64 and arm64, as dovetail_<version>_<os>_<arch>.tar.gz;
 //   - dist/SHA256SUMS of everything.
 //
 // goreleaser would need the network for the image (a base image to pull, a registry
@@ -32,9 +34,10 @@ func main() {
 	flag.StringVar(&o.root, "root", ".", "the repository")
 	providers := flag.String("provider-platforms", "linux/amd64,linux/arm64,darwin/amd64,darwin/arm64", "os/arch of the provider builds")
 	images := flag.String("image-platforms", "linux/amd64,linux/arm64", "os/arch of the controller image")
+	clis := flag.String("cli-platforms", "linux/amd64,linux/arm64,darwin/amd64,darwin/arm64", "os/arch of the CLI builds")
 	flag.StringVar(&o.imageRepository, "image-repository", "ghcr.io/dovetail-sh/dovetail-controller", "repository the image is tagged for")
 	flag.Parse()
-	o.providerPlatforms, o.imagePlatforms = strings.Split(*providers, ","), strings.Split(*images, ",")
+	o.providerPlatforms, o.imagePlatforms, o.cliPlatforms = strings.Split(*providers, ","), strings.Split(*images, ","), strings.Split(*clis, ",")
 	if err := run(context.Background(), o); err != nil {
 		log.Fatalf("release: %v", err)
 	}

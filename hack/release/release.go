@@ -22,6 +22,7 @@ import (
 type options struct {
 	version, dist, root, imageRepository string
 	providerPlatforms, imagePlatforms    []string
+	cliPlatforms                         []string
 }
 
 // semver is what the Terraform registry and Helm accept as a version.
@@ -51,6 +52,9 @@ func run(ctx context.Context, o options) error {
 	}
 	if err := chart(o); err != nil {
 		return fmt.Errorf("packaging the chart, %w", err)
+	}
+	if err := cli(ctx, o); err != nil {
+		return fmt.Errorf("building the CLI, %w", err)
 	}
 	return sums(o.dist, "SHA256SUMS", nil)
 }

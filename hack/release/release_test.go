@@ -3,6 +3,7 @@ package main
 import (
 	"archive/tar"
 	"bufio"
+	"compress/gzip"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -36,7 +37,7 @@ func TestReleaseInstalls(t *testing.T) {
 	dist := filepath.Join(t.TempDir(), "dist")
 	host := runtime.GOOS + "/" + runtime.GOARCH
 	o := options{version: version, dist: dist, root: root, imageRepository: "ghcr.io/dovetail-sh/dovetail-controller",
-		providerPlatforms: []string{host}, imagePlatforms: []string{"linux/" + runtime.GOARCH}}
+		providerPlatforms: []string{host}, imagePlatforms: []string{"linux/" + runtime.GOARCH}, cliPlatforms: []string{host}}
 	// Whatever the build leaves in the temporary directory is left on the
 	// releaser's machine.
 	scratch := t.TempDir()
@@ -175,6 +176,25 @@ func TestReleaseInstalls(t *testing.T) {
 		}
 	})
 
+	t.Run("the CLI runs from its archive and renders the release's image", func(t *testing.T) {
+		dir := t.TempDir()
+		untarGz(t, filepath.Join(dist, fmt.Sprintf("dovetail_%s_%s_%s.tar.gz", version, runtime.GOOS, runtime.GOARCH)), dir)
+		bin := filepath.Join(dir, "dovetail")
+		if _, err := os.Stat(filepath.Join(dir, "LICENSE")); err != nil {
+			t.Errorf("the archive has no LICENSE: %v", err)
+		}
+		out, err := exec.Command(bin, "version").Output()
+		must(t, err)
+		if got := strings.TrimSpace(string(out)); got != "v"+version {
+			t.Errorf("dovetail version printed %q, want v%s", got, version)
+		}
+		out, err = exec.Command(bin, "render", "--cluster-name", "demo").Output()
+		must(t, err)
+		if !strings.Contains(string(out), "image: ghcr.io/dovetail-sh/dovetail-controller:v"+version+"\n") {
+			t.Errorf("dovetail render does not deploy the release's image v%s", version)
+		}
+	})
+
 	t.Run("the chart is at the version and deploys the image built", func(t *testing.T) {
 		c, err := loader.Load(filepath.Join(dist, "dovetail-"+version+".tgz"))
 		must(t, err)
@@ -231,6 +251,28 @@ func untar(t *testing.T, archive, dir string) {
 		data, err := io.ReadAll(tr)
 		must(t, err)
 		must(t, os.WriteFile(path, data, 0o644))
+	}
+}
+
+func untarGz(t *testing.T, archive, dir string) {
+	t.Helper()
+	f, err := os.Open(archive)
+	must(t, err)
+	defer f.Close()
+	gz, err := gzip.NewReader(f)
+	must(t, err)
+	tr := tar.NewReader(gz)
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return
+		}
+		must(t, err)
+		out, err := os.OpenFile(filepath.Join(dir, filepath.Base(h.Name)), os.O_CREATE|os.O_WRONLY, os.FileMode(h.Mode))
+		must(t, err)
+		_, err = io.Copy(out, tr)
+		must(t, err)
+		must(t, out.Close())
 	}
 }
 

@@ -17,6 +17,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/operator/settings"
 	"github.com/dovetail-sh/dovetail/controller/simulate"
+	"github.com/dovetail-sh/dovetail/controller/version"
 )
 
 const usage = `dovetail: Karpenter-compatible node autoscaling, planned before it happens.
@@ -27,6 +28,7 @@ Usage:
   dovetail render --cluster-name NAME [--namespace NS] [--irsa-role-arn ARN] [...]
   dovetail migrate -f FILE [-f FILE ...] [--role NAME | --instance-profile NAME] [-o yaml|hcl]
   dovetail explain node NAME [-f cluster.yaml ...] [--kubeconfig PATH] [--now RFC3339] [-o table|json]
+  dovetail version
 
 Commands:
   simulate   plan pending workloads against NodePools and an instance-type catalog;
@@ -39,6 +41,7 @@ Commands:
   explain    why consolidation removes a node now or keeps it (budget, PDB, do-not-disrupt,
              consolidateAfter, policy, no cheaper fit), where its pods would go without it and
              the $/h that saves; from a snapshot (-f) or the live cluster
+  version    the release this binary is (a development build says what Go recorded)
 `
 
 func main() {
@@ -64,6 +67,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return migrateCmd(args[1:], stdout, stderr)
 	case "explain":
 		return explainCmd(args[1:], stdout, stderr)
+	case "version", "--version":
+		fmt.Fprintln(stdout, version.Get())
+		return 0
 	default:
 		fmt.Fprintf(stderr, "dovetail: unknown command %q\n\n%s", args[0], usage)
 		return 2
