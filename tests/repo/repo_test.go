@@ -98,3 +98,42 @@ func TestWorkflowsInstallThePinnedTools(t *testing.T) {
 		t.Errorf("%d workflows run make test; want the test workflow (every push and pull request) and the release", tested)
 	}
 }
+
+// Each release's section of the CHANGELOG files an entry under one heading of a kind:
+// two "### Fixed" in one release hide one from a reader of the other.
+func TestChangelogHeadingsOncePerRelease(t *testing.T) {
+	seen := map[string]bool{}
+	release := ""
+	for _, line := range strings.Split(read(t, "CHANGELOG.md"), "\n") {
+		switch {
+		case strings.HasPrefix(line, "## "):
+			release, seen = line, map[string]bool{}
+		case strings.HasPrefix(line, "### "):
+			if seen[line] {
+				t.Errorf("%s has %q twice", release, line)
+			}
+			seen[line] = true
+		}
+	}
+	if release == "" {
+		t.Error("the CHANGELOG has no release section")
+	}
+}
+
+// The README is for users: what Dovetail is, the two commands, install, switch,
+// links. Maintainers' notes belong in docs/.
+func TestReadmeIsForUsers(t *testing.T) {
+	readme := read(t, "README.md")
+	if n := strings.Count(readme, "\n"); n >= 200 {
+		t.Errorf("README.md has %d lines; keep it under 200 and move the detail to docs/", n)
+	}
+	for _, want := range []string{"make demo", "make test", "## Install on a real cluster", "## From Karpenter"} {
+		if !strings.Contains(readme, want) {
+			t.Errorf("README.md lacks %q", want)
+		}
+	}
+	// Commit hashes are maintainers' history.
+	if m := regexp.MustCompile(`\b(?:at|since|before) [0-9a-f]{7,40}\b`).FindString(readme); m != "" {
+		t.Errorf("README.md names a commit (%q): that history belongs in docs/ or the CHANGELOG", m)
+	}
+}
