@@ -20,6 +20,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/operator/settings"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/state"
+	"github.com/dovetail-sh/dovetail/controller/staticpool"
 )
 
 // WavePace is what a plan impact assumes one wave of drift replacement takes:
@@ -43,7 +44,7 @@ type Impact struct {
 	Drifted []DriftedClaim `json:"drifted"`
 	InPlace []string       `json:"inPlace"`
 	// Waves is how many rounds the disruption budgets pace the replacement in
-	// (0: nothing drifts; -1: the budgets allow none now), at most PerWave each.
+	// (0: nothing is replaced; -1: the budgets allow none now), at most PerWave each.
 	Waves   int `json:"waves"`
 	PerWave int `json:"perWave"`
 	// EstimatedDuration is Waves × WavePace.
@@ -147,8 +148,9 @@ func PlanImpact(in *Inputs, cat *catalog.File, ctl *settings.Options, now time.T
 		if !math.IsNaN(price) {
 			impact.PricePerHourBefore += price
 		}
-		if state.Disrupting(nc, node) {
-			// Already being replaced: it goes whatever the change.
+		if state.Disrupting(nc, node) || (node != nil && node.DeletionTimestamp != nil) {
+			// Already being replaced (or its Node deleted): it goes whatever the change,
+			// and consolidation.Observe has its pods moving already.
 			continue
 		}
 		reason, inPlace := driftOf(nc, node)
@@ -166,7 +168,20 @@ func PlanImpact(in *Inputs, cat *catalog.File, ctl *settings.Options, now time.T
 	}
 	impact.PricePerHourAfter = impact.PricePerHourBefore
 	if len(drifting) > 0 {
-		done := replaceInWaves(snap, cl, slices.Clone(drifting), allowed, disrupted, p.virtual)
+		static := map[string]staticDrift{}
+		for _, np := range changed.NodePools {
+			if np.Spec.Replicas == nil {
+				continue
+			}
+			st := staticDrift{np: np, types: p.typesOf(np), disrupting: cl.Disrupting[np.Name]}
+			for i := range view.Claims {
+				if view.Claims[i].Labels[v1.LabelNodePool] == np.Name {
+					st.claims++
+				}
+			}
+			static[np.Name] = st
+		}
+		done := replaceInWaves(snap, cl, slices.Clone(drifting), allowed, disrupted, p.virtual, static)
 		perPool := map[string]int{}
 		for i, d := range drifting {
 			if why, waits := done.waits[d.claim]; waits {
@@ -211,17 +226,28 @@ type replaced struct {
 	waits        map[string]string
 }
 
+// staticDrift is what the controller replaces a static pool's drifted nodes by:
+// its template (types are the pool's), its claims and those being disrupted.
+type staticDrift struct {
+	np                 *v1.NodePool
+	types              []*scheduling.InstanceType
+	claims, disrupting int
+}
+
 // replaceInWaves plans the drifted claims' replacements as the disruption
 // controller makes them: a command at a time, one pool's next claims in the
 // controller's candidate order as many as its budget for Drifted allows (one
 // when it allows none now: the replacement is then only later), pools taking
 // turns, each command's pods placed beside the nodes that stay and the earlier
 // commands' replacements, after the pods of nodes already being disrupted, and
-// each command's replacements charged to its pool's limits. A claim whose node a
-// pod or PDB blocks waits, as the controller skips it; a command whose pods would
-// have no place is not taken, and its pool's drifted claims wait (the controller
-// tries the same ones again every pass).
-func replaceInWaves(snap *scheduling.Snapshot, cl *consolidation.Cluster, drifting []driftingClaim, allowed map[string]map[v1.DisruptionReason]int, disrupted, virtual []*corev1.Pod) replaced {
+// each command's replacements charged to its pool's limits. A static pool's
+// command replaces its nodes one for one from its template, within limits.nodes,
+// as the controller's StaticDrift does. A claim whose node a pod or PDB blocks
+// waits, as the controller skips it; a command whose pods would have no place is
+// not taken, and is tried again after other pools' commands (their replacements
+// may give the pods room), as the controller tries it every pass; its claims wait
+// once no pool's command can be taken.
+func replaceInWaves(snap *scheduling.Snapshot, cl *consolidation.Cluster, drifting []driftingClaim, allowed map[string]map[v1.DisruptionReason]int, disrupted, virtual []*corev1.Pod, static map[string]staticDrift) replaced {
 	out := replaced{waits: map[string]string{}}
 	rank := map[string]int{}
 	for i, c := range cl.Candidates {
@@ -256,20 +282,28 @@ func replaceInWaves(snap *scheduling.Snapshot, cl *consolidation.Cluster, drifti
 	onward.PoolUsage = maps.Clone(snap.PoolUsage)
 	movedOnto := map[string][]*corev1.Pod{}
 	// try places pods, with the buffers' (planned every time, as the controller
-	// keeps their room, and bound nowhere), as if the claims were gone too.
-	try := func(claims []driftingClaim, pods []*corev1.Pod) (*scheduling.Results, sets.Set[string]) {
+	// keeps their room, and bound nowhere), as if the claims were gone and the
+	// static replacements launched.
+	try := func(claims []driftingClaim, pods []*corev1.Pod, launched []*scheduling.ExistingNode) (*scheduling.Results, sets.Set[string]) {
 		without := gone.Clone()
 		for _, d := range claims {
 			without.Insert(d.claim, d.node)
 		}
 		on := slices.DeleteFunc(slices.Clone(nodes), func(n *scheduling.ExistingNode) bool { return without.Has(n.Name) })
-		return onward.PlanOn(on, without, append(pods, virtual...), true), without
+		return onward.PlanOn(append(on, launched...), without, append(pods, virtual...), true), without
 	}
-	// take makes a plan what happened: its pods bound where they went, for the
-	// commands after, and its claims launched.
-	take := func(name string, r *scheduling.Results, without sets.Set[string]) {
+	charge := func(nc *scheduling.NodeClaimPlan) {
+		if onward.PoolUsage != nil {
+			u := onward.PoolUsage[nc.NodePool]
+			u.Resources, u.Nodes = u.Resources.Add(nc.InstanceType.Capacity), u.Nodes+1
+			onward.PoolUsage[nc.NodePool] = u
+		}
+	}
+	// take makes a plan what happened: the static replacements launched, the pods
+	// bound where they went, for the commands after, and the plan's claims launched.
+	take := func(name string, r *scheduling.Results, without sets.Set[string], launched []*scheduling.ExistingNode) {
 		gone = without
-		nodes = slices.DeleteFunc(nodes, func(n *scheduling.ExistingNode) bool { return gone.Has(n.Name) })
+		nodes = append(slices.DeleteFunc(nodes, func(n *scheduling.ExistingNode) bool { return gone.Has(n.Name) }), launched...)
 		for _, e := range r.Existing {
 			bound := unbuffered(e.Pods)
 			movedOnto[e.Node.Name] = append(movedOnto[e.Node.Name], bound...)
@@ -283,53 +317,93 @@ func replaceInWaves(snap *scheduling.Snapshot, cl *consolidation.Cluster, drifti
 			launched := nc.Launched(fmt.Sprintf("%s-%d", name, i+1))
 			launched.Pods = unbuffered(launched.Pods)
 			nodes = append(nodes, launched)
-			if onward.PoolUsage != nil {
-				u := onward.PoolUsage[nc.NodePool]
-				u.Resources, u.Nodes = u.Resources.Add(nc.InstanceType.Capacity), u.Nodes+1
-				onward.PoolUsage[nc.NodePool] = u
-			}
+			charge(nc)
 		}
 	}
 	// The pods of nodes already being disrupted go first, as the controller places
 	// them before anything else; what that takes is not the change's.
 	if len(disrupted) > 0 {
-		r, without := try(nil, slices.Clone(disrupted))
-		take("moved", r, without)
+		r, without := try(nil, slices.Clone(disrupted), nil)
+		take("moved", r, without, nil)
 	}
-	waiting := func() bool { return slices.ContainsFunc(pools, func(p string) bool { return len(queue[p]) > 0 }) }
-	for wave := 1; waiting(); wave++ {
+	// stranded is each pool's last refused command's pods without a place.
+	stranded := map[string][]scheduling.PodError{}
+	for wave := 1; ; wave++ {
+		took := false
 		for _, pool := range pools {
 			if len(queue[pool]) == 0 {
 				continue
 			}
 			n := min(max(allowed[pool][v1.DisruptionReasonDrifted], 1), len(queue[pool]))
+			var templates []*scheduling.NodeClaimPlan
+			var launched []*scheduling.ExistingNode
+			if st, ok := static[pool]; ok {
+				room, wait := staticpool.DriftRoom(st.np, st.claims, st.disrupting, n)
+				var plan *scheduling.NodeClaimPlan
+				if wait == "" {
+					var err error
+					if plan, err = scheduling.TemplatePlan(st.np, st.types); err != nil {
+						wait = err.Error()
+					}
+				}
+				if wait != "" {
+					for _, d := range queue[pool] {
+						out.waits[d.claim] = "its static pool's drifted nodes wait: " + wait
+					}
+					queue[pool] = nil
+					continue
+				}
+				n = room
+				for i := range n {
+					p := *plan
+					templates = append(templates, &p)
+					launched = append(launched, p.Launched(fmt.Sprintf("replacement-%d-%s-static-%d", wave, pool, i+1)))
+				}
+			}
 			command := queue[pool][:n]
 			var pods []*corev1.Pod
 			for _, d := range command {
 				// Its own pods, and those an earlier command moved onto it.
 				pods = append(append(pods, d.pods...), movedOnto[d.node]...)
 			}
-			r, without := try(command, pods)
-			var stranded []scheduling.PodError
+			r, without := try(command, pods, launched)
+			var unplaced []scheduling.PodError
 			for _, u := range r.Unschedulable {
 				if !buffer.IsVirtual(u.Pod) {
-					stranded = append(stranded, u)
+					unplaced = append(unplaced, u)
 				}
 			}
-			if len(stranded) > 0 {
-				out.unplaced = append(out.unplaced, stranded...)
-				for _, d := range queue[pool] {
-					out.waits[d.claim] = "its pool's drifted nodes wait: their pods would have no place (" + stranded[0].Reason + ")"
-				}
-				queue[pool] = nil
+			if _, ok := static[pool]; ok {
+				// The static controller replaces without asking where the pods go:
+				// those with no place are pending after the drain.
+				out.unplaced = append(out.unplaced, unplaced...)
+			} else if len(unplaced) > 0 {
+				stranded[pool] = unplaced
 				continue
 			}
-			take(fmt.Sprintf("replacement-%d-%s", wave, pool), r, without)
-			out.replacements = append(out.replacements, r.NodeClaims...)
+			delete(stranded, pool)
+			for _, t := range templates {
+				charge(t)
+			}
+			take(fmt.Sprintf("replacement-%d-%s", wave, pool), r, without, launched)
+			out.replacements = append(append(out.replacements, templates...), r.NodeClaims...)
 			queue[pool] = queue[pool][n:]
+			took = true
+		}
+		if !took {
+			// Nothing moves any more: what is left waits, its pods named.
+			for _, pool := range pools {
+				if len(queue[pool]) == 0 {
+					continue
+				}
+				out.unplaced = append(out.unplaced, stranded[pool]...)
+				for _, d := range queue[pool] {
+					out.waits[d.claim] = "its pool's drifted nodes wait: their pods would have no place (" + stranded[pool][0].Reason + ")"
+				}
+			}
+			return out
 		}
 	}
-	return out
 }
 
 // unbuffered are the pods that are not a buffer's.

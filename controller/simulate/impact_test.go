@@ -266,3 +266,107 @@ func TestPlanImpactReplacesOnePoolAtATime(t *testing.T) {
 		t.Errorf("%s\nwant both nodes drifted, each replaced by an m6i.large", impact)
 	}
 }
+
+// A command refused for want of room is tried again after other pools' commands,
+// as the controller tries it every pass: a class change drifts a node of "default"
+// (limit 1 cpu: no replacement fits it) and one of "batch" (only m6i.xlarge). The
+// default pool's pod has no place until batch's m6i.xlarge is launched; then it
+// moves there, and no node waits.
+func TestPlanImpactTriesARefusedCommandAgain(t *testing.T) {
+	types := westCatalog(t, "us-west-2a")
+	sc := newSnapshotCluster(t, types, onlyM6i, onDemandOnly)
+	sc.pool.Spec.Limits = v1.Limits{corev1.ResourceCPU: resource.MustParse("1")}
+	batch := sc.pool.DeepCopy()
+	batch.Name = "batch"
+	batch.Spec.Limits = v1.Limits{corev1.ResourceCPU: resource.MustParse("4")}
+	batch.Spec.Template.Spec.Requirements[0].Values = []string{"m6i.xlarge"}
+	class := &awsv1.EC2NodeClass{TypeMeta: metav1.TypeMeta{APIVersion: "karpenter.k8s.aws/v1", Kind: "EC2NodeClass"}, ObjectMeta: metav1.ObjectMeta{Name: "default"},
+		Spec: awsv1.EC2NodeClassSpec{Role: "KarpenterNodeRole-shop", AMISelectorTerms: []awsv1.AMISelectorTerm{{Alias: "al2023@v20251101"}}}}
+	sc.objects = append(sc.objects, batch, class)
+	small := sc.node("m6i.large", "us-west-2a", v1.CapacityTypeOnDemand)
+	sc.pod(small, "500m", "1Gi", map[string]string{"app": "web"})
+	big := sc.node("m6i.large", "us-west-2a", v1.CapacityTypeOnDemand)
+	sc.pod(big, "1800m", "1Gi", map[string]string{"app": "jobs"})
+	in := sc.read()
+	inPool(in, big, "batch")
+	newAMI := class.DeepCopy()
+	newAMI.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{Alias: "al2023@v20251120"}}
+	impact, err := PlanImpact(in, types, defaults(), fakeNow, Change{EC2NodeClass: newAMI})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(impact.Drifted) != 2 || len(impact.Replacements) != 1 || impact.Replacements[0].InstanceType != "m6i.xlarge" || len(impact.Unplaced) != 0 {
+		t.Fatalf("%s\nwant both replaced: batch's by an m6i.xlarge, default's pod moved onto it", impact)
+	}
+	for _, d := range impact.Drifted {
+		if d.Waits != "" {
+			t.Errorf("%s waits (%s)", d.Node, d.Waits)
+		}
+	}
+}
+
+// A static pool's drifted nodes are replaced one for one from its template, as the
+// controller's StaticDrift does, its pods moving onto the new nodes; the engine
+// never launches into a static pool, so planning them as a dynamic pool's would
+// say every node waits.
+func TestPlanImpactReplacesAStaticPoolFromItsTemplate(t *testing.T) {
+	types := westCatalog(t, "us-west-2a")
+	sc := newSnapshotCluster(t, types, onlyM6i, onDemandOnly)
+	two := int64(2)
+	sc.pool.Spec.Replicas = &two
+	first, second := sc.node("m6i.large", "us-west-2a", v1.CapacityTypeOnDemand), sc.node("m6i.large", "us-west-2a", v1.CapacityTypeOnDemand)
+	webPods(sc, first, second)
+	np := sc.pool.DeepCopy()
+	np.Spec.Template.Spec.Requirements[0].Values = []string{"m6i.xlarge"}
+	impact, err := PlanImpact(sc.read(), types, defaults(), fakeNow, Change{NodePool: np})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(impact.Drifted) != 2 || len(impact.Unplaced) != 0 || !strings.Contains(impact.String(), "Replacements: 2 m6i.xlarge (on-demand, us-west-2a).") {
+		t.Fatalf("%s\nwant both nodes replaced by m6i.xlarge from the template, every pod placed", impact)
+	}
+	for _, d := range impact.Drifted {
+		if d.Waits != "" {
+			t.Errorf("%s waits (%s)", d.Node, d.Waits)
+		}
+	}
+}
+
+// A drifted claim whose Node is being deleted goes whatever the change: it is not
+// counted as drifting, and its pod is placed once.
+func TestPlanImpactLeavesADeletedNodeOut(t *testing.T) {
+	types := westCatalog(t, "us-west-2a")
+	sc := newSnapshotCluster(t, types, onlyM6i, onDemandOnly)
+	kept, deleted := sc.node("m6i.large", "us-west-2a", v1.CapacityTypeOnDemand), sc.node("m6i.large", "us-west-2a", v1.CapacityTypeOnDemand)
+	webPods(sc, kept, deleted)
+	in := sc.read()
+	for _, n := range in.Nodes {
+		if n.Name == deleted {
+			now := metav1.NewTime(fakeNow)
+			n.DeletionTimestamp, n.Finalizers = &now, []string{"karpenter.sh/termination"}
+		}
+	}
+	np := sc.pool.DeepCopy()
+	np.Spec.Template.Spec.Requirements[0].Values = []string{"m6i.xlarge"}
+	impact, err := PlanImpact(in, types, defaults(), fakeNow, Change{NodePool: np})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(impact.Drifted) != 1 || impact.Drifted[0].Node != kept || len(impact.Replacements) != 1 {
+		t.Errorf("%s\nwant only %s drifted and replaced", impact, kept)
+	}
+}
+
+// inPool moves a node and its claim into another pool.
+func inPool(in *Inputs, node, pool string) {
+	for _, nc := range in.NodeClaims {
+		if nc.Status.NodeName == node {
+			nc.Labels[v1.LabelNodePool] = pool
+		}
+	}
+	for _, n := range in.Nodes {
+		if n.Name == node {
+			n.Labels[v1.LabelNodePool] = pool
+		}
+	}
+}

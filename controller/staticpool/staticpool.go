@@ -28,6 +28,29 @@ func Delta(replicas, active, disrupting int) (launch, remove int) {
 	return 0, 0
 }
 
+// ScalingDown is why a static pool replaces no drifted node while it has more
+// claims than replicas (those being disrupted aside): the surplus goes first.
+const ScalingDown = "the pool is scaling down"
+
+// DriftRoom is how many of a static pool's candidates one drift or repair command
+// replaces, one for one with nodes from its template launched first, as Karpenter's
+// StaticDrift does: none while the pool is scaling down, and no more than
+// limits.nodes leaves room for beside all its claims (deleting ones too). wait says
+// why none.
+func DriftRoom(np *v1.NodePool, claims, disrupting, candidates int) (room int, wait string) {
+	if claims-disrupting > int(*np.Spec.Replicas) {
+		return 0, ScalingDown
+	}
+	room = candidates
+	if limit, ok := np.Spec.Limits[v1.ResourceNodes]; ok {
+		room = max(min(room, int(limit.Value())-claims), 0)
+	}
+	if room == 0 {
+		return 0, "limits.nodes leaves no room for their replacements"
+	}
+	return room, ""
+}
+
 // ScaleUp is what the pool launches toward its replicas when it lacks want claims:
 // n claims, each starting from plan, as many as limits.nodes and the
 // dovetail.sh/usd-per-hour limit leave room for, and, when that is fewer than

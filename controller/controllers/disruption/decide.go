@@ -14,6 +14,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/consolidation"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
+	"github.com/dovetail-sh/dovetail/controller/staticpool"
 )
 
 // reportPlan keeps the eligibility metrics, puts an event on each node a graceful
@@ -193,12 +194,9 @@ func staticCommand(s *pass, np *v1.NodePool, cands []*candidate, terminateFirst 
 			claims++
 		}
 	}
-	if claims-s.cluster.Disrupting[np.Name] > int(*np.Spec.Replicas) {
-		return nil, "the pool is scaling down"
-	}
-	room := len(cands)
-	if limit, ok := np.Spec.Limits[v1.ResourceNodes]; ok {
-		room = max(min(room, int(limit.Value())-claims), 0)
+	room, wait := staticpool.DriftRoom(np, claims, s.cluster.Disrupting[np.Name], len(cands))
+	if wait == staticpool.ScalingDown {
+		return nil, wait
 	}
 	if terminateFirst {
 		first, reason, err := staticTerminateFirst(s, np, cands, room == 0)
@@ -212,7 +210,7 @@ func staticCommand(s *pass, np *v1.NodePool, cands []*candidate, terminateFirst 
 		}
 	}
 	if room == 0 {
-		return nil, "limits.nodes leaves no room for their replacements"
+		return nil, wait
 	}
 	plan, err := scheduling.TemplatePlan(np, s.snap.InstanceTypes[np.Name])
 	if err != nil {
