@@ -13,7 +13,10 @@ func ENILimitedPods(enis, ipv4PerInterface int64) int64 {
 // WithReservedENIs is the entry with reserved ENIs kept from pods, as the
 // controller's --reserved-enis keeps them: its pods were counted from all of the
 // default card's interfaces (ENILimitedPods), so the interfaces are that count
-// undone. An entry whose pods are not interface-limited is left as it is.
+// undone. An entry whose pods are not interface-limited is left as it is. A
+// catalog's pods are before reserved ENIs (the embedded one's are); the
+// controller's own list (aws.CloudProvider.Offered) has them taken off already,
+// so a prediction from it plans with ReservedENIs 0.
 func (e Entry) WithReservedENIs(reserved int) Entry {
 	perInterface := e.IPv4PerInterface - 1
 	if reserved <= 0 || perInterface <= 0 || e.Pods < 2 || (e.Pods-2)%perInterface != 0 {

@@ -51,12 +51,14 @@ func ENIMaxPods(info ec2types.InstanceTypeInfo, reservedENIs int) int64 {
 	if n == nil || n.MaximumNetworkInterfaces == nil || n.Ipv4AddressesPerInterface == nil {
 		return 110
 	}
-	enis := int64(*n.MaximumNetworkInterfaces)
+	// Card 0 when EC2 names no default, as the class shaping (withInterfaces) reads it.
+	enis, def := int64(*n.MaximumNetworkInterfaces), int32(0)
 	if n.DefaultNetworkCardIndex != nil {
-		for _, card := range n.NetworkCards {
-			if card.NetworkCardIndex != nil && *card.NetworkCardIndex == *n.DefaultNetworkCardIndex && card.MaximumNetworkInterfaces != nil {
-				enis = int64(*card.MaximumNetworkInterfaces)
-			}
+		def = *n.DefaultNetworkCardIndex
+	}
+	for _, card := range n.NetworkCards {
+		if card.NetworkCardIndex != nil && *card.NetworkCardIndex == def && card.MaximumNetworkInterfaces != nil {
+			enis = int64(*card.MaximumNetworkInterfaces)
 		}
 	}
 	return catalog.ENILimitedPods(enis-int64(reservedENIs), int64(*n.Ipv4AddressesPerInterface))

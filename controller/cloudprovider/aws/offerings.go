@@ -54,8 +54,9 @@ func (c *CloudProvider) instanceTypes(ctx context.Context, class *awsv1.EC2NodeC
 // Offered is the region's instance types with the offerings the pool's class gets
 // (its subnets' zones, today's prices, its capacity reservations, less what EC2
 // recently refused), before the class shapes them: what a prediction plans with,
-// shaping them by package classtypes as GetInstanceTypes does. It returns the
-// class too.
+// shaping them by package classtypes as GetInstanceTypes does. Their pods have the
+// controller's --reserved-enis taken off already: predict from them with
+// ReservedENIs 0. It returns the class too.
 func (c *CloudProvider) Offered(ctx context.Context, np *v1.NodePool) (*catalog.File, *awsv1.EC2NodeClass, error) {
 	class, err := c.nodeClass(ctx, np.Spec.Template.Spec.NodeClassRef)
 	if err != nil {
