@@ -36,14 +36,8 @@ spec:
         resources: {requests: {cpu: 10m, memory: 16Mi}}
 `
 
-// TestSimulatePlansWhatTheClassMakesOfTheTypes: the pool's EC2NodeClass shapes the
-// types as the AWS provider shapes them. With kubelet.maxPods 10, no planned node
-// holds more than 10 pods (kube-scheduler would bind no more); with cpuOptions
-// nestedVirtualization enabled, only types whose processors support it are
-// planned; with the class's status naming its subnets, only their zones.
-func TestSimulatePlansWhatTheClassMakesOfTheTypes(t *testing.T) {
-	class := func(spec, status string) string {
-		return classPool + `
+// limitedClass is the class "limited" of classPool, its spec open for more fields.
+const limitedClass = `
 ---
 apiVersion: karpenter.k8s.aws/v1
 kind: EC2NodeClass
@@ -51,7 +45,16 @@ metadata: {name: limited}
 spec:
   role: KarpenterNodeRole
   amiSelectorTerms: [{alias: al2023@latest}]
-  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
+`
+
+// TestSimulatePlansWhatTheClassMakesOfTheTypes: the pool's EC2NodeClass shapes the
+// types as the AWS provider shapes them. With kubelet.maxPods 10, no planned node
+// holds more than 10 pods (kube-scheduler would bind no more); with cpuOptions
+// nestedVirtualization enabled, only types whose processors support it are
+// planned; with the class's status naming its subnets, only their zones.
+func TestSimulatePlansWhatTheClassMakesOfTheTypes(t *testing.T) {
+	class := func(spec, status string) string {
+		return classPool + limitedClass + `  subnetSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
   securityGroupSelectorTerms: [{tags: {karpenter.sh/discovery: demo}}]
 ` + spec + status
 	}
@@ -112,15 +115,7 @@ spec:
 // networkInterfaces both see an m5.large of 20 pods with one reserved (29 without).
 func TestPredictionsKeepTheReservedENIs(t *testing.T) {
 	in := &Inputs{}
-	manifests := classPool + `
----
-apiVersion: karpenter.k8s.aws/v1
-kind: EC2NodeClass
-metadata: {name: limited}
-spec:
-  role: KarpenterNodeRole
-  amiSelectorTerms: [{alias: al2023@latest}]
----
+	manifests := classPool + limitedClass + `---
 apiVersion: karpenter.sh/v1
 kind: NodePool
 metadata: {name: classless}

@@ -235,7 +235,12 @@ func untar(t *testing.T, archive, dir string) {
 	f, err := os.Open(archive)
 	must(t, err)
 	defer f.Close()
-	tr := tar.NewReader(f)
+	extract(t, tar.NewReader(f), dir)
+}
+
+// extract writes a tar's files and folders under dir.
+func extract(t *testing.T, tr *tar.Reader, dir string) {
+	t.Helper()
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
@@ -250,7 +255,7 @@ func untar(t *testing.T, archive, dir string) {
 		must(t, os.MkdirAll(filepath.Dir(path), 0o755))
 		data, err := io.ReadAll(tr)
 		must(t, err)
-		must(t, os.WriteFile(path, data, 0o644))
+		must(t, os.WriteFile(path, data, os.FileMode(h.Mode)|0o600))
 	}
 }
 
@@ -261,19 +266,7 @@ func untarGz(t *testing.T, archive, dir string) {
 	defer f.Close()
 	gz, err := gzip.NewReader(f)
 	must(t, err)
-	tr := tar.NewReader(gz)
-	for {
-		h, err := tr.Next()
-		if err == io.EOF {
-			return
-		}
-		must(t, err)
-		out, err := os.OpenFile(filepath.Join(dir, filepath.Base(h.Name)), os.O_CREATE|os.O_WRONLY, os.FileMode(h.Mode))
-		must(t, err)
-		_, err = io.Copy(out, tr)
-		must(t, err)
-		must(t, out.Close())
-	}
+	extract(t, tar.NewReader(gz), dir)
 }
 
 func must(t *testing.T, err error) {
