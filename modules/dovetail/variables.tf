@@ -240,7 +240,7 @@ variable "node_iam_role_permissions_boundary" {
 }
 
 variable "queue_name" {
-  description = "Name of the interruption queue; null means <cluster_name>-dovetail (as in terraform-aws-eks//modules/karpenter)."
+  description = "Name of the interruption queue; null means <cluster_name>-dovetail (the input is named as in terraform-aws-eks//modules/karpenter, whose default is Karpenter-<cluster_name>)."
   type        = string
   default     = null
   validation {
@@ -272,7 +272,7 @@ variable "queue_kms_data_key_reuse_period_seconds" {
 }
 
 variable "iam_role_name" {
-  description = "Name of the controller role; null means DovetailController-<cluster_name> (as in terraform-aws-eks//modules/karpenter)."
+  description = "Name of the controller role; null means DovetailController-<cluster_name> (the input is named as in terraform-aws-eks//modules/karpenter, whose default is a KarpenterController- name prefix)."
   type        = string
   default     = null
   validation {
