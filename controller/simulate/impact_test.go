@@ -10,6 +10,7 @@ import (
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/operator/settings"
 )
 
@@ -238,30 +239,7 @@ func TestPlanImpactReplacesOnePoolAtATime(t *testing.T) {
 	sc := newSnapshotCluster(t, types, onlyM6i, onDemandOnly)
 	batch := sc.pool.DeepCopy()
 	batch.Name = "batch"
-	class := &awsv1.EC2NodeClass{TypeMeta: metav1.TypeMeta{APIVersion: "karpenter.k8s.aws/v1", Kind: "EC2NodeClass"}, ObjectMeta: metav1.ObjectMeta{Name: "default"},
-		Spec: awsv1.EC2NodeClassSpec{Role: "KarpenterNodeRole-shop", AMISelectorTerms: []awsv1.AMISelectorTerm{{Alias: "al2023@v20251101"}}}}
-	sc.objects = append(sc.objects, batch, class)
-	web := sc.node("m6i.large", "us-west-2a", v1.CapacityTypeOnDemand)
-	sc.pod(web, "1500m", "1Gi", map[string]string{"app": "web"})
-	jobs := sc.node("m6i.large", "us-west-2a", v1.CapacityTypeOnDemand)
-	sc.pod(jobs, "1500m", "1Gi", map[string]string{"app": "jobs"})
-	in := sc.read()
-	for _, nc := range in.NodeClaims {
-		if nc.Status.NodeName == jobs {
-			nc.Labels[v1.LabelNodePool] = "batch"
-		}
-	}
-	for _, n := range in.Nodes {
-		if n.Name == jobs {
-			n.Labels[v1.LabelNodePool] = "batch"
-		}
-	}
-	newAMI := class.DeepCopy()
-	newAMI.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{Alias: "al2023@v20251120"}}
-	impact, err := PlanImpact(in, types, defaults(), fakeNow, Change{EC2NodeClass: newAMI})
-	if err != nil {
-		t.Fatal(err)
-	}
+	impact := amiChangeOfTwoPools(t, sc, types, batch, "1500m", "1500m")
 	if len(impact.Drifted) != 2 || len(impact.Replacements) != 2 || !strings.Contains(impact.String(), "Replacements: 2 m6i.large (on-demand, us-west-2a).") {
 		t.Errorf("%s\nwant both nodes drifted, each replaced by an m6i.large", impact)
 	}
@@ -280,29 +258,11 @@ func TestPlanImpactTriesARefusedCommandAgain(t *testing.T) {
 	batch.Name = "batch"
 	batch.Spec.Limits = v1.Limits{corev1.ResourceCPU: resource.MustParse("4")}
 	batch.Spec.Template.Spec.Requirements[0].Values = []string{"m6i.xlarge"}
-	class := &awsv1.EC2NodeClass{TypeMeta: metav1.TypeMeta{APIVersion: "karpenter.k8s.aws/v1", Kind: "EC2NodeClass"}, ObjectMeta: metav1.ObjectMeta{Name: "default"},
-		Spec: awsv1.EC2NodeClassSpec{Role: "KarpenterNodeRole-shop", AMISelectorTerms: []awsv1.AMISelectorTerm{{Alias: "al2023@v20251101"}}}}
-	sc.objects = append(sc.objects, batch, class)
-	small := sc.node("m6i.large", "us-west-2a", v1.CapacityTypeOnDemand)
-	sc.pod(small, "500m", "1Gi", map[string]string{"app": "web"})
-	big := sc.node("m6i.large", "us-west-2a", v1.CapacityTypeOnDemand)
-	sc.pod(big, "1800m", "1Gi", map[string]string{"app": "jobs"})
-	in := sc.read()
-	inPool(in, big, "batch")
-	newAMI := class.DeepCopy()
-	newAMI.Spec.AMISelectorTerms = []awsv1.AMISelectorTerm{{Alias: "al2023@v20251120"}}
-	impact, err := PlanImpact(in, types, defaults(), fakeNow, Change{EC2NodeClass: newAMI})
-	if err != nil {
-		t.Fatal(err)
-	}
+	impact := amiChangeOfTwoPools(t, sc, types, batch, "500m", "1800m")
 	if len(impact.Drifted) != 2 || len(impact.Replacements) != 1 || impact.Replacements[0].InstanceType != "m6i.xlarge" || len(impact.Unplaced) != 0 {
 		t.Fatalf("%s\nwant both replaced: batch's by an m6i.xlarge, default's pod moved onto it", impact)
 	}
-	for _, d := range impact.Drifted {
-		if d.Waits != "" {
-			t.Errorf("%s waits (%s)", d.Node, d.Waits)
-		}
-	}
+	noneWaits(t, impact)
 }
 
 // A static pool's drifted nodes are replaced one for one from its template, as the
@@ -325,11 +285,7 @@ func TestPlanImpactReplacesAStaticPoolFromItsTemplate(t *testing.T) {
 	if len(impact.Drifted) != 2 || len(impact.Unplaced) != 0 || !strings.Contains(impact.String(), "Replacements: 2 m6i.xlarge (on-demand, us-west-2a).") {
 		t.Fatalf("%s\nwant both nodes replaced by m6i.xlarge from the template, every pod placed", impact)
 	}
-	for _, d := range impact.Drifted {
-		if d.Waits != "" {
-			t.Errorf("%s waits (%s)", d.Node, d.Waits)
-		}
-	}
+	noneWaits(t, impact)
 }
 
 // A drifted claim whose Node is being deleted goes whatever the change: it is not
@@ -354,6 +310,40 @@ func TestPlanImpactLeavesADeletedNodeOut(t *testing.T) {
 	}
 	if len(impact.Drifted) != 1 || impact.Drifted[0].Node != kept || len(impact.Replacements) != 1 {
 		t.Errorf("%s\nwant only %s drifted and replaced", impact, kept)
+	}
+}
+
+// amiClass is the class "default" selecting the AMI alias: a change of alias
+// drifts every node of the class (AMIDrift).
+func amiClass(alias string) *awsv1.EC2NodeClass {
+	return &awsv1.EC2NodeClass{TypeMeta: metav1.TypeMeta{APIVersion: "karpenter.k8s.aws/v1", Kind: "EC2NodeClass"}, ObjectMeta: metav1.ObjectMeta{Name: "default"},
+		Spec: awsv1.EC2NodeClassSpec{Role: "KarpenterNodeRole-shop", AMISelectorTerms: []awsv1.AMISelectorTerm{{Alias: alias}}}}
+}
+
+// amiChangeOfTwoPools is the impact of a new AMI alias on the class of the pool
+// and batch, each with an m6i.large running a pod of that cpu (the pool's first).
+func amiChangeOfTwoPools(t *testing.T, sc *snapshotCluster, types *catalog.File, batch *v1.NodePool, poolCPU, batchCPU string) *Impact {
+	t.Helper()
+	sc.objects = append(sc.objects, batch, amiClass("al2023@v20251101"))
+	sc.pod(sc.node("m6i.large", "us-west-2a", v1.CapacityTypeOnDemand), poolCPU, "1Gi", map[string]string{"app": "web"})
+	jobs := sc.node("m6i.large", "us-west-2a", v1.CapacityTypeOnDemand)
+	sc.pod(jobs, batchCPU, "1Gi", map[string]string{"app": "jobs"})
+	in := sc.read()
+	inPool(in, jobs, batch.Name)
+	impact, err := PlanImpact(in, types, defaults(), fakeNow, Change{EC2NodeClass: amiClass("al2023@v20251120")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return impact
+}
+
+// noneWaits fails the test for each drifted node the impact says waits.
+func noneWaits(t *testing.T, impact *Impact) {
+	t.Helper()
+	for _, d := range impact.Drifted {
+		if d.Waits != "" {
+			t.Errorf("%s waits (%s)", d.Node, d.Waits)
+		}
 	}
 }
 
