@@ -1,11 +1,10 @@
 package main
 
 import (
-	"archive/tar"
+	"bytes"
 	"compress/gzip"
 	"context"
 	"fmt"
-	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -22,54 +21,38 @@ func cli(ctx context.Context, o options) error {
 			return err
 		}
 		name := fmt.Sprintf("dovetail_%s_%s.tar.gz", o.version, strings.ReplaceAll(platform, "/", "_"))
-		if err := tarGz(filepath.Join(o.dist, name), map[string]string{"dovetail": binary, "LICENSE": filepath.Join(o.root, "LICENSE")}); err != nil {
+		if err := tarGz(filepath.Join(o.dist, name), binary, filepath.Join(o.root, "LICENSE")); err != nil {
 			return err
 		}
 	}
 	return os.RemoveAll(filepath.Join(o.dist, ".build"))
 }
 
-// tarGz writes the files (name in the archive to path) into a gzipped tar, the
-// binary executable.
-func tarGz(dst string, files map[string]string) error {
-	out, err := os.Create(dst)
-	if err != nil {
+// tarGz writes the CLI's archive: the binary, executable, and the LICENSE, in a
+// gzipped tar as writeTar makes the image's layers.
+func tarGz(dst, binary, license string) error {
+	var entries []tarEntry
+	for _, f := range []struct {
+		name, path string
+		mode       int64
+	}{{"dovetail", binary, 0o755}, {"LICENSE", license, 0o644}} {
+		data, err := os.ReadFile(f.path)
+		if err != nil {
+			return err
+		}
+		entries = append(entries, tarEntry{name: f.name, mode: f.mode, data: data})
+	}
+	var raw bytes.Buffer
+	if err := writeTar(&raw, entries); err != nil {
 		return err
 	}
-	defer out.Close()
-	gz := gzip.NewWriter(out)
-	tw := tar.NewWriter(gz)
-	for _, name := range []string{"dovetail", "LICENSE"} {
-		path, ok := files[name]
-		if !ok {
-			continue
-		}
-		info, err := os.Stat(path)
-		if err != nil {
-			return err
-		}
-		mode := int64(0o644)
-		if name == "dovetail" {
-			mode = 0o755
-		}
-		if err := tw.WriteHeader(&tar.Header{Name: name, Mode: mode, Size: info.Size(), ModTime: info.ModTime(), Typeflag: tar.TypeReg}); err != nil {
-			return err
-		}
-		in, err := os.Open(path)
-		if err != nil {
-			return err
-		}
-		_, err = io.Copy(tw, in)
-		in.Close()
-		if err != nil {
-			return err
-		}
-	}
-	if err := tw.Close(); err != nil {
+	var out bytes.Buffer
+	gz := gzip.NewWriter(&out)
+	if _, err := gz.Write(raw.Bytes()); err != nil {
 		return err
 	}
 	if err := gz.Close(); err != nil {
 		return err
 	}
-	return out.Close()
+	return os.WriteFile(dst, out.Bytes(), 0o644)
 }
