@@ -1,5 +1,7 @@
-# The image the dovetail_controller resource (and `dovetail render`) deploys:
-#   docker build -t ghcr.io/dovetail-sh/dovetail-controller:v0.1.0 .
+# The controller image. A release publishes it (make release builds the same binary
+# into an OCI archive); a build from source has no image of its own, so build and push
+# this one and set it as dovetail_controller's image (`dovetail render --image`):
+#   docker build -t <registry>/dovetail-controller:dev . && docker push <registry>/dovetail-controller:dev
 # A static binary on distroless: no shell, runs as the nonroot user (65532), which
 # matches the Deployment's runAsNonRoot and read-only root filesystem.
 FROM golang:1.26 AS build

@@ -33,10 +33,21 @@ import (
 	"github.com/dovetail-sh/dovetail/tests/testenv"
 )
 
-// helmTemplate renders charts/dovetail from disk as `helm template --include-crds
-// --namespace <ns> <name> charts/dovetail -f <values file>` does, through Helm's own
-// install action and values reader.
+// releasedAppVersion stands for a release's version: make release stamps the chart's
+// appVersion (its image's tag) with it.
+const releasedAppVersion = "v9.9.9"
+
+// helmTemplate renders charts/dovetail as released (what users install) with `helm
+// template --include-crds --namespace <ns> <name> <chart> -f <values file>`, through
+// Helm's own install action and values reader.
 func helmTemplate(t *testing.T, name, namespace string, vals map[string]any) ([]*unstructured.Unstructured, error) {
+	t.Helper()
+	return helmTemplateOf(t, true, name, namespace, vals)
+}
+
+// helmTemplateOf renders the chart as released, or as it is in the repository (no
+// appVersion: no image of its own).
+func helmTemplateOf(t *testing.T, released bool, name, namespace string, vals map[string]any) ([]*unstructured.Unstructured, error) {
 	t.Helper()
 	file := filepath.Join(t.TempDir(), "values.yaml")
 	raw, err := yaml.Marshal(vals)
@@ -53,6 +64,9 @@ func helmTemplate(t *testing.T, name, namespace string, vals map[string]any) ([]
 	chrt, err := loader.Load("dovetail")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if released {
+		chrt.Metadata.Version, chrt.Metadata.AppVersion = strings.TrimPrefix(releasedAppVersion, "v"), releasedAppVersion
 	}
 	install := action.NewInstall(&action.Configuration{Log: t.Logf})
 	install.DryRun, install.DryRunOption, install.ClientOnly, install.Replace = true, "true", true, true
@@ -103,6 +117,8 @@ func byKindAndName(objs []*unstructured.Unstructured) map[string]map[string]any 
 func installCases() map[string]templates.Values {
 	defaults := templates.DefaultValues()
 	defaults.Settings.ClusterName = "demo"
+	// What a release's binary defaults to (the tests' binary is built from source and has none).
+	defaults.Image = templates.ImageRepository + ":" + releasedAppVersion
 
 	full := templates.DefaultValues()
 	full.Name, full.Namespace, full.ServiceAccount = "autoscaler", "kube-autoscaling", "autoscaler-sa"
@@ -131,11 +147,11 @@ func installCases() map[string]templates.Values {
 
 // The chart is the one source: Helm, reading charts/dovetail from disk with a values
 // file, makes exactly the objects `dovetail render` (and so dovetail_controller) makes
-// for the same values.
+// for the same values. Both are built from source here, unstamped.
 func TestHelmTemplateEqualsDovetailRender(t *testing.T) {
 	for name, v := range installCases() {
 		t.Run(name, func(t *testing.T) {
-			fromHelm, err := helmTemplate(t, v.Name, v.Namespace, v.ChartValues())
+			fromHelm, err := helmTemplateOf(t, false, v.Name, v.Namespace, v.ChartValues())
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -236,6 +252,36 @@ func TestHelmRefusesAChartWithoutAClusterName(t *testing.T) {
 	}
 }
 
+// A released chart runs the image released with it; the chart as it is in the
+// repository is no release and asks for an image rather than guess one.
+func TestChartDefaultsToItsReleasesImage(t *testing.T) {
+	vals := func() map[string]any { return map[string]any{"settings": map[string]any{"clusterName": "demo"}} }
+	objs, err := helmTemplate(t, "dovetail", "dovetail", vals())
+	if err != nil {
+		t.Fatal(err)
+	}
+	deploy := deployment(t, objs)
+	if deploy == nil {
+		t.Fatal("no Deployment rendered")
+	}
+	if got, want := deploy.Spec.Template.Spec.Containers[0].Image, templates.ImageRepository+":"+releasedAppVersion; got != want {
+		t.Errorf("a released chart runs %s, want %s", got, want)
+	}
+	if got := deploy.Labels["app.kubernetes.io/version"]; got != releasedAppVersion {
+		t.Errorf("app.kubernetes.io/version %q, want %s", got, releasedAppVersion)
+	}
+
+	_, err = helmTemplateOf(t, false, "dovetail", "dovetail", vals())
+	if err == nil || !strings.Contains(err.Error(), "controller.image.tag is required: this chart is not a release") {
+		t.Fatalf("the chart from the repository without an image tag gave %v", err)
+	}
+	withTag := vals()
+	withTag["controller"] = map[string]any{"image": map[string]any{"tag": "dev"}}
+	if _, err := helmTemplateOf(t, false, "dovetail", "dovetail", withTag); err != nil {
+		t.Fatalf("the chart from the repository with controller.image.tag: %v", err)
+	}
+}
+
 // values.schema.json refuses values the controller would refuse, naming the value,
 // before anything is installed.
 func TestHelmRefusesBadValuesNamingThem(t *testing.T) {
@@ -279,7 +325,9 @@ func TestHelmRefusesBadValuesNamingThem(t *testing.T) {
 }
 
 func TestChartLints(t *testing.T) {
-	result := lint.All("dovetail", map[string]any{"settings": map[string]any{"clusterName": "demo"}}, "dovetail", false)
+	// The chart in the repository is no release: it lints with the image tag a
+	// developer gives it.
+	result := lint.All("dovetail", map[string]any{"settings": map[string]any{"clusterName": "demo"}, "controller": map[string]any{"image": map[string]any{"tag": "dev"}}}, "dovetail", false)
 	for _, m := range result.Messages {
 		if m.Severity >= support.WarningSev {
 			t.Errorf("helm lint: %s", m)

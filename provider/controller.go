@@ -93,7 +93,7 @@ func (r *controllerResource) Schema(ctx context.Context, _ resource.SchemaReques
 			"namespace":        schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(d.Namespace), PlanModifiers: replace, Validators: []validator.String{dnsName{}}, Description: "Namespace of the controller."},
 			"create_namespace": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true), PlanModifiers: []planmodifier.Bool{boolplanmodifier.RequiresReplace()}, Description: "Create the namespace (and delete it on destroy); false for an existing one such as kube-system."},
 			"service_account":  schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(d.ServiceAccount), PlanModifiers: replace, Validators: []validator.String{dnsName{}}, Description: "ServiceAccount name; with EKS Pod Identity, the association (aws_eks_pod_identity_association) names this account and namespace."},
-			"image":            schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(d.Image), Description: "Controller image; a private cluster mirrors it into ECR. Default: " + d.Image + ", the image released with this provider."},
+			"image":            imageAttribute(d.Image),
 			"replicas":         schema.Int64Attribute{Optional: true, Computed: true, Default: int64default.StaticInt64(int64(d.Replicas)), Validators: []validator.Int64{int64validator.AtLeast(1)}, Description: "Replicas; one leads, the others stand by. Each needs its own node."},
 			"cpu":              schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(d.CPU), Validators: []validator.String{quantity{}}, Description: "CPU request."},
 			"memory":           schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(d.Memory), Validators: []validator.String{quantity{}}, Description: "Memory request and limit."},
@@ -129,6 +129,31 @@ func (r *controllerResource) Schema(ctx context.Context, _ resource.SchemaReques
 			"manifests_sha256": schema.StringAttribute{Computed: true, Description: "Digest of the applied manifests. When the objects in the cluster differ from them (say, after kubectl edit or scale), refresh records what drifted here and the plan applies them again."},
 		},
 		Blocks: map[string]schema.Block{"timeouts": timeouts.Block(ctx, timeouts.Opts{Create: true, Update: true, Delete: true})},
+	}
+}
+
+// imageAttribute defaults to the image released with this provider. A provider built
+// from source has none (its description must not say so: the docs are generated from a
+// build from source), and ValidateConfig asks for it.
+func imageAttribute(released string) schema.StringAttribute {
+	a := schema.StringAttribute{Optional: true, Computed: true,
+		Description: "Controller image; a private cluster mirrors it into ECR. Default: the image released with this provider, " + templates.ImageRepository + ":v<the provider's version>. " +
+			"A provider built from source is no release and has no default: set the image you built from the repository's Dockerfile."}
+	if released != "" {
+		a.Default = stringdefault.StaticString(released)
+	}
+	return a
+}
+
+// ValidateConfig asks a provider built from source for the image it has no default for.
+func (r *controllerResource) ValidateConfig(ctx context.Context, req resource.ValidateConfigRequest, resp *resource.ValidateConfigResponse) {
+	if templates.DefaultImage != "" {
+		return
+	}
+	var image types.String
+	resp.Diagnostics.Append(req.Config.GetAttribute(ctx, path.Root("image"), &image)...)
+	if image.IsNull() {
+		resp.Diagnostics.AddAttributeError(path.Root("image"), "image is required", "Set image on dovetail_controller (controller.image in modules/dovetail): "+templates.NoImage+".")
 	}
 }
 

@@ -53,6 +53,7 @@ resource "dovetail_controller" "this" {
   public_ipv4_price_per_hour = 0
   fewer_nodes_tolerance      = 0.05
   %s
+  image = %[5]q
 }
 `+nodeClassConfig("", "depends_on = [dovetail_controller.this]")+`
 
@@ -68,7 +69,7 @@ resource "dovetail_node_pool" "general" {
   }
   depends_on = [dovetail_controller.this]
 }
-`, replicas, logLevel, timeout, strings.Join(values, "\n"))
+`, replicas, logLevel, timeout, strings.Join(values, "\n"), testenv.ControllerImage)
 }
 
 func TestAccController(t *testing.T) {
@@ -224,6 +225,7 @@ func provisionsAsServiceAccount(t *testing.T, stack *testenv.Stack) error {
 	// their status. Its own role grants that, apart from the installed one, which an
 	// AWS cluster's controller never needs.
 	values := templates.DefaultValues()
+	values.Image = testenv.ControllerImage
 	values.Settings.ClusterName = "demo"
 	kwokRBAC, err := templates.KwokProviderManifests(values)
 	if err != nil {
@@ -282,6 +284,7 @@ provider "dovetail" {
 }
 resource "dovetail_controller" "this" {
   cluster_name = "demo"
+  image        = "` + testenv.ControllerImage + `"
   ` + attrs + `
 }`
 	}
@@ -300,6 +303,9 @@ resource "dovetail_controller" "this" {
 		"no region":          {controller(``), `Set aws_region on dovetail_controller, or add aws { region = "..." }`},
 		"negative node cost": {controller(`aws_region = "us-west-2"` + "\n" + `node_overhead_price_per_hour = -0.01`), `"-0.01" is not a decimal number of at least 0, such as 0.005`},
 		"tolerance over 50%": {controller(`aws_region = "us-west-2"` + "\n" + `fewer_nodes_tolerance = 2`), `"2" is not a decimal number from 0 to 0.5, such as 0.02`},
+		// The tests' provider is built from source, as a user's `go build` is.
+		"no image from a build from source": {strings.Replace(controller(`aws_region = "us-west-2"`), `image        = "`+testenv.ControllerImage+`"`, "", 1),
+			`(?s)image is required.*this build of Dovetail is not a release, so it has no controller image of its own`},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -41,21 +41,36 @@ var loadChart = sync.OnceValues(func() (*chart.Chart, error) {
 	if err != nil {
 		return nil, fmt.Errorf("loading the embedded chart, %w", err)
 	}
+	// A released binary renders the chart released with it, as make release stamps it.
+	if version.Version != "" {
+		c.Metadata.Version, c.Metadata.AppVersion = strings.TrimPrefix(version.Version, "v"), version.Version
+	}
 	return c, nil
 })
 
-func mustChartDefaultImage() string {
+// mustImageRepository is where releases publish the controller image: the chart's
+// controller.image.repository.
+func mustImageRepository() string {
 	c, err := loadChart()
 	if err != nil {
 		panic(err)
 	}
 	image, _ := c.Values["controller"].(map[string]any)["image"].(map[string]any)
-	// A released binary deploys the image released with it.
-	tag := c.Metadata.AppVersion
-	if version.Version != "" {
-		tag = version.Version
+	repository, _ := image["repository"].(string)
+	if repository == "" {
+		panic("charts/dovetail/values.yaml has no controller.image.repository")
 	}
-	return fmt.Sprintf("%s:%s", image["repository"], tag)
+	return repository
+}
+
+// releaseImage is the image released with this binary, or "" in a build from source:
+// no image was published for it, and guessing one (a chart version, "latest") would
+// deploy a controller other than the code that plans for it.
+func releaseImage() string {
+	if version.Version == "" {
+		return ""
+	}
+	return ImageRepository + ":" + version.Version
 }
 
 // ChartValues are the values of charts/dovetail that install what v describes: `helm

@@ -23,9 +23,17 @@ import (
 //go:embed manifests/kwok-provider.yaml.tmpl
 var kwokProviderTemplate string
 
-// DefaultImage is the controller image of this release (the chart's repository at its
-// appVersion); the Dockerfile at the repository root builds it.
-var DefaultImage = mustChartDefaultImage()
+// ImageRepository is where releases publish the controller image.
+var ImageRepository = mustImageRepository()
+
+// DefaultImage is the controller image released with this binary (ImageRepository at
+// the release's version); empty in a build from source, which must be given an image.
+// The Dockerfile at the repository root builds it.
+var DefaultImage = releaseImage()
+
+// NoImage says why a build from source needs an image and which to give it.
+var NoImage = "this build of Dovetail is not a release, so it has no controller image of its own: " +
+	"set the image you built from the repository's Dockerfile or mirrored (a release deploys " + ImageRepository + ":<its version> unless told otherwise)"
 
 // Values are the settings of an installation. The Terraform provider's
 // dovetail_controller and `dovetail render` fill the same struct.
@@ -93,7 +101,14 @@ func (v Values) Validate() error {
 	if v.Replicas < 1 {
 		errs = append(errs, "replicas must be at least 1 (2 keeps a standby leader)")
 	}
-	for _, s := range []struct{ name, value string }{{"name", v.Name}, {"namespace", v.Namespace}, {"service account", v.ServiceAccount}, {"image", v.Image}} {
+	if v.Image == "" {
+		if DefaultImage == "" {
+			errs = append(errs, "image is required: "+NoImage)
+		} else {
+			errs = append(errs, "image must not be empty (the release's is "+DefaultImage+")")
+		}
+	}
+	for _, s := range []struct{ name, value string }{{"name", v.Name}, {"namespace", v.Namespace}, {"service account", v.ServiceAccount}} {
 		if s.value == "" {
 			errs = append(errs, s.name+" must not be empty")
 		}

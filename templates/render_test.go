@@ -11,9 +11,27 @@ import (
 	"github.com/dovetail-sh/dovetail/templates"
 )
 
+// devImage is an image built from the repository's Dockerfile: the tests' binary is
+// built from source and has no released image of its own.
+const devImage = "registry.example.com/dovetail-controller:dev"
+
+// A build from source has no default image and says so, naming the fix (a release's
+// default, its own image, is checked by hack/release's TestReleaseInstalls).
+func TestABuildFromSourceAsksForAnImage(t *testing.T) {
+	if templates.DefaultImage != "" {
+		t.Fatalf("an unstamped build defaults to %s", templates.DefaultImage)
+	}
+	v := templates.DefaultValues()
+	v.Settings.ClusterName = "demo"
+	if _, err := templates.Manifests(v); err == nil || !strings.Contains(err.Error(), "image is required: this build of Dovetail is not a release") {
+		t.Fatalf("manifests without an image: %v", err)
+	}
+}
+
 func TestManifests(t *testing.T) {
 	v := templates.DefaultValues()
 	v.Settings.ClusterName = "demo"
+	v.Image = devImage
 	v.Settings.InterruptionQueue = "demo-interruptions"
 	v.Settings.FeatureGates = map[string]bool{"SpotToSpotConsolidation": true}
 	v.IRSARoleARN = "arn:aws:iam::123456789012:role/dovetail"
@@ -83,6 +101,7 @@ func TestManifests(t *testing.T) {
 func TestRenderPutsCRDsFirst(t *testing.T) {
 	v := templates.DefaultValues()
 	v.Settings.ClusterName = "demo"
+	v.Image = devImage
 	var buf bytes.Buffer
 	if err := templates.Render(&buf, v); err != nil {
 		t.Fatal(err)
@@ -99,6 +118,7 @@ func TestRenderPutsCRDsFirst(t *testing.T) {
 func TestOnlyTheKwokProviderCreatesNodes(t *testing.T) {
 	v := templates.DefaultValues()
 	v.Settings.ClusterName = "demo"
+	v.Image = devImage
 	grants := func(objs []*unstructured.Unstructured, resource, verb string) bool {
 		for _, o := range objs {
 			if o.GetKind() != "ClusterRole" {

@@ -36,7 +36,7 @@ variable "security_group_ids" {
 }
 
 variable "controller_image" {
-  description = "The controller image mirrored into ECR, such as <account>.dkr.ecr.<region>.amazonaws.com/dovetail-controller:v0.1.0; null keeps the public one."
+  description = "The controller image mirrored into ECR, such as <account>.dkr.ecr.<region>.amazonaws.com/dovetail-controller:v0.1.0; null keeps the public one released with the provider (a provider built from source has none)."
   type        = string
   default     = null
 }

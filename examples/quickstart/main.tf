@@ -32,6 +32,7 @@ module "dovetail" {
   security_group_ids = var.security_group_ids
   # Lets consolidation replace a spot node with a cheaper spot node, not only delete it.
   controller = {
+    image         = var.controller_image
     feature_gates = { SpotToSpotConsolidation = true }
   }
   default_node_pool = {

@@ -42,3 +42,9 @@ variable "expire_after" {
   type        = string
   default     = "720h"
 }
+
+variable "controller_image" {
+  description = "The controller image; null deploys the one released with the provider. A provider built from source has none: set the image built from the repository's Dockerfile."
+  type        = string
+  default     = null
+}

@@ -191,8 +191,11 @@ func run(ctx context.Context, root, binDir string, replicas int32, keep bool) er
 	if err != nil {
 		return err
 	}
+	// The provider in bin/ is built from source, so it has no released image: the
+	// Deployment names the Dockerfile's build, and kwok runs it as it runs any pod.
 	if err := tf.WriteVars(map[string]any{"cluster_name": cluster, "region": region, "kubeconfig_path": stack.Kubeconfig,
-		"subnet_ids": subnets, "security_group_ids": []string{seeded.SecurityGroup}, "consolidate_after": "10s"}); err != nil {
+		"subnet_ids": subnets, "security_group_ids": []string{seeded.SecurityGroup}, "consolidate_after": "10s",
+		"controller_image": localstack.ControllerImage}); err != nil {
 		return err
 	}
 	applyStart := time.Now()

@@ -80,7 +80,7 @@ variable "oidc_provider_arn" {
 }
 
 variable "controller_image" {
-  description = "The controller image as mirrored into the cluster's ECR (a private cluster cannot pull from ghcr.io). Null keeps the public image."
+  description = "The controller image as mirrored into the cluster's ECR (a private cluster cannot pull from ghcr.io). Null keeps the public image released with the provider (a provider built from source has none and needs this)."
   type        = string
   default     = null
   validation {

@@ -145,6 +145,10 @@ func CopyConfigurations(repoRoot, dst string) error {
 	return nil
 }
 
+// ControllerImage is the controller image a provider or CLI built from source here
+// is given: it is no release, so it has no image of its own (and kwok runs no image).
+const ControllerImage = "dovetail-controller:dev"
+
 // BuildProvider compiles terraform-provider-dovetail from the repository into dir.
 func BuildProvider(ctx context.Context, repoRoot, dir string) error {
 	cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, "terraform-provider-dovetail"), "./provider/cmd/terraform-provider-dovetail")

@@ -143,6 +143,10 @@ func TestExamples(t *testing.T) {
 			default:
 				vars["subnet_ids"], vars["security_group_ids"] = subnets, []string{seeded.SecurityGroup}
 			}
+			if ex.installs {
+				// The provider here is built from source: it has no released image.
+				vars["controller_image"] = testenv.ControllerImage
+			}
 			if err := tf.WriteVars(vars); err != nil {
 				t.Fatal(err)
 			}

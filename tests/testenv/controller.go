@@ -22,6 +22,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/operator"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/templates"
+	"github.com/dovetail-sh/dovetail/tests/localstack"
 )
 
 // DefaultOptions are the controller's settings for tests: the kwok provider on the
@@ -139,6 +140,9 @@ var silenceGlobalLogger sync.Once
 // InstallNamespace is where a default install puts the controller and its ServiceAccount.
 var InstallNamespace = templates.DefaultValues().Namespace
 
+// ControllerImage is the image tests install.
+const ControllerImage = localstack.ControllerImage
+
 // AsInstalledServiceAccount applies the RBAC objects a default install renders (and,
 // for the kwok provider, the rule only that provider needs) with cfg's own rights,
 // and returns cfg impersonating the installed ServiceAccount: what the controller may
@@ -146,6 +150,7 @@ var InstallNamespace = templates.DefaultValues().Namespace
 func AsInstalledServiceAccount(t testing.TB, cfg *rest.Config, kwokProvider bool) *rest.Config {
 	t.Helper()
 	values := templates.DefaultValues()
+	values.Image = ControllerImage
 	values.Settings.ClusterName = "e2e"
 	objs, err := templates.RBACManifests(values)
 	if err != nil {

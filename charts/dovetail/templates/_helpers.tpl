@@ -15,7 +15,9 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 
 {{- define "dovetail.labels" -}}
 {{ include "dovetail.selectorLabels" . }}
-app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+{{- with .Chart.AppVersion }}
+app.kubernetes.io/version: {{ . | quote }}
+{{- end }}
 app.kubernetes.io/managed-by: {{ default .Release.Service .Values.managedBy }}
 {{- with .Values.additionalLabels }}
 {{ toYaml . }}
@@ -36,8 +38,14 @@ annotations:
 {{- default (include "dovetail.fullname" .) .Values.serviceAccount.name -}}
 {{- end -}}
 
+{{/* A released chart's appVersion is the image's tag; the chart in the repository is
+no release and has none, so it asks for one rather than guess. */}}
 {{- define "dovetail.image" -}}
-{{- .Values.controller.image.repository }}:{{ default .Chart.AppVersion .Values.controller.image.tag -}}
+{{- $tag := default .Chart.AppVersion .Values.controller.image.tag -}}
+{{- if not $tag -}}
+{{- fail "controller.image.tag is required: this chart is not a release (it has no appVersion), so it has no controller image of its own; set controller.image.repository and controller.image.tag to the image you built from the repository's Dockerfile or mirrored, or install a released chart" -}}
+{{- end -}}
+{{- .Values.controller.image.repository }}:{{ $tag -}}
 {{- with .Values.controller.image.digest }}@{{ . }}{{ end -}}
 {{- end -}}
 

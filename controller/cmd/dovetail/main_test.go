@@ -170,13 +170,14 @@ spec:
 func TestRender(t *testing.T) {
 	var out, errOut bytes.Buffer
 	code := run([]string{"render", "--cluster-name", "demo", "--irsa-role-arn", "arn:aws:iam::123456789012:role/dovetail", "--no-namespace",
-		"--feature-gates", "SpotToSpotConsolidation=true"}, &out, &errOut)
+		"--feature-gates", "SpotToSpotConsolidation=true", "--image", "registry.example.com/dovetail-controller:dev"}, &out, &errOut)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	text := out.String()
 	for _, want := range []string{"kind: CustomResourceDefinition", "name: nodepools.karpenter.sh", "kind: Deployment", "kind: PodDisruptionBudget",
-		"eks.amazonaws.com/role-arn: arn:aws:iam::123456789012:role/dovetail", "value: SpotToSpotConsolidation=true"} {
+		"eks.amazonaws.com/role-arn: arn:aws:iam::123456789012:role/dovetail", "value: SpotToSpotConsolidation=true",
+		"image: registry.example.com/dovetail-controller:dev"} {
 		if !strings.Contains(text, want) {
 			t.Errorf("render output lacks %q", want)
 		}
@@ -188,6 +189,12 @@ func TestRender(t *testing.T) {
 	if code := run([]string{"render"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "--cluster-name (or settings.clusterName in a --values file) is required") {
 		t.Errorf("render without a cluster name: exit %d, %q", code, errOut.String())
 	}
+	// The tests' binary is built from source, as a user's `go build` is: it has no
+	// released image to deploy and asks for one.
+	errOut.Reset()
+	if code := run([]string{"render", "--cluster-name", "demo"}, &out, &errOut); code != 2 || !strings.Contains(errOut.String(), "--image (or controller.image.repository and tag in a --values file) is required: this build of Dovetail is not a release") {
+		t.Errorf("render from source without an image: exit %d, %q", code, errOut.String())
+	}
 }
 
 // A values file written for the chart (as for helm install) is read by render: later
@@ -195,7 +202,8 @@ func TestRender(t *testing.T) {
 func TestRenderReadsChartValuesFiles(t *testing.T) {
 	dir := t.TempDir()
 	first, second := filepath.Join(dir, "a.yaml"), filepath.Join(dir, "b.yaml")
-	if err := os.WriteFile(first, []byte("settings:\n  clusterName: from-file\nreplicas: 5\ntolerations:\n  - {key: dedicated, operator: Exists}\n"), 0o600); err != nil {
+	if err := os.WriteFile(first, []byte("settings:\n  clusterName: from-file\nreplicas: 5\ntolerations:\n  - {key: dedicated, operator: Exists}\n"+
+		"controller:\n  image: {repository: registry.example.com/mirror/dovetail, tag: v1.2.3}\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.WriteFile(second, []byte("replicas: 3\n"), 0o600); err != nil {
@@ -205,7 +213,7 @@ func TestRenderReadsChartValuesFiles(t *testing.T) {
 	if code := run([]string{"render", "-f", first, "--values", second}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
-	for _, want := range []string{"value: from-file", "replicas: 3", "key: dedicated"} {
+	for _, want := range []string{"value: from-file", "replicas: 3", "key: dedicated", "image: registry.example.com/mirror/dovetail:v1.2.3"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("render output lacks %q", want)
 		}
@@ -225,7 +233,7 @@ func TestRenderFlagsWinOverValuesFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 	var out, errOut bytes.Buffer
-	if code := run([]string{"render", "--cluster-name", "prod", "--replicas", "2", "-f", file}, &out, &errOut); code != 0 {
+	if code := run([]string{"render", "--cluster-name", "prod", "--replicas", "2", "--image", "registry.example.com/dovetail-controller:dev", "-f", file}, &out, &errOut); code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut.String())
 	}
 	for _, want := range []string{"value: prod", "replicas: 2", "value: from-file"} {

@@ -56,7 +56,11 @@ func renderCmd(args []string, stdout, stderr io.Writer) int {
 	noNamespace := fs.Bool("no-namespace", false, "do not emit the Namespace (it exists already)")
 	fs.StringVar(&v.ServiceAccount, "service-account", v.ServiceAccount, "ServiceAccount name (the one a Pod Identity association names)")
 	fs.StringVar(&v.IRSARoleARN, "irsa-role-arn", "", "annotate the ServiceAccount for IRSA with this role (dovetail_controller_role)")
-	fs.StringVar(&v.Image, "image", v.Image, "controller image")
+	imageUsage := "controller image"
+	if v.Image == "" {
+		imageUsage += " (required: a build from source has no image of its own)"
+	}
+	fs.StringVar(&v.Image, "image", v.Image, imageUsage)
 	fs.IntVar(&v.Replicas, "replicas", v.Replicas, "controller replicas (one leads)")
 	fs.StringVar(&v.CPU, "cpu", v.CPU, "CPU request")
 	fs.StringVar(&v.Memory, "memory", v.Memory, "memory request and limit")
@@ -102,6 +106,13 @@ func renderCmd(args []string, stdout, stderr io.Writer) int {
 		fmt.Fprintln(stderr, "dovetail render: --cluster-name (or settings.clusterName in a --values file) is required: the controller tags and finds its instances by it")
 		return 2
 	}
+	if v.Image == "" {
+		v.Image = valuesImage(v.ExtraChartValues)
+	}
+	if v.Image == "" {
+		fmt.Fprintln(stderr, "dovetail render: --image (or controller.image.repository and tag in a --values file) is required: "+templates.NoImage)
+		return 2
+	}
 	v.CreateNamespace = !*noNamespace
 	if len(gates) > 0 {
 		v.Settings.FeatureGates = map[string]bool{}
@@ -120,6 +131,29 @@ func renderCmd(args []string, stdout, stderr io.Writer) int {
 		return 1
 	}
 	return 0
+}
+
+// valuesImage is the image a Karpenter-style values file names, repository:tag[@digest],
+// or "" when it names no tag.
+func valuesImage(values map[string]any) string {
+	vals := chartutil.Values(values)
+	str := func(path string) string {
+		v, _ := vals.PathValue(path)
+		s, _ := v.(string)
+		return s
+	}
+	repository, tag := str("controller.image.repository"), str("controller.image.tag")
+	if repository == "" {
+		repository = templates.ImageRepository
+	}
+	if tag == "" {
+		return ""
+	}
+	image := repository + ":" + tag
+	if digest := str("controller.image.digest"); digest != "" {
+		image += "@" + digest
+	}
+	return image
 }
 
 // flagValuePaths are the chart values each flag of render sets.
