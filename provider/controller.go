@@ -65,6 +65,7 @@ type controllerModel struct {
 	NodeOverheadPricePerHour   types.String   `tfsdk:"node_overhead_price_per_hour"`
 	FewerNodesTolerance        types.String   `tfsdk:"fewer_nodes_tolerance"`
 	WaitForRollout             types.Bool     `tfsdk:"wait_for_rollout"`
+	KeepCRDsOnDestroy          types.Bool     `tfsdk:"keep_crds_on_destroy"`
 	RolloutTimeout             types.String   `tfsdk:"rollout_timeout"`
 	ManifestsSHA256            types.String   `tfsdk:"manifests_sha256"`
 	Values                     types.List     `tfsdk:"values"`
@@ -120,6 +121,10 @@ func (r *controllerResource) Schema(ctx context.Context, _ resource.SchemaReques
 			"fewer_nodes_tolerance": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString(d.Settings.FewerNodesTolerance), Validators: []validator.String{decimal{max: 0.5, example: "0.02"}},
 				Description: "How much more per unit of demand, as a fraction (0.02 is 2%), a plan may pay to use fewer, larger nodes."},
 			"wait_for_rollout": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true), Description: "Wait until every replica of the new version is available."},
+			"keep_crds_on_destroy": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
+				Description: "Destroy hands the cluster over instead of emptying it: it removes the controller and its objects but keeps the Karpenter CRDs, and with them every NodePool, EC2NodeClass, NodeClaim and node, " +
+					"takes Dovetail's own annotations (dovetail.sh/*) off the NodeClaims, and deletes Dovetail's Commitment CRD when no Commitment is left. For going back to Karpenter (docs/guides/rollback.md): " +
+					"apply it set to true, then remove the resource; Karpenter's controller takes the nodes over where Dovetail left them. Whoever runs next must run soon: until then nothing provisions, consolidates or terminates."},
 			"rollout_timeout": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("5m"), Validators: duration,
 				Description:        "How long a create or update may take, the rollout included, when the timeouts block does not say.",
 				DeprecationMessage: "Use timeouts { create = \"5m\", update = \"5m\" }, as in other providers; rollout_timeout is only their default now."},

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/hashicorp/terraform-plugin-framework/diag"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -33,6 +34,10 @@ func (r *controllerResource) Delete(ctx context.Context, req resource.DeleteRequ
 	}
 	ctx, cancel, timeout := withOperationTimeout(ctx, state.Timeouts, opDelete, defaultDeleteTimeout, &resp.Diagnostics)
 	defer cancel()
+	if state.KeepCRDsOnDestroy.ValueBool() {
+		r.handOver(ctx, cl, &state, timeout, &resp.Diagnostics)
+		return
+	}
 	live, deleting, err := nodeObjects(ctx, cl)
 	if err != nil {
 		resp.Diagnostics.AddError("Cannot check for NodePools and EC2NodeClasses", err.Error())
@@ -79,12 +84,16 @@ func (r *controllerResource) Delete(ctx context.Context, req resource.DeleteRequ
 			return
 		}
 	}
-	// Deletion is asynchronous: CRDs go once their objects do, the Deployment once its
-	// pods do (foreground). Wait, so destroy ends with nothing left and a following
-	// apply does not race terminating objects. A namespace is left to the namespace
-	// controller, which can take much longer.
+	waitDeleted(ctx, objs, cl, timeout, &resp.Diagnostics)
+}
+
+// waitDeleted waits until objs are gone. Deletion is asynchronous: CRDs go once their
+// objects do, the Deployment once its pods do (foreground). Waiting, destroy ends
+// with nothing left and a following apply does not race terminating objects. A
+// namespace is left to the namespace controller, which can take much longer.
+func waitDeleted(ctx context.Context, objs []*unstructured.Unstructured, cl client.Client, timeout time.Duration, diags *diag.Diagnostics) {
 	var remaining []string
-	err = wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
 		remaining = remaining[:0]
 		for _, o := range objs {
 			if o.GetKind() == "Namespace" {
@@ -99,7 +108,7 @@ func (r *controllerResource) Delete(ctx context.Context, req resource.DeleteRequ
 		return len(remaining) == 0, nil
 	})
 	if err != nil {
-		resp.Diagnostics.AddError("The controller's objects are still terminating",
+		diags.AddError("The controller's objects are still terminating",
 			fmt.Sprintf("These remain %s: %s. Custom resources with finalizers can hold a CRD, and pods that do not stop hold the Deployment.", timedOut(opDelete, timeout), strings.Join(remaining, ", ")))
 	}
 }

@@ -151,6 +151,7 @@ func (r *controllerResource) importFromCluster(ctx context.Context, cl client.Cl
 		}
 	}
 	m.WaitForRollout = types.BoolValue(true)
+	m.KeepCRDsOnDestroy = types.BoolValue(false)
 	m.RolloutTimeout = types.StringValue("5m")
 	rollout := keyValueMap(deploy.Annotations[rolloutAnnotation], func(v string) attr.Value { return types.StringValue(v) }, types.StringType)
 	if v, ok := rollout.Elements()["wait"].(types.String); ok {

@@ -136,7 +136,9 @@ resource "dovetail_controller" "this" {
   image              = var.controller.image
   replicas           = var.controller.replicas
   wait_for_rollout   = var.controller.wait_for_rollout
-  values             = length(var.controller.values) > 0 ? var.controller.values : null
+  # Read from the state on destroy: set it and apply before removing the module.
+  keep_crds_on_destroy = var.controller.keep_crds_on_destroy
+  values               = length(var.controller.values) > 0 ? var.controller.values : null
 
   root_volume_price_per_gib_month = var.controller.node_costs.root_volume_price_per_gib_month
   public_ipv4_price_per_hour      = var.controller.node_costs.public_ipv4_price_per_hour

@@ -117,7 +117,7 @@ variable "install_controller" {
 }
 
 variable "controller" {
-  description = "Settings of the controller: namespace, image, replicas, log level, feature gates, isolated VPC (no Pricing API), AWS endpoint overrides, whether to wait for the rollout, values (further Helm chart values as YAML documents, e.g. yamlencode({ tolerations = [...] }), named like Karpenter's chart), and node_costs: what each node costs beyond its instance when plans are compared (root_volume_price_per_gib_month, public_ipv4_price_per_hour, node_overhead_price_per_hour, fewer_nodes_tolerance; unset ones keep the controller's AWS defaults)."
+  description = "Settings of the controller: namespace, image, replicas, log level, feature gates, isolated VPC (no Pricing API), AWS endpoint overrides, whether to wait for the rollout, keep_crds_on_destroy (destroying the controller keeps the CRDs, and so every NodePool, NodeClaim and node, for Karpenter to take over: docs/guides/rollback.md), values (further Helm chart values as YAML documents, e.g. yamlencode({ tolerations = [...] }), named like Karpenter's chart), and node_costs: what each node costs beyond its instance when plans are compared (root_volume_price_per_gib_month, public_ipv4_price_per_hour, node_overhead_price_per_hour, fewer_nodes_tolerance; unset ones keep the controller's AWS defaults)."
   type = object({
     namespace        = optional(string, "dovetail")
     image            = optional(string)
@@ -128,6 +128,9 @@ variable "controller" {
     aws_endpoints    = optional(map(string), {})
     wait_for_rollout = optional(bool, true)
     values           = optional(list(string), [])
+    # Destroying the controller keeps the CRDs and every NodePool, EC2NodeClass,
+    # NodeClaim and node: for going back to Karpenter (docs/guides/rollback.md).
+    keep_crds_on_destroy = optional(bool, false)
     node_costs = optional(object({
       root_volume_price_per_gib_month = optional(number)
       public_ipv4_price_per_hour      = optional(number)
