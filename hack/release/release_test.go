@@ -75,9 +75,21 @@ func TestReleaseInstalls(t *testing.T) {
     }
   }
 }
+
+provider "dovetail" {
+  kubernetes {
+    host = "https://127.0.0.1:1"
+  }
+}
+
+# No image: a release deploys its own.
+resource "dovetail_controller" "this" {
+  cluster_name = "demo"
+  aws_region   = "us-west-2"
+}
 `), 0o644))
 		env := append(os.Environ(), "TF_CLI_CONFIG_FILE="+cli, "CHECKPOINT_DISABLE=1", "TF_IN_AUTOMATION=1")
-		for _, args := range [][]string{{"init", "-no-color", "-input=false"}, {"providers", "schema", "-json"}} {
+		for _, args := range [][]string{{"init", "-no-color", "-input=false"}, {"providers", "schema", "-json"}, {"plan", "-no-color", "-input=false", "-refresh=false"}} {
 			cmd := exec.Command("terraform", args...)
 			cmd.Dir, cmd.Env = work, env
 			out, err := cmd.CombinedOutput()
@@ -87,7 +99,7 @@ func TestReleaseInstalls(t *testing.T) {
 			if args[0] == "providers" && !strings.Contains(string(out), `"dovetail_node_pool"`) {
 				t.Errorf("the installed provider serves no dovetail_node_pool schema")
 			}
-			if args[0] == "providers" && !strings.Contains(string(out), "ghcr.io/dovetail-sh/dovetail-controller:v"+version) {
+			if args[0] == "plan" && !strings.Contains(string(out), `image                           = "ghcr.io/dovetail-sh/dovetail-controller:v`+version+`"`) {
 				t.Errorf("the installed provider does not deploy the controller image of its release by default")
 			}
 		}

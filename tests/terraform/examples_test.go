@@ -422,7 +422,8 @@ func checkRenderCommand(t *testing.T, tf *localstack.Terraform) {
 	}
 	root, err := testenv.RepoRoot()
 	must(t, err)
-	cmd := exec.Command("go", append([]string{"run", "./controller/cmd/dovetail"}, args[1:]...)...)
+	// The CLI here is built from source: it has no released image to default to.
+	cmd := exec.Command("go", append([]string{"run", "./controller/cmd/dovetail", args[1], "--image", testenv.ControllerImage}, args[2:]...)...)
 	cmd.Dir = root
 	manifests, err := cmd.Output()
 	if err != nil {
