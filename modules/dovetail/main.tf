@@ -1,5 +1,5 @@
 locals {
-  node_role_name = coalesce(var.node_role_name, "DovetailNode-${var.cluster_name}")
+  node_role_name = var.node_role_arn != null ? reverse(split("/", var.node_role_arn))[0] : coalesce(var.node_role_name, "DovetailNode-${var.cluster_name}")
   # The node role's default policies (dovetail_node_role's policy_arns default), kept
   # when node_iam_role_additional_policies adds to them.
   # The VPC CNI's policy is attached to the node role unless the CNI has a role of
@@ -8,7 +8,7 @@ locals {
   cni_policy = var.cluster_ip_family == "ipv6" ? "arn:aws:iam::${coalesce(var.account_id, "000000000000")}:policy/AmazonEKS_CNI_IPv6_Policy" : "arn:aws:iam::aws:policy/AmazonEKS_CNI_Policy"
   node_role_default_policies = concat([for p in ["AmazonEKSWorkerNodePolicy", "AmazonEC2ContainerRegistryReadOnly", "AmazonSSMManagedInstanceCore"] : "arn:aws:iam::aws:policy/${p}"],
   var.node_iam_role_attach_cni_policy ? [local.cni_policy] : [])
-  node_role_arn = var.create_node_role ? dovetail_node_role.this[0].arn : "arn:aws:iam::${coalesce(var.account_id, "000000000000")}:role${coalesce(var.node_iam_role_path, "/")}${local.node_role_name}"
+  node_role_arn = var.create_node_role ? dovetail_node_role.this[0].arn : coalesce(var.node_role_arn, "arn:aws:iam::${coalesce(var.account_id, "000000000000")}:role${coalesce(var.node_iam_role_path, "/")}${local.node_role_name}")
   # queue_policy_statements in the queue policy's JSON, keys as IAM spells them.
   queue_policy_statements = var.queue_policy_statements == null ? null : [for key, st in var.queue_policy_statements : jsonencode({ for k, v in {
     Sid          = coalesce(st.sid, key)
@@ -45,6 +45,10 @@ resource "dovetail_node_role" "this" {
       condition     = var.cluster_ip_family == "ipv4" || !var.node_iam_role_attach_cni_policy || var.account_id != null
       error_message = "cluster_ip_family = \"ipv6\" needs account_id: the node role gets the account's AmazonEKS_CNI_IPv6_Policy."
     }
+    precondition {
+      condition     = var.node_role_arn == null
+      error_message = "node_role_arn names an existing node role: set create_node_role = false with it (a role of the same name would be created beside it)."
+    }
   }
 }
 
@@ -79,8 +83,8 @@ resource "dovetail_controller_role" "this" {
 
   lifecycle {
     precondition {
-      condition     = var.create_node_role || var.account_id != null
-      error_message = "With create_node_role = false, set account_id: the controller's iam:PassRole is scoped to the existing node role's ARN."
+      condition     = var.create_node_role || var.account_id != null || var.node_role_arn != null
+      error_message = "With create_node_role = false, set node_role_arn (or account_id with node_role_name): the controller's iam:PassRole is scoped to the existing node role's ARN."
     }
   }
 }
@@ -94,8 +98,8 @@ resource "dovetail_node_access_entry" "this" {
 
   lifecycle {
     precondition {
-      condition     = var.create_node_role || var.account_id != null
-      error_message = "With create_node_role = false, set account_id: the access entry names the existing node role's ARN."
+      condition     = var.create_node_role || var.account_id != null || var.node_role_arn != null
+      error_message = "With create_node_role = false, set node_role_arn (or account_id with node_role_name): the access entry names the existing node role's ARN."
     }
   }
 }

@@ -36,6 +36,16 @@ variable "oidc_provider_arn" {
   }
 }
 
+variable "node_role_arn" {
+  description = "ARN of an existing node IAM role, with create_node_role = false: such as terraform-aws-eks//modules/karpenter's node_iam_role_arn, whose role the running nodes use (docs/guides/switch-from-karpenter.md). Its name, path and partition come from the ARN."
+  type        = string
+  default     = null
+  validation {
+    condition     = var.node_role_arn == null || can(regex("^arn:aws[a-z-]*:iam::[0-9]{12}:role/([A-Za-z0-9+=,.@_/-]+/)?[A-Za-z0-9+=,.@_-]{1,64}$", var.node_role_arn))
+    error_message = "node_role_arn must be an IAM role ARN, such as arn:aws:iam::123456789012:role/Karpenter-my-cluster-2024."
+  }
+}
+
 variable "account_id" {
   description = "AWS account of the cluster, for the controller policy's ARNs. Null asks STS."
   type        = string
@@ -67,7 +77,7 @@ variable "security_group_ids" {
 }
 
 variable "create_node_role" {
-  description = "Create the node IAM role (and instance profile). False uses node_role_name as it exists."
+  description = "Create the node IAM role (and instance profile). False uses an existing role: node_role_arn, or node_role_name with account_id."
   type        = bool
   default     = true
 }

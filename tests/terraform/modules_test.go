@@ -51,10 +51,17 @@ func TestModuleInputValidation(t *testing.T) {
   node_iam_role_permissions_boundary = "arn:aws:iam::123456789012:role/x"`, `node_iam_role_permissions_boundary must be an IAM policy ARN`},
 		"log level": {bootstrap + `cluster_name = "demo"
   controller = { log_level = "verbose" }`, `controller.log_level must be debug, info or error`},
+		"node role ARN while creating one": {bootstrap + `cluster_name = "demo"
+  node_role_arn = "arn:aws:iam::123456789012:role/Karpenter-demo"
+  controller = { image = "` + testenv.ControllerImage + `" }`, `node_role_arn names an existing node role: set create_node_role = false with it`},
+		"node role name, not ARN": {bootstrap + `cluster_name = "demo"
+  create_node_role = false
+  node_role_arn = "Karpenter-demo"`, `node_role_arn must be an IAM role ARN`},
 		"instance profile without node role": {bootstrap + `cluster_name = "demo"
   create_node_role = false
   account_id = "123456789012"
-  node_class_uses_instance_profile = true`, `node_class_uses_instance_profile needs create_node_role = true`},
+  node_class_uses_instance_profile = true
+  controller = { image = "` + testenv.ControllerImage + `" }`, `node_class_uses_instance_profile needs create_node_role = true`},
 		"access entry type": {bootstrap + `cluster_name = "demo"
   access_entry_type = "STANDARD"`, `access_entry_type must be EC2_LINUX or EC2_WINDOWS`},
 		"ip family": {bootstrap + `cluster_name = "demo"
