@@ -8,12 +8,14 @@ import (
 	"time"
 
 	"github.com/hashicorp/terraform-plugin-framework/diag"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 )
 
@@ -25,10 +27,10 @@ const dovetailAnnotationPrefix = "dovetail.sh/"
 // (and CapacityBuffer is SIG Autoscaling's), which the next controller reads.
 const commitmentCRD = "commitments.dovetail.sh"
 
-// handOver is the destroy of keep_crds_on_destroy: the controller goes, first, so it
-// writes nothing more; the CRDs stay, and with them every NodePool, EC2NodeClass and
-// NodeClaim, whose nodes keep running for the next controller (Karpenter's) to take
-// over. What is left of Dovetail's own goes too: its annotations on NodeClaims, and the
+// handOver is the destroy of keep_crds_on_destroy: the controller goes first (its
+// pods gone, so nothing of it runs), then its other objects; the CRDs stay, and with
+// them every NodePool, EC2NodeClass and NodeClaim, whose nodes keep running for the
+// next controller (Karpenter's) to take over. What is left of Dovetail's own goes too: its annotations on NodeClaims, and the
 // Commitment CRD unless Commitments still exist, which deleting it would delete.
 func (r *controllerResource) handOver(ctx context.Context, cl client.Client, state *controllerModel, timeout time.Duration, diags *diag.Diagnostics) {
 	objs, _, err := r.render(state)
@@ -36,11 +38,34 @@ func (r *controllerResource) handOver(ctx context.Context, cl client.Client, sta
 		diags.AddError("Cannot render the controller's manifests", err.Error())
 		return
 	}
-	var rest []*unstructured.Unstructured
+	var deployments, rest []*unstructured.Unstructured
 	for _, o := range objs {
-		if o.GetKind() != "CustomResourceDefinition" {
-			// Reversed: the Deployment first, the namespace last.
+		switch o.GetKind() {
+		case "CustomResourceDefinition":
+		case "Deployment":
+			deployments = append(deployments, o)
+		default:
+			// Reversed: the namespace last.
 			rest = append([]*unstructured.Unstructured{o}, rest...)
+		}
+	}
+	// The controller stops before anything it needs goes (its RBAC) and before its
+	// annotations are taken off: a process still shutting down could write them back.
+	// Its pods go only once their containers have exited.
+	for _, d := range deployments {
+		if err := cl.Delete(ctx, d, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil && !apierrors.IsNotFound(err) {
+			diags.AddError("Cannot delete Deployment "+objectName(d), err.Error())
+			return
+		}
+	}
+	waitDeleted(ctx, deployments, cl, timeout, diags)
+	if diags.HasError() {
+		return
+	}
+	for _, d := range deployments {
+		if err := podsGone(ctx, cl, d); err != nil {
+			diags.AddError("The controller's pods are still running", err.Error()+" "+timedOut(opDelete, timeout)+".")
+			return
 		}
 	}
 	for _, o := range rest {
@@ -82,6 +107,27 @@ func (r *controllerResource) handOver(ctx context.Context, cl client.Client, sta
 		return
 	}
 	waitDeleted(ctx, []*unstructured.Unstructured{crd}, cl, timeout, diags)
+}
+
+// podsGone waits until no pod of the Deployment d rendered is left.
+func podsGone(ctx context.Context, cl client.Client, d *unstructured.Unstructured) error {
+	selector, _, _ := unstructured.NestedStringMap(d.Object, "spec", "selector", "matchLabels")
+	var left []string
+	err := wait.PollUntilContextCancel(ctx, time.Second, true, func(ctx context.Context) (bool, error) {
+		pods := &corev1.PodList{}
+		if err := cl.List(ctx, pods, client.InNamespace(d.GetNamespace()), client.MatchingLabels(selector)); err != nil {
+			return false, err
+		}
+		left = left[:0]
+		for _, p := range pods.Items {
+			left = append(left, p.Name)
+		}
+		return len(left) == 0, nil
+	})
+	if err != nil {
+		return fmt.Errorf("pods %s of Deployment %s remain", strings.Join(left, ", "), objectName(d))
+	}
+	return nil
 }
 
 // stripDovetailAnnotations removes the dovetail.sh/ annotations from every NodeClaim.
