@@ -7,6 +7,9 @@ import "runtime/debug"
 // Version is the release version; empty in a build that was not stamped.
 var Version = ""
 
+// Symbol is Version's name for the linker's -X.
+const Symbol = "github.com/dovetail-sh/dovetail/controller/version.Version"
+
 // Get is the stamped version, else what the Go toolchain recorded (a module version
 // or "(devel)"), else "unknown".
 func Get() string {

@@ -8,6 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/dovetail-sh/dovetail/controller/version"
 )
 
 // cli writes the dovetail CLI (simulate, explain, render, migrate) for each
@@ -17,7 +19,7 @@ func cli(ctx context.Context, o options) error {
 	for _, platform := range o.cliPlatforms {
 		dir := filepath.Join(o.dist, ".build", "cli", strings.ReplaceAll(platform, "/", "_"))
 		binary := filepath.Join(dir, "dovetail")
-		if err := goBuild(ctx, o, "./controller/cmd/dovetail", platform, binary, "-X "+versionVar+"=v"+o.version); err != nil {
+		if err := goBuild(ctx, o, "./controller/cmd/dovetail", platform, binary, "-X "+version.Symbol+"=v"+o.version); err != nil {
 			return err
 		}
 		name := fmt.Sprintf("dovetail_%s_%s.tar.gz", o.version, strings.ReplaceAll(platform, "/", "_"))

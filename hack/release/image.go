@@ -17,6 +17,8 @@ import (
 	"github.com/google/go-containerregistry/pkg/v1/mutate"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 	"github.com/google/go-containerregistry/pkg/v1/types"
+
+	"github.com/dovetail-sh/dovetail/controller/version"
 )
 
 // nonroot is distroless's unprivileged user, which the Deployment's runAsNonRoot and
@@ -40,7 +42,7 @@ func image(ctx context.Context, o options) error {
 	for _, platform := range o.imagePlatforms {
 		goos, goarch, _ := strings.Cut(platform, "/")
 		binary := filepath.Join(o.dist, ".build", "controller_"+goos+"_"+goarch)
-		if err := goBuild(ctx, o, "./controller/cmd/controller", platform, binary, "-X "+versionVar+"="+tag); err != nil {
+		if err := goBuild(ctx, o, "./controller/cmd/controller", platform, binary, "-X "+version.Symbol+"="+tag); err != nil {
 			return err
 		}
 		img, err := controllerImage(binary, certs, o, goos, goarch, tag)

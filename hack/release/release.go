@@ -17,6 +17,8 @@ import (
 	"strings"
 
 	"golang.org/x/mod/sumdb/dirhash"
+
+	"github.com/dovetail-sh/dovetail/controller/version"
 )
 
 type options struct {
@@ -31,7 +33,6 @@ var semver = regexp.MustCompile(`^[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$`)
 const (
 	providerType      = "dovetail"
 	providerNamespace = "dovetail-sh"
-	versionVar        = "github.com/dovetail-sh/dovetail/controller/version.Version"
 )
 
 func run(ctx context.Context, o options) error {
@@ -86,7 +87,7 @@ func provider(ctx context.Context, o options) error {
 	for _, platform := range o.providerPlatforms {
 		build := filepath.Join(o.dist, ".build", strings.ReplaceAll(platform, "/", "_"), binary)
 		// The provider deploys the controller image of its own release by default.
-		ldflags := "-X main.version=" + o.version + " -X " + versionVar + "=v" + o.version
+		ldflags := "-X main.version=" + o.version + " -X " + version.Symbol + "=v" + o.version
 		if err := goBuild(ctx, o, "./provider/cmd/terraform-provider-dovetail", platform, build, ldflags); err != nil {
 			return err
 		}

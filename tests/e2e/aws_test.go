@@ -238,7 +238,10 @@ func replacedElsewhere(t *testing.T, cluster *awsCluster, victim *v1.NodeClaim, 
 type awsCluster struct {
 	client  client.Client
 	clients *dtaws.Clients
-	standIn *localstack.KubeletStandIn
+	// moto and kubeconfig are the servers' for tools a user runs (terraform).
+	moto       *localstack.Moto
+	kubeconfig string
+	standIn    *localstack.KubeletStandIn
 	// eksEndpoint is the API endpoint EKS reports for the cluster.
 	eksEndpoint string
 	// events puts events on the bus whose spot rule targets queueURL.
@@ -369,7 +372,7 @@ func prepareAWSCluster(t *testing.T, run func(awsEnv)) *awsCluster {
 		}
 		return nil
 	})
-	return &awsCluster{client: c, clients: clients, standIn: standIn, eksEndpoint: endpoint, events: events, queueURL: queue.QueueUrl, region: "us-west-2"}
+	return &awsCluster{client: c, clients: clients, moto: moto, kubeconfig: stack.Kubeconfig, standIn: standIn, eksEndpoint: endpoint, events: events, queueURL: queue.QueueUrl, region: "us-west-2"}
 }
 
 // checkIAM records every AWS call the controller makes and, once the test is over

@@ -12,6 +12,8 @@ import (
 	"path/filepath"
 	"strings"
 	"time"
+
+	"github.com/dovetail-sh/dovetail/controller/version"
 )
 
 // Terraform runs the terraform CLI in one configuration directory with a locally
@@ -151,7 +153,19 @@ const ControllerImage = "dovetail-controller:dev"
 
 // BuildProvider compiles terraform-provider-dovetail from the repository into dir.
 func BuildProvider(ctx context.Context, repoRoot, dir string) error {
-	cmd := exec.CommandContext(ctx, "go", "build", "-o", filepath.Join(dir, "terraform-provider-dovetail"), "./provider/cmd/terraform-provider-dovetail")
+	return buildProvider(ctx, repoRoot, dir)
+}
+
+// BuildReleasedProvider is BuildProvider stamped as make release stamps release v
+// (such as "0.0.0-e2e"), for a test of what a user of a release applies: it defaults
+// to its release's image.
+func BuildReleasedProvider(ctx context.Context, repoRoot, dir, v string) error {
+	return buildProvider(ctx, repoRoot, dir, "-ldflags", "-X "+version.Symbol+"=v"+v)
+}
+
+func buildProvider(ctx context.Context, repoRoot, dir string, flags ...string) error {
+	args := append(append([]string{"build"}, flags...), "-o", filepath.Join(dir, "terraform-provider-dovetail"), "./provider/cmd/terraform-provider-dovetail")
+	cmd := exec.CommandContext(ctx, "go", args...)
 	cmd.Dir = repoRoot
 	if out, err := cmd.CombinedOutput(); err != nil {
 		return fmt.Errorf("building the provider, %w\n%s", err, out)
