@@ -75,6 +75,7 @@ func TestSwitchFromKarpenterAndBack(t *testing.T) {
 	nodeRoleARN := "arn:aws:iam::" + motoAccount + ":role/" + nodeRole
 	karpenterModule := applyKarpenterModule(t, cluster, eksClient, nodeRoleARN)
 	karpenterChart := installKarpenterChart(t, c)
+	karpenterProfile := karpenterInstanceProfile(t, cluster, class)
 	// One type only, so consolidation has no cheaper node to swap in.
 	pool := localstack.NodePool("default",
 		localstack.Requirement(v1.LabelCapacityType, v1.OpIn, v1.CapacityTypeOnDemand),
@@ -203,6 +204,7 @@ provider "dovetail" {
 			return nil
 		})
 		untouched(t)
+		sameProfiles(t, cluster, c, nodeRole, karpenterProfile)
 		if got := eksAPI.PodIdentityAssociations("e2e"); !strings.HasSuffix(got["dovetail/dovetail"], "/DovetailController-e2e") || got["kube-system/karpenter"] == "" {
 			t.Errorf("Pod Identity associations %v: want Dovetail's beside Karpenter's (removed in step 5)", got)
 		}
@@ -251,19 +253,8 @@ provider "dovetail" {
 		})
 		untouched(t)
 
-		// 1. keep_crds_on_destroy, and the instance profiles Dovetail made.
+		// 1. keep_crds_on_destroy.
 		apply(t, "rollback.md", "rollback step 1")
-		var classes awsv1.EC2NodeClassList
-		must(t, c.List(ctx, &classes))
-		var profiles []string
-		for _, cl := range classes.Items {
-			if cl.Status.InstanceProfile != "" {
-				profiles = append(profiles, cl.Status.InstanceProfile)
-			}
-		}
-		if len(profiles) == 0 {
-			t.Fatal("no EC2NodeClass names the instance profile Dovetail made for its role")
-		}
 
 		// 2. module.dovetail goes. The controller's pod stops when its Deployment is
 		// deleted, and its object goes once the process has exited, as a kubelet's.
@@ -287,34 +278,63 @@ provider "dovetail" {
 		applyKarpenterModule(t, cluster, eksClient, nodeRoleARN)
 		installKarpenterChart(t, c)
 
-		// 4. The instance profiles Dovetail made go once no instance uses them.
-		for _, p := range profiles {
-			// The guide filters on iam-instance-profile.arn, which the emulator lacks:
-			// the same question asked of every instance.
-			out, err := clients.EC2.DescribeInstances(ctx, &ec2.DescribeInstancesInput{Filters: []ec2types.Filter{
-				{Name: aws.String("instance-state-name"), Values: []string{"pending", "running", "stopping", "stopped"}}}})
-			must(t, err)
-			for _, r := range out.Reservations {
-				for _, i := range r.Instances {
-					if i.IamInstanceProfile != nil && strings.HasSuffix(aws.ToString(i.IamInstanceProfile.Arn), "/"+p) {
-						t.Fatalf("instance %s uses %s", aws.ToString(i.InstanceId), p)
-					}
-				}
-			}
-			_, err = clients.IAM.RemoveRoleFromInstanceProfile(ctx, &iam.RemoveRoleFromInstanceProfileInput{InstanceProfileName: aws.String(p), RoleName: aws.String(nodeRole)})
-			must(t, err)
-			_, err = clients.IAM.DeleteInstanceProfile(ctx, &iam.DeleteInstanceProfileInput{InstanceProfileName: aws.String(p)})
-			must(t, err)
-		}
-		left, err := clients.IAM.ListInstanceProfilesForRole(ctx, &iam.ListInstanceProfilesForRoleInput{RoleName: aws.String(nodeRole)})
-		must(t, err)
-		for _, p := range left.InstanceProfiles {
-			if tags := p.Tags; len(tags) > 0 {
-				t.Errorf("instance profile %s of the node role is left, tagged %v", aws.ToString(p.InstanceProfileName), tags)
-			}
-		}
+		// The class keeps the profile its nodes launched with, which Karpenter
+		// reuses while it holds the class's role.
+		sameProfiles(t, cluster, c, nodeRole, karpenterProfile)
 		untouched(t)
 	})
+}
+
+// karpenterInstanceProfile makes the profile Karpenter v1.15 makes for a class's
+// role (its path, its tags) and puts it in the class's status, as Karpenter does,
+// in place of the one Dovetail made when the harness started: this cluster never ran
+// Dovetail. The nodes Karpenter launches next run with it.
+func karpenterInstanceProfile(t *testing.T, cluster *awsCluster, class *awsv1.EC2NodeClass) string {
+	t.Helper()
+	ctx := context.Background()
+	api := cluster.clients.IAM
+	if old := class.Status.InstanceProfile; old != "" {
+		_, err := api.RemoveRoleFromInstanceProfile(ctx, &iam.RemoveRoleFromInstanceProfileInput{InstanceProfileName: aws.String(old), RoleName: aws.String(class.Spec.Role)})
+		must(t, err)
+		_, err = api.DeleteInstanceProfile(ctx, &iam.DeleteInstanceProfileInput{InstanceProfileName: aws.String(old)})
+		must(t, err)
+	}
+	name := "e2e_4207359223418932017"
+	var tags []iamtypes.Tag
+	for k, v := range map[string]string{"kubernetes.io/cluster/e2e": "owned", "eks:eks-cluster-name": "e2e", "karpenter.k8s.aws/ec2nodeclass": class.Name, v1.LabelTopologyRegion: cluster.region} {
+		tags = append(tags, iamtypes.Tag{Key: aws.String(k), Value: aws.String(v)})
+	}
+	_, err := api.CreateInstanceProfile(ctx, &iam.CreateInstanceProfileInput{InstanceProfileName: aws.String(name),
+		Path: aws.String("/karpenter/" + cluster.region + "/e2e/" + string(class.UID) + "/"), Tags: tags})
+	must(t, err)
+	_, err = api.AddRoleToInstanceProfile(ctx, &iam.AddRoleToInstanceProfileInput{InstanceProfileName: aws.String(name), RoleName: aws.String(class.Spec.Role)})
+	must(t, err)
+	patch := client.MergeFrom(class.DeepCopy())
+	class.Status.InstanceProfile = name
+	must(t, cluster.client.Status().Patch(ctx, class, patch))
+	return name
+}
+
+// sameProfiles checks the class still launches with Karpenter's profile and that the
+// node role is in no other: Dovetail reuses a profile that holds the class's role
+// rather than make one of its own, so there is none to clean up after a rollback.
+func sameProfiles(t *testing.T, cluster *awsCluster, c client.Client, role, profile string) {
+	t.Helper()
+	ctx := context.Background()
+	class := &awsv1.EC2NodeClass{}
+	must(t, c.Get(ctx, client.ObjectKey{Name: "default"}, class))
+	if class.Status.InstanceProfile != profile {
+		t.Errorf("the class launches with instance profile %q, want Karpenter's %s", class.Status.InstanceProfile, profile)
+	}
+	out, err := cluster.clients.IAM.ListInstanceProfilesForRole(ctx, &iam.ListInstanceProfilesForRoleInput{RoleName: aws.String(role)})
+	must(t, err)
+	var names []string
+	for _, p := range out.InstanceProfiles {
+		names = append(names, aws.ToString(p.InstanceProfileName))
+	}
+	if len(names) != 1 || names[0] != profile {
+		t.Errorf("the node role is in instance profiles %v, want Karpenter's %s only", names, profile)
+	}
 }
 
 // guideStep is the `dovetail.tf` of a step of a page under docs/guides, as a user

@@ -167,9 +167,14 @@ func karpenterNode(t *testing.T, c client.Client, api *ec2.Client, endpoint stri
 		{Key: aws.String(dtaws.TagEKSCluster), Value: aws.String("e2e")},
 		{Key: aws.String("Name"), Value: aws.String(name)},
 	}
-	run, err := api.RunInstances(ctx, &ec2.RunInstancesInput{ImageId: aws.String(ami), InstanceType: ec2types.InstanceTypeM5Large, MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
+	in := &ec2.RunInstancesInput{ImageId: aws.String(ami), InstanceType: ec2types.InstanceTypeM5Large, MinCount: aws.Int32(1), MaxCount: aws.Int32(1),
 		SubnetId: aws.String(subnet.ID), SecurityGroupIds: []string{class.Status.SecurityGroups[0].ID}, UserData: aws.String(base64.StdEncoding.EncodeToString([]byte(ud))),
-		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: tags}, {ResourceType: ec2types.ResourceTypeVolume, Tags: tags}}})
+		TagSpecifications: []ec2types.TagSpecification{{ResourceType: ec2types.ResourceTypeInstance, Tags: tags}, {ResourceType: ec2types.ResourceTypeVolume, Tags: tags}}}
+	// Karpenter launches with the profile in the class's status.
+	if class.Status.InstanceProfile != "" {
+		in.IamInstanceProfile = &ec2types.IamInstanceProfileSpecification{Name: aws.String(class.Status.InstanceProfile)}
+	}
+	run, err := api.RunInstances(ctx, in)
 	must(t, err)
 	id := aws.ToString(run.Instances[0].InstanceId)
 	providerID := dtaws.ProviderIDPrefix + subnet.Zone + "/" + id
