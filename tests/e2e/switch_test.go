@@ -76,18 +76,7 @@ func TestSwitchFromKarpenterAndBack(t *testing.T) {
 	karpenterModule := applyKarpenterModule(t, cluster, eksClient, nodeRoleARN)
 	karpenterChart := installKarpenterChart(t, c)
 	karpenterProfile := karpenterInstanceProfile(t, cluster, class)
-	// One type only, so consolidation has no cheaper node to swap in.
-	pool := localstack.NodePool("default",
-		localstack.Requirement(v1.LabelCapacityType, v1.OpIn, v1.CapacityTypeOnDemand),
-		localstack.Requirement(v1.LabelInstanceType, v1.OpIn, "m5.large"))
-	pool.Spec.Disruption.ConsolidateAfter = v1.MustParseNillableDuration("1s")
-	must(t, c.Create(ctx, pool))
-	must(t, c.Get(ctx, client.ObjectKeyFromObject(pool), pool))
-	instances := map[string]string{} // claim → instance id
-	for i := 0; i < 3; i++ {
-		name, id := karpenterNode(t, c, clients.EC2, cluster.eksEndpoint, pool, class, i)
-		instances[name] = id
-	}
+	pool, instances := karpenterNodes(t, cluster, class, 3)
 	must(t, c.Create(ctx, localstack.Deployment("web", 3, "1500m", "1Gi")))
 	// kube-scheduler runs the pods on Karpenter's nodes, one each (two do not fit).
 	web := placements(allRunning(t, c, "web", 3, 60*time.Second))

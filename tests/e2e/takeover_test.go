@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/base64"
 	"fmt"
+	"maps"
+	"slices"
 	"testing"
 	"time"
 
@@ -38,22 +40,9 @@ func TestTakeOverKarpenterNodes(t *testing.T) {
 
 	class := &awsv1.EC2NodeClass{}
 	must(t, c.Get(ctx, client.ObjectKey{Name: "default"}, class))
-	// One type only, so consolidation has no cheaper node to swap in: any
-	// replacement below could only come from a drift verdict.
-	pool := localstack.NodePool("default",
-		localstack.Requirement(v1.LabelCapacityType, v1.OpIn, v1.CapacityTypeOnDemand),
-		localstack.Requirement(v1.LabelInstanceType, v1.OpIn, "m5.large"))
-	pool.Spec.Disruption.ConsolidateAfter = v1.MustParseNillableDuration("1s")
-	must(t, c.Create(ctx, pool))
-	must(t, c.Get(ctx, client.ObjectKeyFromObject(pool), pool))
-
-	var claims []string
-	instances := map[string]string{} // claim → instance id
-	for i := 0; i < 3; i++ {
-		name, id := karpenterNode(t, c, clients.EC2, cluster.eksEndpoint, pool, class, i)
-		claims = append(claims, name)
-		instances[name] = id
-	}
+	// Any replacement below could only come from a drift verdict.
+	_, instances := karpenterNodes(t, cluster, class, 3)
+	claims := slices.Sorted(maps.Keys(instances))
 	must(t, c.Create(ctx, localstack.Deployment("adopted", 3, "1500m", "1Gi")))
 	// kube-scheduler runs the pods on Karpenter's nodes, one each (two do not fit).
 	allRunning(t, c, "adopted", 3, 60*time.Second)
@@ -130,6 +119,27 @@ func TestTakeOverKarpenterNodes(t *testing.T) {
 	if n := len(ec2Calls.Calls("CreateFleet")); n != 0 {
 		t.Errorf("%d CreateFleet calls in all; want none", n)
 	}
+}
+
+// karpenterNodes makes a NodePool of one type only, so consolidation has no cheaper
+// node to swap in, with n nodes Karpenter launched for it (karpenterNode); it returns
+// the pool and the instance of each claim.
+func karpenterNodes(t *testing.T, cluster *awsCluster, class *awsv1.EC2NodeClass, n int) (*v1.NodePool, map[string]string) {
+	t.Helper()
+	ctx := context.Background()
+	c := cluster.client
+	pool := localstack.NodePool("default",
+		localstack.Requirement(v1.LabelCapacityType, v1.OpIn, v1.CapacityTypeOnDemand),
+		localstack.Requirement(v1.LabelInstanceType, v1.OpIn, "m5.large"))
+	pool.Spec.Disruption.ConsolidateAfter = v1.MustParseNillableDuration("1s")
+	must(t, c.Create(ctx, pool))
+	must(t, c.Get(ctx, client.ObjectKeyFromObject(pool), pool))
+	instances := map[string]string{} // claim → instance id
+	for i := 0; i < n; i++ {
+		name, id := karpenterNode(t, c, cluster.clients.EC2, cluster.eksEndpoint, pool, class, i)
+		instances[name] = id
+	}
+	return pool, instances
 }
 
 // karpenterPoolHash is Karpenter's karpenter.sh/nodepool-hash of localstack.NodePool's
