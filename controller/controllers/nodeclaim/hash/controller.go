@@ -51,7 +51,13 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 	if class, err := c.class(ctx, nc); err != nil {
 		return reconcile.Result{}, err
 	} else if class != nil && nc.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] != awsv1.EC2NodeClassHashVersion {
-		want[awsv1.AnnotationEC2NodeClassHash], want[awsv1.AnnotationEC2NodeClassHashVersion] = class.Hash(), awsv1.EC2NodeClassHashVersion
+		want[awsv1.AnnotationEC2NodeClassHashVersion] = awsv1.EC2NodeClassHashVersion
+		// As Karpenter does when its hash version changes: a claim already drifted
+		// keeps the hash it has, which no longer matches, so it stays drifted (a
+		// class change Karpenter found before the switch is not forgotten).
+		if meta.FindStatusCondition(nc.Status.Conditions, v1.ConditionTypeDrifted) == nil {
+			want[awsv1.AnnotationEC2NodeClassHash] = class.Hash()
+		}
 	}
 	if len(want) == 0 {
 		return reconcile.Result{}, nil

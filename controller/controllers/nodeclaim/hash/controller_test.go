@@ -98,3 +98,17 @@ func TestClaimsOfAnotherHashVersionAreRestampedNotDrifted(t *testing.T) {
 		})
 	}
 }
+
+// A claim Karpenter found drifted keeps its class hash when its version is re-stamped,
+// as Karpenter's own re-stamp does: the class change is not forgotten.
+func TestDriftedClaimKeepsItsClassHash(t *testing.T) {
+	np, class := objects()
+	nc := claimWith(np, map[string]string{v1.NodePoolHashAnnotationKey: np.Hash(), v1.NodePoolHashVersionAnnotationKey: v1.NodePoolHashVersion,
+		awsv1.AnnotationEC2NodeClassHash: "4207361830128913287", awsv1.AnnotationEC2NodeClassHashVersion: "v6"})
+	meta.SetStatusCondition(&nc.Status.Conditions, metav1.Condition{Type: v1.ConditionTypeDrifted, Status: metav1.ConditionTrue, Reason: "NodeClassDrift"})
+	got := reconciled(t, nc, np, class)
+	if got[awsv1.AnnotationEC2NodeClassHashVersion] != awsv1.EC2NodeClassHashVersion || got[awsv1.AnnotationEC2NodeClassHash] != "4207361830128913287" {
+		t.Errorf("a drifted claim's class hash annotations became %s=%q %s=%q; want the version re-stamped and the hash kept",
+			awsv1.AnnotationEC2NodeClassHashVersion, got[awsv1.AnnotationEC2NodeClassHashVersion], awsv1.AnnotationEC2NodeClassHash, got[awsv1.AnnotationEC2NodeClassHash])
+	}
+}
