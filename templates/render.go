@@ -107,6 +107,8 @@ func (v Values) Validate() error {
 		} else {
 			errs = append(errs, "image must not be empty (the release's is "+DefaultImage+")")
 		}
+	} else if _, tag, digest := splitImage(v.Image); tag == "" && digest == "" {
+		errs = append(errs, fmt.Sprintf("image %q names no tag or digest: name the build to run, such as %s:v1.2.3 (a tag) or %s@sha256:... (a digest)", v.Image, v.Image, v.Image))
 	}
 	for _, s := range []struct{ name, value string }{{"name", v.Name}, {"namespace", v.Namespace}, {"service account", v.ServiceAccount}} {
 		if s.value == "" {

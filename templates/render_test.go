@@ -26,6 +26,23 @@ func TestABuildFromSourceAsksForAnImage(t *testing.T) {
 	if _, err := templates.Manifests(v); err == nil || !strings.Contains(err.Error(), "image is required: this build of Dovetail is not a release") {
 		t.Fatalf("manifests without an image: %v", err)
 	}
+	v.Image = "registry.example.com/dovetail-controller"
+	if _, err := templates.Manifests(v); err == nil || !strings.Contains(err.Error(), `image "registry.example.com/dovetail-controller" names no tag or digest`) {
+		t.Fatalf("manifests of an image without a tag: %v", err)
+	}
+	v.Image = "registry.example.com:5000/dovetail-controller@sha256:" + strings.Repeat("ab", 32)
+	objs, err := templates.Manifests(v)
+	if err != nil {
+		t.Fatalf("an image by digest alone: %v", err)
+	}
+	for _, o := range objs {
+		if o.GetKind() == "Deployment" {
+			containers, _, _ := unstructured.NestedSlice(o.Object, "spec", "template", "spec", "containers")
+			if got := containers[0].(map[string]any)["image"]; got != v.Image {
+				t.Errorf("the Deployment runs %v, want %s", got, v.Image)
+			}
+		}
+	}
 }
 
 func TestManifests(t *testing.T) {

@@ -42,11 +42,12 @@ annotations:
 no release and has none, so it asks for one rather than guess. */}}
 {{- define "dovetail.image" -}}
 {{- $tag := default .Chart.AppVersion .Values.controller.image.tag -}}
-{{- if not $tag -}}
-{{- fail "controller.image.tag is required: this chart is not a release (it has no appVersion), so it has no controller image of its own; set controller.image.repository and controller.image.tag to the image you built from the repository's Dockerfile or mirrored, or install a released chart" -}}
+{{- $digest := .Values.controller.image.digest -}}
+{{- if and (not $tag) (not $digest) -}}
+{{- fail "controller.image.tag is required: this chart is not a release (it has no appVersion), so it has no controller image of its own; set controller.image.repository and controller.image.tag (or digest) to the image you built from the repository's Dockerfile or mirrored, or install a released chart" -}}
 {{- end -}}
-{{- .Values.controller.image.repository }}:{{ $tag -}}
-{{- with .Values.controller.image.digest }}@{{ . }}{{ end -}}
+{{- .Values.controller.image.repository }}{{ with $tag }}:{{ . }}{{ end -}}
+{{- with $digest }}@{{ . }}{{ end -}}
 {{- end -}}
 
 {{/* "Key=value,..." in key order, as the controller's list settings read it. */}}
