@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -69,7 +70,9 @@ func (r *controllerResource) handOver(ctx context.Context, cl client.Client, sta
 		}
 	}
 	for _, o := range rest {
-		if err := cl.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil && !apierrors.IsNotFound(err) {
+		// A kind no longer served (a ServiceMonitor after prometheus-operator went) has
+		// nothing left to delete.
+		if err := cl.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
 			diags.AddError("Cannot delete "+o.GetKind()+" "+objectName(o), err.Error())
 			return
 		}
@@ -78,9 +81,15 @@ func (r *controllerResource) handOver(ctx context.Context, cl client.Client, sta
 	if diags.HasError() {
 		return
 	}
-	if err := stripDovetailAnnotations(ctx, cl); err != nil {
-		diags.AddError("Cannot take Dovetail's annotations off the NodeClaims", err.Error()+" The controller is gone and the CRDs stay; destroy again to retry.")
+	retiring, err := stripDovetailAnnotations(ctx, cl)
+	if err != nil {
+		diags.AddError("Cannot take Dovetail's annotations off the NodeClaims, Nodes and EC2NodeClasses", err.Error()+" The controller is gone and the CRDs stay; destroy again to retry.")
 		return
+	}
+	if len(retiring) > 0 {
+		diags.AddWarning("Instance profiles left to delete",
+			fmt.Sprintf("Dovetail was retiring instance profiles %s, made for an EC2NodeClass's former role, once no instance used them; nothing retires them now, and Karpenter only deletes profiles under its own /karpenter/ path. Delete each once no instance uses it "+
+				"(aws iam remove-role-from-instance-profile, then aws iam delete-instance-profile).", strings.Join(retiring, ", ")))
 	}
 	commitments := &unstructured.UnstructuredList{}
 	commitments.SetGroupVersionKind(k8sschema.GroupVersionKind{Group: "dovetail.sh", Version: "v1alpha1", Kind: "CommitmentList"})
@@ -125,38 +134,80 @@ func podsGone(ctx context.Context, cl client.Client, d *unstructured.Unstructure
 		return len(left) == 0, nil
 	})
 	if err != nil {
-		return fmt.Errorf("pods %s of Deployment %s remain", strings.Join(left, ", "), objectName(d))
+		return fmt.Errorf("pods %s of Deployment %s remain. A pod on a node that is down never finishes terminating: once the node is confirmed gone, kubectl delete pod --force, and destroy again", strings.Join(left, ", "), objectName(d))
 	}
 	return nil
 }
 
-// stripDovetailAnnotations removes the dovetail.sh/ annotations from every NodeClaim.
-func stripDovetailAnnotations(ctx context.Context, cl client.Client) error {
-	claims := &unstructured.UnstructuredList{}
-	claims.SetGroupVersionKind(nodeClaimListGVK)
-	if err := cl.List(ctx, claims); err != nil {
-		if meta.IsNoMatchError(err) {
-			return nil
+// Annotations Dovetail leaves on an EC2NodeClass: Karpenter's class hash, which
+// Dovetail never rewrites, so Karpenter would take the claims' (Dovetail's) hashes as
+// current and never re-stamp them; and Dovetail's own list of retiring profiles.
+const (
+	classHashAnnotation        = "karpenter.k8s.aws/ec2nodeclass-hash"
+	classHashVersionAnnotation = "karpenter.k8s.aws/ec2nodeclass-hash-version"
+	retiringProfilesAnnotation = "karpenter.k8s.aws/retiring-instance-profiles"
+)
+
+var (
+	nodeListGVK      = k8sschema.GroupVersionKind{Version: "v1", Kind: "NodeList"}
+	nodeClassListGVK = k8sschema.GroupVersionKind{Group: "karpenter.k8s.aws", Version: "v1", Kind: "EC2NodeClassList"}
+)
+
+// stripDovetailAnnotations takes what only Dovetail reads off the objects the next
+// controller keeps: dovetail.sh/ annotations from NodeClaims and Nodes (registration
+// copies a claim's onto its node), and from EC2NodeClasses the class hash, for
+// Karpenter to re-stamp the claims with its own, and the retiring profiles, which it
+// returns: nothing deletes them any more.
+func stripDovetailAnnotations(ctx context.Context, cl client.Client) (retiring []string, err error) {
+	dovetails := func(k string) bool { return strings.HasPrefix(k, dovetailAnnotationPrefix) }
+	for _, gvk := range []k8sschema.GroupVersionKind{nodeClaimListGVK, nodeListGVK} {
+		if _, err := stripAnnotations(ctx, cl, gvk, dovetails); err != nil {
+			return nil, err
 		}
-		return err
 	}
-	for i := range claims.Items {
-		drop := map[string]any{}
-		for k := range claims.Items[i].GetAnnotations() {
-			if strings.HasPrefix(k, dovetailAnnotationPrefix) {
-				drop[k] = nil
+	classes, err := stripAnnotations(ctx, cl, nodeClassListGVK, func(k string) bool {
+		return k == classHashAnnotation || k == classHashVersionAnnotation || k == retiringProfilesAnnotation
+	})
+	for _, c := range classes {
+		var profiles map[string]string
+		if raw := c.GetAnnotations()[retiringProfilesAnnotation]; raw != "" && json.Unmarshal([]byte(raw), &profiles) == nil {
+			for name := range profiles {
+				retiring = append(retiring, name)
 			}
 		}
-		if len(drop) == 0 {
+	}
+	slices.Sort(retiring)
+	return retiring, err
+}
+
+// stripAnnotations removes the annotations drop picks from every object of the list
+// kind, and returns the objects as they were before.
+func stripAnnotations(ctx context.Context, cl client.Client, listGVK k8sschema.GroupVersionKind, drop func(string) bool) ([]unstructured.Unstructured, error) {
+	list := &unstructured.UnstructuredList{}
+	list.SetGroupVersionKind(listGVK)
+	if err := cl.List(ctx, list); err != nil {
+		if meta.IsNoMatchError(err) {
+			return nil, nil
+		}
+		return nil, err
+	}
+	for i := range list.Items {
+		removed := map[string]any{}
+		for k := range list.Items[i].GetAnnotations() {
+			if drop(k) {
+				removed[k] = nil
+			}
+		}
+		if len(removed) == 0 {
 			continue
 		}
-		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": drop}})
+		patch, err := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": removed}})
 		if err != nil {
-			return err
+			return nil, err
 		}
-		if err := cl.Patch(ctx, &claims.Items[i], client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
-			return fmt.Errorf("NodeClaim %s: %w", claims.Items[i].GetName(), err)
+		if err := cl.Patch(ctx, list.Items[i].DeepCopy(), client.RawPatch(types.MergePatchType, patch)); err != nil && !apierrors.IsNotFound(err) {
+			return nil, fmt.Errorf("%s %s: %w", strings.TrimSuffix(listGVK.Kind, "List"), list.Items[i].GetName(), err)
 		}
 	}
-	return nil
+	return list.Items, nil
 }

@@ -8,6 +8,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-testing/helper/resource"
 	"github.com/hashicorp/terraform-plugin-testing/terraform"
 	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -43,6 +44,9 @@ resource "dovetail_controller" "this" {
 `, testenv.ControllerImage)
 
 	class := localstack.NodeClass("default")
+	// Karpenter's class hash (which Dovetail never rewrites) and Dovetail's retiring profiles.
+	class.Annotations = map[string]string{"karpenter.k8s.aws/ec2nodeclass-hash": "123", "karpenter.k8s.aws/ec2nodeclass-hash-version": "v6",
+		"karpenter.k8s.aws/retiring-instance-profiles": `{"demo_1":"2026-11-29T00:00:00Z"}`, "team": "platform"}
 	pool := localstack.NodePool("default", localstack.Requirement(v1.LabelCapacityType, v1.OpIn, v1.CapacityTypeOnDemand))
 	ref := pool.Spec.Template.Spec.NodeClassRef
 	karpenters := map[string]string{awsv1.AnnotationEC2NodeClassHash: "4920190224545436312", awsv1.AnnotationEC2NodeClassHashVersion: awsv1.EC2NodeClassHashVersion}
@@ -80,6 +84,19 @@ resource "dovetail_controller" "this" {
 					return fmt.Errorf("%T %s: %v; the hand-over must keep it", obj, obj.GetName(), err)
 				}
 			}
+			if err := kube.Get(ctx, client.ObjectKeyFromObject(class), class); err != nil {
+				return err
+			}
+			if len(class.Annotations) != 1 || class.Annotations["team"] != "platform" {
+				return fmt.Errorf("the EC2NodeClass has annotations %v; want only the user's team=platform (Karpenter re-stamps its hashes when they are gone)", class.Annotations)
+			}
+			node := &corev1.Node{}
+			if err := kube.Get(ctx, client.ObjectKey{Name: "system-0"}, node); err != nil {
+				return err
+			}
+			if _, ok := node.Annotations["dovetail.sh/planned-price"]; ok {
+				return fmt.Errorf("the Node keeps Dovetail's annotations: %v", node.Annotations)
+			}
 			got := &v1.NodeClaim{}
 			if err := kube.Get(ctx, client.ObjectKey{Name: "default-abcde"}, got); err != nil {
 				return fmt.Errorf("the NodeClaim: %v; the hand-over must keep it", err)
@@ -113,7 +130,19 @@ resource "dovetail_controller" "this" {
 		CheckDestroy:             handedOver(true),
 		Steps: []resource.TestStep{
 			{Config: config},
-			{PreConfig: create(class, pool, claim(), commitment), Config: config, Destroy: true},
+			{PreConfig: func() {
+				create(class, pool, claim(), commitment)()
+				// Registration copies a claim's annotations onto its Node.
+				node := &corev1.Node{}
+				if err := kube.Get(ctx, client.ObjectKey{Name: "system-0"}, node); err != nil {
+					t.Fatal(err)
+				}
+				patch := client.MergeFrom(node.DeepCopy())
+				metav1.SetMetaDataAnnotation(&node.ObjectMeta, "dovetail.sh/planned-price", "0.096")
+				if err := kube.Patch(ctx, node, patch); err != nil {
+					t.Fatal(err)
+				}
+			}, Config: config, Destroy: true},
 		},
 	})
 	// Without a Commitment, the CRD that only Dovetail reads goes too.
