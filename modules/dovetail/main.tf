@@ -149,6 +149,11 @@ resource "dovetail_controller" "this" {
   node_overhead_price_per_hour    = var.controller.node_costs.node_overhead_price_per_hour
   fewer_nodes_tolerance           = var.controller.node_costs.fewer_nodes_tolerance
 
+  # Pod Identity gives a pod credentials when it is created: the controller's pods
+  # start after the association. On destroy the controller stops before its role and
+  # association go, so a hand-over (keep_crds_on_destroy) never runs without them.
+  depends_on = [dovetail_controller_role.this, dovetail_pod_identity_association.this]
+
   lifecycle {
     precondition {
       condition     = var.oidc_provider_arn == null || var.create_controller_role || var.controller_role_arn != null
