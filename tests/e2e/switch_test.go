@@ -26,6 +26,7 @@ import (
 	sqstypes "github.com/aws/aws-sdk-go-v2/service/sqs/types"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apiextensionsv1 "k8s.io/apiextensions-apiserver/pkg/apis/apiextensions/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -163,7 +164,7 @@ provider "dovetail" {
 
 	switched := t.Run("switch-from-karpenter.md", func(t *testing.T) {
 		// 1. Keep the CRDs through a karpenter-crd uninstall.
-		for _, name := range []string{"nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.karpenter.k8s.aws"} {
+		for _, name := range karpenterCRDs {
 			crd := &apiextensionsv1.CustomResourceDefinition{}
 			must(t, c.Get(ctx, client.ObjectKey{Name: name}, crd))
 			patch := client.MergeFrom(crd.DeepCopy())
@@ -247,14 +248,15 @@ provider "dovetail" {
 
 		// 2. module.dovetail goes. The controller's pod stops when its Deployment is
 		// deleted, and its object goes once the process has exited, as a kubelet's.
-		stopped := stopWithItsPods(t, c, proc)
+		stopped, early := stopWithItsPods(t, c, proc)
 		apply(t, "rollback.md", "rollback step 2")
-		// The destroy waited for the pods, so the process had stopped before it
-		// removed anything the process needs or writes.
 		select {
 		case <-stopped:
 		default:
 			t.Fatal("the destroy ended with the controller's pods still there")
+		}
+		for e := range early {
+			t.Error(e)
 		}
 		untouched(t)
 		if state, err := tf.StateResources(ctx); err != nil || len(state) > 0 {
@@ -275,7 +277,8 @@ provider "dovetail" {
 }
 
 // karpenterInstanceProfile makes the profile Karpenter v1.15 makes for a class's
-// role (its path, its tags) and puts it in the class's status, as Karpenter does,
+// role (its path, its tags) and puts it in the class's status, as Karpenter does
+// (with its class hash annotations),
 // in place of the one Dovetail made when the harness started: this cluster never ran
 // Dovetail. The nodes Karpenter launches next run with it.
 func karpenterInstanceProfile(t *testing.T, cluster *awsCluster, class *awsv1.EC2NodeClass) string {
@@ -301,6 +304,11 @@ func karpenterInstanceProfile(t *testing.T, cluster *awsCluster, class *awsv1.EC
 	patch := client.MergeFrom(class.DeepCopy())
 	class.Status.InstanceProfile = name
 	must(t, cluster.client.Status().Patch(ctx, class, patch))
+	// Karpenter stamps its class hash on the class too.
+	patch = client.MergeFrom(class.DeepCopy())
+	metav1.SetMetaDataAnnotation(&class.ObjectMeta, awsv1.AnnotationEC2NodeClassHash, "9467862354421516513")
+	metav1.SetMetaDataAnnotation(&class.ObjectMeta, awsv1.AnnotationEC2NodeClassHashVersion, karpenterClassHashVersion)
+	must(t, cluster.client.Patch(ctx, class, patch))
 	return name
 }
 
@@ -325,6 +333,10 @@ func sameProfiles(t *testing.T, cluster *awsCluster, c client.Client, role, prof
 		t.Errorf("the node role is in instance profiles %v, want Karpenter's %s only", names, profile)
 	}
 }
+
+// karpenterCRDs are the CRDs of Karpenter v1.15's karpenter-crd chart.
+var karpenterCRDs = []string{"nodepools.karpenter.sh", "nodeclaims.karpenter.sh", "ec2nodeclasses.karpenter.k8s.aws",
+	"nodeoverlays.karpenter.sh", "capacitybuffers.autoscaling.x-k8s.io"}
 
 // guideStep is the `dovetail.tf` of a step of a page under docs/guides, as a user
 // copies it, for this cluster: e2e in the emulator's account, the module from this
@@ -481,8 +493,9 @@ func (k *karpenterChart) uninstall(t *testing.T) {
 // stopWithItsPods stops proc, the process that stands for the controller
 // Deployment's pod, when the pods are deleted, and lets the pod objects go only once
 // it has exited, as a kubelet does: until then a finalizer holds them (and with them
-// the foreground deletion of the Deployment). The channel closes when it is done.
-func stopWithItsPods(t *testing.T, c client.Client, proc *testenv.ControllerProcess) <-chan struct{} {
+// the foreground deletion of the Deployment). The first channel closes when it is
+// done; the second says what the destroy removed before the process had exited.
+func stopWithItsPods(t *testing.T, c client.Client, proc *testenv.ControllerProcess) (<-chan struct{}, <-chan string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
@@ -499,14 +512,25 @@ func stopWithItsPods(t *testing.T, c client.Client, proc *testenv.ControllerProc
 		must(t, c.Patch(ctx, &pods.Items[i], patch))
 	}
 	done := make(chan struct{})
+	early := make(chan string, 2)
 	go func() {
 		defer close(done)
+		defer close(early)
 		for ctx.Err() == nil {
 			var now corev1.PodList
 			if err := c.List(ctx, &now, client.InNamespace("dovetail"), selector); err == nil {
 				deleting := slices.ContainsFunc(now.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
 				if deleting {
 					proc.Terminate()
+					// Until the pods go, the hand-over must have removed nothing the
+					// process needs or writes.
+					if err := c.Get(ctx, client.ObjectKey{Name: "dovetail"}, &rbacv1.ClusterRole{}); err != nil {
+						early <- fmt.Sprintf("the controller's ClusterRole before its pods were gone: %v", err)
+					}
+					var claims v1.NodeClaimList
+					if err := c.List(ctx, &claims); err != nil || !slices.ContainsFunc(claims.Items, func(nc v1.NodeClaim) bool { return nc.Annotations["dovetail.sh/template-labels"] != "" }) {
+						early <- fmt.Sprintf("Dovetail's annotations were stripped from the claims before its pods were gone (%v)", err)
+					}
 					for i := range now.Items {
 						patch := client.MergeFrom(now.Items[i].DeepCopy())
 						if controllerutil.RemoveFinalizer(&now.Items[i], finalizer) {
@@ -519,7 +543,7 @@ func stopWithItsPods(t *testing.T, c client.Client, proc *testenv.ControllerProc
 			time.Sleep(100 * time.Millisecond)
 		}
 	}()
-	return done
+	return done, early
 }
 
 // dovetailLeftInCluster fails on anything of Dovetail's the rollback should have
@@ -546,6 +570,22 @@ func dovetailLeftInCluster(t *testing.T, c client.Client) {
 			t.Errorf("CRD %s: %v; want it kept %v", name, err, kept)
 		}
 	}
+	class := &awsv1.EC2NodeClass{}
+	must(t, c.Get(ctx, client.ObjectKey{Name: "default"}, class))
+	for _, k := range []string{awsv1.AnnotationEC2NodeClassHash, awsv1.AnnotationEC2NodeClassHashVersion, "karpenter.k8s.aws/retiring-instance-profiles"} {
+		if v, ok := class.Annotations[k]; ok {
+			t.Errorf("the class keeps %s=%s: Karpenter would not re-stamp the claims' class hashes", k, v)
+		}
+	}
+	var nodes corev1.NodeList
+	must(t, c.List(ctx, &nodes))
+	for _, n := range nodes.Items {
+		for k := range n.Annotations {
+			if strings.HasPrefix(k, "dovetail.sh/") {
+				t.Errorf("node %s keeps Dovetail's annotation %s", n.Name, k)
+			}
+		}
+	}
 	var claims v1.NodeClaimList
 	must(t, c.List(ctx, &claims))
 	for _, nc := range claims.Items {
@@ -554,7 +594,8 @@ func dovetailLeftInCluster(t *testing.T, c client.Client) {
 				t.Errorf("claim %s keeps Dovetail's annotation %s", nc.Name, k)
 			}
 		}
-		// Karpenter re-stamps the class hash of a claim without a Drifted condition.
+		// Karpenter re-stamps the class hash of a claim without a Drifted condition
+		// (the class's hash annotations being gone, above).
 		if nc.Labels["team"] != "web" {
 			t.Errorf("claim %s lost the template's label team=web: %v", nc.Name, nc.Labels)
 		}

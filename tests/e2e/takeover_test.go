@@ -142,6 +142,10 @@ func karpenterNodes(t *testing.T, cluster *awsCluster, class *awsv1.EC2NodeClass
 	return pool, instances
 }
 
+// karpenterClassHashVersion is Karpenter v1.15's EC2NodeClass hash version, on its
+// classes and claims.
+const karpenterClassHashVersion = "v6"
+
 // karpenterPoolHash is Karpenter's karpenter.sh/nodepool-hash of localstack.NodePool's
 // template (see TestNodePoolHashIsKarpenters).
 const karpenterPoolHash = "6821555240594823858"
@@ -195,9 +199,9 @@ func karpenterNode(t *testing.T, c client.Client, api *ec2.Client, endpoint stri
 			Annotations: map[string]string{
 				// Karpenter's own hashes: the pool's is what Karpenter v1.12.0 computes
 				// for this template (a nodeClassRef and expireAfter 720h; requirements
-				// do not count), the class's is under Karpenter's class hash version v4.
+				// do not count), the class's is under Karpenter v1.15's class hash version v6.
 				v1.NodePoolHashAnnotationKey: karpenterPoolHash, v1.NodePoolHashVersionAnnotationKey: "v3",
-				awsv1.AnnotationEC2NodeClassHash: "9467862354421516513", awsv1.AnnotationEC2NodeClassHashVersion: "v4",
+				awsv1.AnnotationEC2NodeClassHash: "9467862354421516513", awsv1.AnnotationEC2NodeClassHashVersion: karpenterClassHashVersion,
 			},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: v1.SchemeGroupVersion.String(), Kind: "NodePool", Name: pool.Name, UID: pool.UID, BlockOwnerDeletion: &yes}}},
 		Spec: v1.NodeClaimSpec{NodeClassRef: pool.Spec.Template.Spec.NodeClassRef, ExpireAfter: v1.MustParseNillableDuration("720h"),
