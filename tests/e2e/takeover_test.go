@@ -210,6 +210,9 @@ func karpenterNode(t *testing.T, c client.Client, api *ec2.Client, endpoint stri
 				{Key: v1.LabelNodePool, RequirementBody: v1.RequirementBody{Operator: v1.OpIn, Values: []string{pool.Name}}},
 			}},
 	}
+	if class.Status.InstanceProfile != "" {
+		nc.Annotations[awsv1.AnnotationInstanceProfile] = class.Status.InstanceProfile
+	}
 	must(t, c.Create(ctx, nc))
 
 	var node corev1.Node

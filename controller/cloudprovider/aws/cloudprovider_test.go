@@ -331,6 +331,9 @@ func TestLaunchTagTerminate(t *testing.T) {
 	if first.Annotations[awsv1.AnnotationEC2NodeClassHash] != class.Hash() || first.Status.ImageID != f.seeded.Images["x86_64"] {
 		t.Errorf("hash annotation %q (want %q), image %q (want %q)", first.Annotations[awsv1.AnnotationEC2NodeClassHash], class.Hash(), first.Status.ImageID, f.seeded.Images["x86_64"])
 	}
+	if class.Status.InstanceProfile == "" || first.Annotations[awsv1.AnnotationInstanceProfile] != class.Status.InstanceProfile {
+		t.Errorf("%s = %q, want the class's instance profile %q", awsv1.AnnotationInstanceProfile, first.Annotations[awsv1.AnnotationInstanceProfile], class.Status.InstanceProfile)
+	}
 	// The same claim launched again (its first result never recorded) is the same instance.
 	again, err := cp.Create(f.ctx, claim("first", "default", small...))
 	if err != nil {

@@ -401,6 +401,12 @@ func launchedClaim(nc *v1.NodeClaim, class *awsv1.EC2NodeClass, id, instanceType
 	}
 	out.Annotations[awsv1.AnnotationEC2NodeClassHash] = class.Hash()
 	out.Annotations[awsv1.AnnotationEC2NodeClassHashVersion] = awsv1.EC2NodeClassHashVersion
+	// Karpenter, taking over after a rollback, deletes a profile of its own path that
+	// no class's status and no claim names: a node launched with it would lose its
+	// credentials.
+	if class.Status.InstanceProfile != "" {
+		out.Annotations[awsv1.AnnotationInstanceProfile] = class.Status.InstanceProfile
+	}
 	out.Status.ProviderID = ProviderIDPrefix + zone + "/" + id
 	out.Status.ImageID = imageID
 	if chosen.it != nil {

@@ -11,6 +11,9 @@ const (
 	AnnotationEC2NodeClassHash        = Group + "/ec2nodeclass-hash"
 	AnnotationEC2NodeClassHashVersion = Group + "/ec2nodeclass-hash-version"
 	EC2NodeClassHashVersion           = "v1"
+	// AnnotationInstanceProfile names the instance profile a claim launched with, as
+	// Karpenter writes it: Karpenter's garbage collection keeps a profile a claim names.
+	AnnotationInstanceProfile = Group + "/instance-profile-name"
 )
 
 // Hash identifies the settings of the class that shape a node once it is launched.
