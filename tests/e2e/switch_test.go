@@ -33,7 +33,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/controller-runtime/pkg/client"
-	"sigs.k8s.io/controller-runtime/pkg/controller/controllerutil"
 
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
@@ -491,15 +490,15 @@ func (k *karpenterChart) uninstall(t *testing.T) {
 }
 
 // stopWithItsPods stops proc, the process that stands for the controller
-// Deployment's pod, when the pods are deleted, and lets the pod objects go only once
-// it has exited, as a kubelet does: until then a finalizer holds them (and with them
-// the foreground deletion of the Deployment). The first channel closes when it is
-// done; the second says what the destroy removed before the process had exited.
+// Deployment's pod, when the pods are deleted, and deletes the pod objects only once
+// it has exited, as a kubelet does (kwok leaves pods annotated e2e.dovetail.sh/kubelet
+// to the test); until then they hold the foreground deletion of the Deployment. The
+// first channel closes when it is done; the second says what the destroy removed
+// before the process had exited.
 func stopWithItsPods(t *testing.T, c client.Client, proc *testenv.ControllerProcess) (<-chan struct{}, <-chan string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	const finalizer = "e2e.dovetail.sh/process-running"
 	selector := client.MatchingLabels{"app.kubernetes.io/name": "dovetail"}
 	var pods corev1.PodList
 	must(t, c.List(ctx, &pods, client.InNamespace("dovetail"), selector))
@@ -508,37 +507,34 @@ func stopWithItsPods(t *testing.T, c client.Client, proc *testenv.ControllerProc
 	}
 	for i := range pods.Items {
 		patch := client.MergeFrom(pods.Items[i].DeepCopy())
-		controllerutil.AddFinalizer(&pods.Items[i], finalizer)
+		metav1.SetMetaDataAnnotation(&pods.Items[i].ObjectMeta, "e2e.dovetail.sh/kubelet", "test")
 		must(t, c.Patch(ctx, &pods.Items[i], patch))
 	}
 	done := make(chan struct{})
-	early := make(chan string, 2)
+	early := make(chan string, 16)
 	go func() {
 		defer close(done)
 		defer close(early)
 		for ctx.Err() == nil {
 			var now corev1.PodList
-			if err := c.List(ctx, &now, client.InNamespace("dovetail"), selector); err == nil {
-				deleting := slices.ContainsFunc(now.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil })
-				if deleting {
-					proc.Terminate()
-					// Until the pods go, the hand-over must have removed nothing the
-					// process needs or writes.
-					if err := c.Get(ctx, client.ObjectKey{Name: "dovetail"}, &rbacv1.ClusterRole{}); err != nil {
-						early <- fmt.Sprintf("the controller's ClusterRole before its pods were gone: %v", err)
-					}
-					var claims v1.NodeClaimList
-					if err := c.List(ctx, &claims); err != nil || !slices.ContainsFunc(claims.Items, func(nc v1.NodeClaim) bool { return nc.Annotations["dovetail.sh/template-labels"] != "" }) {
-						early <- fmt.Sprintf("Dovetail's annotations were stripped from the claims before its pods were gone (%v)", err)
-					}
-					for i := range now.Items {
-						patch := client.MergeFrom(now.Items[i].DeepCopy())
-						if controllerutil.RemoveFinalizer(&now.Items[i], finalizer) {
-							_ = c.Patch(ctx, &now.Items[i], patch)
-						}
-					}
-					return
+			if err := c.List(ctx, &now, client.InNamespace("dovetail"), selector); err == nil &&
+				slices.ContainsFunc(now.Items, func(p corev1.Pod) bool { return p.DeletionTimestamp != nil }) {
+				proc.Terminate()
+				// Until the pods go, the hand-over must have removed nothing the
+				// process needs or writes.
+				if err := c.Get(ctx, client.ObjectKey{Name: "dovetail"}, &rbacv1.ClusterRole{}); err != nil {
+					early <- fmt.Sprintf("the controller's ClusterRole before its pods were gone: %v", err)
 				}
+				var claims v1.NodeClaimList
+				if err := c.List(ctx, &claims); err != nil || !slices.ContainsFunc(claims.Items, func(nc v1.NodeClaim) bool { return nc.Annotations["dovetail.sh/template-labels"] != "" }) {
+					early <- fmt.Sprintf("Dovetail's annotations were stripped from the claims before its pods were gone (%v)", err)
+				}
+				for i := range now.Items {
+					if err := c.Delete(ctx, &now.Items[i], client.GracePeriodSeconds(0)); err != nil && !apierrors.IsNotFound(err) {
+						early <- fmt.Sprintf("deleting pod %s: %v", now.Items[i].Name, err)
+					}
+				}
+				return
 			}
 			time.Sleep(100 * time.Millisecond)
 		}
@@ -580,20 +576,12 @@ func dovetailLeftInCluster(t *testing.T, c client.Client) {
 	var nodes corev1.NodeList
 	must(t, c.List(ctx, &nodes))
 	for _, n := range nodes.Items {
-		for k := range n.Annotations {
-			if strings.HasPrefix(k, "dovetail.sh/") {
-				t.Errorf("node %s keeps Dovetail's annotation %s", n.Name, k)
-			}
-		}
+		noDovetailAnnotations(t, "node "+n.Name, n.Annotations)
 	}
 	var claims v1.NodeClaimList
 	must(t, c.List(ctx, &claims))
 	for _, nc := range claims.Items {
-		for k := range nc.Annotations {
-			if strings.HasPrefix(k, "dovetail.sh/") {
-				t.Errorf("claim %s keeps Dovetail's annotation %s", nc.Name, k)
-			}
-		}
+		noDovetailAnnotations(t, "claim "+nc.Name, nc.Annotations)
 		// Karpenter re-stamps the class hash of a claim without a Drifted condition
 		// (the class's hash annotations being gone, above).
 		if nc.Labels["team"] != "web" {
@@ -601,6 +589,15 @@ func dovetailLeftInCluster(t *testing.T, c client.Client) {
 		}
 		if meta.FindStatusCondition(nc.Status.Conditions, v1.ConditionTypeDrifted) != nil {
 			t.Errorf("claim %s has a Drifted condition: Karpenter would keep Dovetail's class hash and find it drifted", nc.Name)
+		}
+	}
+}
+
+func noDovetailAnnotations(t *testing.T, what string, annotations map[string]string) {
+	t.Helper()
+	for k := range annotations {
+		if strings.HasPrefix(k, "dovetail.sh/") {
+			t.Errorf("%s keeps Dovetail's annotation %s", what, k)
 		}
 	}
 }
