@@ -123,7 +123,7 @@ func (r *controllerResource) Schema(ctx context.Context, _ resource.SchemaReques
 			"wait_for_rollout": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(true), Description: "Wait until every replica of the new version is available."},
 			"keep_crds_on_destroy": schema.BoolAttribute{Optional: true, Computed: true, Default: booldefault.StaticBool(false),
 				Description: "Destroy hands the cluster over instead of emptying it: it removes the controller and its objects but keeps the Karpenter CRDs, and with them every NodePool, EC2NodeClass, NodeClaim and node, " +
-					"takes Dovetail's own annotations (dovetail.sh/*) off the NodeClaims, and deletes Dovetail's Commitment CRD when no Commitment is left. For going back to Karpenter (docs/guides/rollback.md): " +
+					"takes Dovetail's own annotations (dovetail.sh/*) off the NodeClaims and Nodes and Karpenter's class hash off the EC2NodeClasses (so Karpenter re-stamps the claims with its own), and deletes Dovetail's Commitment CRD when no Commitment is left. The controller's pods are gone before anything else is removed. For going back to Karpenter (docs/guides/rollback.md): " +
 					"apply it set to true, then remove the resource; Karpenter's controller takes the nodes over where Dovetail left them. Whoever runs next must run soon: until then nothing provisions, consolidates or terminates."},
 			"rollout_timeout": schema.StringAttribute{Optional: true, Computed: true, Default: stringdefault.StaticString("5m"), Validators: duration,
 				Description:        "How long a create or update may take, the rollout included, when the timeouts block does not say.",

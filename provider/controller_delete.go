@@ -78,13 +78,23 @@ func (r *controllerResource) Delete(ctx context.Context, req resource.DeleteRequ
 			rest = append([]*unstructured.Unstructured{o}, rest...)
 		}
 	}
-	for _, o := range append(crds, rest...) {
-		if err := cl.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil && !apierrors.IsNotFound(err) {
-			resp.Diagnostics.AddError("Cannot delete "+o.GetKind()+" "+objectName(o), err.Error())
-			return
-		}
+	if !deleteObjects(ctx, cl, append(crds, rest...), &resp.Diagnostics) {
+		return
 	}
 	waitDeleted(ctx, objs, cl, timeout, &resp.Diagnostics)
+}
+
+// deleteObjects deletes objs in order, each in the foreground, and reports whether
+// all went. One already gone, or of a kind no longer served (a ServiceMonitor after
+// prometheus-operator went), has nothing left to delete.
+func deleteObjects(ctx context.Context, cl client.Client, objs []*unstructured.Unstructured, diags *diag.Diagnostics) bool {
+	for _, o := range objs {
+		if err := cl.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
+			diags.AddError("Cannot delete "+o.GetKind()+" "+objectName(o), err.Error())
+			return false
+		}
+	}
+	return true
 }
 
 // waitDeleted waits until objs are gone. Deletion is asynchronous: CRDs go once their

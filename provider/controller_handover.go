@@ -12,17 +12,19 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	k8sschema "k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"sigs.k8s.io/controller-runtime/pkg/client"
+
+	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
+	dovetailv1alpha1 "github.com/dovetail-sh/dovetail/controller/apis/dovetail/v1alpha1"
 )
 
 // dovetailAnnotationPrefix marks the annotations only Dovetail reads: its bookkeeping
 // on NodeClaims (template keys, planned price, a disruption in flight).
-const dovetailAnnotationPrefix = "dovetail.sh/"
+var dovetailAnnotationPrefix = dovetailv1alpha1.SchemeGroupVersion.Group + "/"
 
 // commitmentCRD is the one CRD of Dovetail's own kind; the others are Karpenter's
 // (and CapacityBuffer is SIG Autoscaling's), which the next controller reads.
@@ -31,8 +33,9 @@ const commitmentCRD = "commitments.dovetail.sh"
 // handOver is the destroy of keep_crds_on_destroy: the controller goes first (its
 // pods gone, so nothing of it runs), then its other objects; the CRDs stay, and with
 // them every NodePool, EC2NodeClass and NodeClaim, whose nodes keep running for the
-// next controller (Karpenter's) to take over. What is left of Dovetail's own goes too: its annotations on NodeClaims, and the
-// Commitment CRD unless Commitments still exist, which deleting it would delete.
+// next controller (Karpenter's) to take over. What is left of Dovetail's own goes too
+// (stripDovetailAnnotations), and the Commitment CRD unless Commitments still exist,
+// which deleting it would delete.
 func (r *controllerResource) handOver(ctx context.Context, cl client.Client, state *controllerModel, timeout time.Duration, diags *diag.Diagnostics) {
 	objs, _, err := r.render(state)
 	if err != nil {
@@ -53,11 +56,8 @@ func (r *controllerResource) handOver(ctx context.Context, cl client.Client, sta
 	// The controller stops before anything it needs goes (its RBAC) and before its
 	// annotations are taken off: a process still shutting down could write them back.
 	// Its pods go only once their containers have exited.
-	for _, d := range deployments {
-		if err := cl.Delete(ctx, d, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil && !apierrors.IsNotFound(err) {
-			diags.AddError("Cannot delete Deployment "+objectName(d), err.Error())
-			return
-		}
+	if !deleteObjects(ctx, cl, deployments, diags) {
+		return
 	}
 	waitDeleted(ctx, deployments, cl, timeout, diags)
 	if diags.HasError() {
@@ -69,13 +69,8 @@ func (r *controllerResource) handOver(ctx context.Context, cl client.Client, sta
 			return
 		}
 	}
-	for _, o := range rest {
-		// A kind no longer served (a ServiceMonitor after prometheus-operator went) has
-		// nothing left to delete.
-		if err := cl.Delete(ctx, o, client.PropagationPolicy(metav1.DeletePropagationForeground)); err != nil && !apierrors.IsNotFound(err) && !meta.IsNoMatchError(err) {
-			diags.AddError("Cannot delete "+o.GetKind()+" "+objectName(o), err.Error())
-			return
-		}
+	if !deleteObjects(ctx, cl, rest, diags) {
+		return
 	}
 	waitDeleted(ctx, rest, cl, timeout, diags)
 	if diags.HasError() {
@@ -92,7 +87,7 @@ func (r *controllerResource) handOver(ctx context.Context, cl client.Client, sta
 				"(aws iam remove-role-from-instance-profile, then aws iam delete-instance-profile).", strings.Join(retiring, ", ")))
 	}
 	commitments := &unstructured.UnstructuredList{}
-	commitments.SetGroupVersionKind(k8sschema.GroupVersionKind{Group: "dovetail.sh", Version: "v1alpha1", Kind: "CommitmentList"})
+	commitments.SetGroupVersionKind(dovetailv1alpha1.SchemeGroupVersion.WithKind("CommitmentList"))
 	switch err := cl.List(ctx, commitments); {
 	case meta.IsNoMatchError(err) || apierrors.IsNotFound(err):
 		return
@@ -139,18 +134,9 @@ func podsGone(ctx context.Context, cl client.Client, d *unstructured.Unstructure
 	return nil
 }
 
-// Annotations Dovetail leaves on an EC2NodeClass: Karpenter's class hash, which
-// Dovetail never rewrites, so Karpenter would take the claims' (Dovetail's) hashes as
-// current and never re-stamp them; and Dovetail's own list of retiring profiles.
-const (
-	classHashAnnotation        = "karpenter.k8s.aws/ec2nodeclass-hash"
-	classHashVersionAnnotation = "karpenter.k8s.aws/ec2nodeclass-hash-version"
-	retiringProfilesAnnotation = "karpenter.k8s.aws/retiring-instance-profiles"
-)
-
 var (
-	nodeListGVK      = k8sschema.GroupVersionKind{Version: "v1", Kind: "NodeList"}
-	nodeClassListGVK = k8sschema.GroupVersionKind{Group: "karpenter.k8s.aws", Version: "v1", Kind: "EC2NodeClassList"}
+	nodeListGVK      = corev1.SchemeGroupVersion.WithKind("NodeList")
+	nodeClassListGVK = awsv1.SchemeGroupVersion.WithKind("EC2NodeClassList")
 )
 
 // stripDovetailAnnotations takes what only Dovetail reads off the objects the next
@@ -165,12 +151,15 @@ func stripDovetailAnnotations(ctx context.Context, cl client.Client) (retiring [
 			return nil, err
 		}
 	}
+	// A class's hash annotations are still Karpenter's from before the switch (Dovetail
+	// never rewrites them); left there, Karpenter would take the claims' hashes,
+	// Dovetail's, as current and never re-stamp them.
 	classes, err := stripAnnotations(ctx, cl, nodeClassListGVK, func(k string) bool {
-		return k == classHashAnnotation || k == classHashVersionAnnotation || k == retiringProfilesAnnotation
+		return k == awsv1.AnnotationEC2NodeClassHash || k == awsv1.AnnotationEC2NodeClassHashVersion || k == awsv1.AnnotationRetiringInstanceProfiles
 	})
 	for _, c := range classes {
 		var profiles map[string]string
-		if raw := c.GetAnnotations()[retiringProfilesAnnotation]; raw != "" && json.Unmarshal([]byte(raw), &profiles) == nil {
+		if raw := c.GetAnnotations()[awsv1.AnnotationRetiringInstanceProfiles]; raw != "" && json.Unmarshal([]byte(raw), &profiles) == nil {
 			for name := range profiles {
 				retiring = append(retiring, name)
 			}

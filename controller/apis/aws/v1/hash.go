@@ -14,6 +14,11 @@ const (
 	// AnnotationInstanceProfile names the instance profile a claim launched with, as
 	// Karpenter writes it: Karpenter's garbage collection keeps a profile a claim names.
 	AnnotationInstanceProfile = Group + "/instance-profile-name"
+	// AnnotationRetiringInstanceProfiles holds, on an EC2NodeClass, as JSON name →
+	// RFC 3339 time, the instance profiles the class used before its role or profile
+	// changed, and since when; each is deleted once no instance uses it. It lives in the
+	// API so a restart does not forget (and leak) them.
+	AnnotationRetiringInstanceProfiles = Group + "/retiring-instance-profiles"
 )
 
 // Hash identifies the settings of the class that shape a node once it is launched.

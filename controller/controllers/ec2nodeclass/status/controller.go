@@ -43,11 +43,8 @@ import (
 // Finalizer guards the resources the controller creates for a class.
 const Finalizer = awsv1.Group + "/termination"
 
-// AnnotationRetiringInstanceProfiles holds, as JSON name → RFC 3339 time, the
-// instance profiles the class used before its role or profile changed, and since
-// when; each is deleted once no instance uses it. It lives in the API so a restart
-// does not forget (and leak) them.
-const AnnotationRetiringInstanceProfiles = awsv1.Group + "/retiring-instance-profiles"
+// AnnotationRetiringInstanceProfiles is the class's record of its retiring profiles.
+const AnnotationRetiringInstanceProfiles = awsv1.AnnotationRetiringInstanceProfiles
 
 // RetireAfter is the least time a retiring profile is kept: a launch that read the
 // old status just before the switch has its instance visible to DescribeInstances by
