@@ -100,26 +100,7 @@ func limitReplicas(limits corev1.ResourceList, template corev1.PodTemplateSpec) 
 // spreads and affinities count them), no claims to volumes (a copy cannot mount
 // them), and Karpenter's annotations. They are pending and never bound.
 func VirtualPods(cb *v1beta1.CapacityBuffer, template corev1.PodTemplateSpec, n int32) []*corev1.Pod {
-	// A pod made from the template gets its limits as requests where it sets none
-	// (the API server defaults a Pod so, not a template), and the buffer holds
-	// room for that pod.
-	spec := scheduling.WithRequestsFromLimits(*template.Spec.DeepCopy())
-	spec.NodeName = ""
-	dropped := map[string]bool{}
-	var volumes []corev1.Volume
-	for _, v := range spec.Volumes {
-		if v.PersistentVolumeClaim != nil || v.Ephemeral != nil {
-			dropped[v.Name] = true
-			continue
-		}
-		volumes = append(volumes, v)
-	}
-	spec.Volumes = volumes
-	for _, containers := range [][]corev1.Container{spec.Containers, spec.InitContainers} {
-		for i := range containers {
-			containers[i].VolumeMounts = slices.DeleteFunc(containers[i].VolumeMounts, func(m corev1.VolumeMount) bool { return dropped[m.Name] })
-		}
-	}
+	spec := scheduling.TemplatePodSpec(template)
 	out := make([]*corev1.Pod, 0, n)
 	for i := int32(1); i <= n; i++ {
 		p := &corev1.Pod{

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/provreq"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/state"
 )
@@ -113,6 +114,12 @@ func Observe(view *state.View, snap *scheduling.Snapshot, disrupting sets.Set[st
 		cl.committed = snap.NodePrices()
 	}
 	nominated := nominatedTo(snap)
+	booked := map[string][]string{}
+	for _, n := range snap.Nodes {
+		if keys := provreq.BookedOn(n); len(keys) > 0 {
+			booked[n.Name] = keys
+		}
+	}
 	pools := map[string]*v1.NodePool{}
 	for _, np := range snap.Pools {
 		pools[np.Name] = np
@@ -167,6 +174,11 @@ func Observe(view *state.View, snap *scheduling.Snapshot, disrupting sets.Set[st
 		cand.Pods = reschedulable(onNode)
 		cand.BlockedBy = blocker(node, onNode, view.PDBs, now)
 		cand.evictions = evictionsUnder(cand.Pods, view.PDBs)
+		if keys := booked[node.Name]; len(keys) > 0 && cand.BlockedBy == "" {
+			// Its room is booked for a ProvisioningRequest's pods, which may not have
+			// been created yet: the node only looks empty until they come.
+			cand.BlockedBy = "it holds capacity booked for ProvisioningRequest " + strings.Join(keys, ", ")
+		}
 		if n := nominated[node.Name]; n > 0 && cand.BlockedBy == "" {
 			// Pods the provisioner placed here are on their way: the node only looks
 			// empty (or underused) until kube-scheduler binds them.
@@ -273,7 +285,7 @@ func nominatedTo(snap *scheduling.Snapshot) map[string]int {
 	out := map[string]int{}
 	for _, n := range snap.Nodes {
 		for _, p := range n.Pods {
-			if p.Spec.NodeName == "" {
+			if p.Spec.NodeName == "" && !provreq.IsVirtual(p) {
 				out[n.Name]++
 			}
 		}

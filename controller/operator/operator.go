@@ -52,7 +52,9 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodepool/counter"
 	"github.com/dovetail-sh/dovetail/controller/controllers/nodepool/static"
 	"github.com/dovetail-sh/dovetail/controller/controllers/provisioning"
+	"github.com/dovetail-sh/dovetail/controller/controllers/provisioningrequest"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
+	"github.com/dovetail-sh/dovetail/controller/provreq"
 	"github.com/dovetail-sh/dovetail/controller/repair"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/scheduling/defaultspread"
@@ -220,6 +222,10 @@ func run(ctx context.Context, opts Options, cfg *rest.Config, build func(context
 		provisioner.WithBuffers(buffers)
 		controllers = append(controllers, capacitybuffer.NewController(mgr.GetClient(), buffers, provisioner, clk))
 	}
+	bookings := provreq.NewCache()
+	provisioner.WithBookings(bookings)
+	controllers = append(controllers, provisioningrequest.NewController(mgr.GetClient(), mgr.GetAPIReader(), provisioner, bookings, clk, recorder,
+		provisioningrequest.Options{InitialBackoff: opts.ProvisioningRequestInitialBackoff, MaxBackoff: opts.ProvisioningRequestMaxBackoff}))
 	if opts.FeatureGates.NodeRepair && opts.LegacyNodeRepair {
 		// The kwok provider stands in for AWS, so both repair by AWS's policies.
 		controllers = append(controllers, health.NewController(mgr.GetClient(), clk, recorder, health.AWSRepairPolicies))

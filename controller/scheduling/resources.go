@@ -2,6 +2,7 @@ package scheduling
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 
@@ -235,4 +236,29 @@ func containersWithRequestsFromLimits(containers []corev1.Container) []corev1.Co
 		return containers
 	}
 	return out
+}
+
+// TemplatePodSpec is the spec of a pod that stands for a template's pods before
+// they exist (a buffer's, a ProvisioningRequest's): its limits as requests where it
+// sets none (the API server defaults a Pod so, not a template), bound nowhere, and
+// without the claims to volumes that a copy cannot mount.
+func TemplatePodSpec(template corev1.PodTemplateSpec) corev1.PodSpec {
+	spec := WithRequestsFromLimits(*template.Spec.DeepCopy())
+	spec.NodeName = ""
+	dropped := map[string]bool{}
+	var volumes []corev1.Volume
+	for _, v := range spec.Volumes {
+		if v.PersistentVolumeClaim != nil || v.Ephemeral != nil {
+			dropped[v.Name] = true
+			continue
+		}
+		volumes = append(volumes, v)
+	}
+	spec.Volumes = volumes
+	for _, containers := range [][]corev1.Container{spec.Containers, spec.InitContainers} {
+		for i := range containers {
+			containers[i].VolumeMounts = slices.DeleteFunc(containers[i].VolumeMounts, func(m corev1.VolumeMount) bool { return dropped[m.Name] })
+		}
+	}
+	return spec
 }

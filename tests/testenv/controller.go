@@ -33,6 +33,7 @@ func DefaultOptions(t testing.TB) operator.Options {
 		BatchIdleDuration: time.Second, BatchMaxDuration: 10 * time.Second,
 		LogLevel: "info", VMMemoryOverheadPercent: 0.075, RegistrationTTL: 15 * time.Minute,
 		DisruptionPeriod: time.Second, ConsolidationValidationDelay: time.Second,
+		ProvisioningRequestInitialBackoff: 2 * time.Second, ProvisioningRequestMaxBackoff: 10 * time.Second,
 		KubeClientQPS: 200, KubeClientBurst: 300, AllowRepeatedControllers: true, NodeCosts: scheduling.DefaultNodeCosts(),
 	}
 }

@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bytes"
+	"cmp"
 	"fmt"
 	"os"
 	"os/exec"
@@ -329,6 +330,8 @@ func OptionArgs(opts operator.Options) []string {
 		"--batch-idle-duration=" + opts.BatchIdleDuration.String(), "--batch-max-duration=" + opts.BatchMaxDuration.String(),
 		"--log-level=" + opts.LogLevel, "--registration-ttl=" + opts.RegistrationTTL.String(),
 		"--disruption-period=" + opts.DisruptionPeriod.String(), "--consolidation-validation-delay=" + opts.ConsolidationValidationDelay.String(),
+		"--provisioning-request-initial-backoff-time=" + cmp.Or(opts.ProvisioningRequestInitialBackoff, time.Minute).String(),
+		"--provisioning-request-max-backoff-time=" + cmp.Or(opts.ProvisioningRequestMaxBackoff, 10*time.Minute).String(),
 		fmt.Sprintf("--leader-elect=%t", opts.LeaderElect), "--leader-election-namespace=" + InstallNamespace,
 		fmt.Sprintf("--metrics-port=%d", opts.MetricsPort), "--health-probe-port=0",
 	}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	clientgoscheme "k8s.io/client-go/kubernetes/scheme"
 
+	autoscalingv1 "github.com/dovetail-sh/dovetail/controller/apis/autoscaling/v1"
 	autoscalingv1beta1 "github.com/dovetail-sh/dovetail/controller/apis/autoscaling/v1beta1"
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	dovetailv1alpha1 "github.com/dovetail-sh/dovetail/controller/apis/dovetail/v1alpha1"
@@ -17,10 +18,10 @@ import (
 
 // New is a scheme with Kubernetes' built-in kinds, CRDs, and Dovetail's and the AWS
 // provider's kinds (NodeOverlay and CapacityBuffer included, which Karpenter v1.14
-// serves), and Dovetail's own (Commitment).
+// serves), the ProvisioningRequest Kueue talks to, and Dovetail's own (Commitment).
 func New() *runtime.Scheme {
 	s := runtime.NewScheme()
-	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1.AddToScheme, awsv1.AddToScheme, v1alpha1.AddToScheme, autoscalingv1beta1.AddToScheme, dovetailv1alpha1.AddToScheme} {
+	for _, add := range []func(*runtime.Scheme) error{clientgoscheme.AddToScheme, apiextensionsv1.AddToScheme, v1.AddToScheme, awsv1.AddToScheme, v1alpha1.AddToScheme, autoscalingv1.AddToScheme, autoscalingv1beta1.AddToScheme, dovetailv1alpha1.AddToScheme} {
 		if err := add(s); err != nil {
 			panic(err)
 		}

@@ -12,8 +12,8 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
-// create writes one planned NodeClaim.
-func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *scheduling.NodeClaimPlan, reason string) (*v1.NodeClaim, error) {
+// create writes one planned NodeClaim, with what marks add to it.
+func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *scheduling.NodeClaimPlan, reason string, marks ...func(*v1.NodeClaim)) (*v1.NodeClaim, error) {
 	if np == nil {
 		return nil, fmt.Errorf("nodepool %s disappeared", plan.NodePool)
 	}
@@ -22,6 +22,9 @@ func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *schedul
 		return nil, fmt.Errorf("checking the planned nodeclaim, %w", err)
 	}
 	nc := engineinput.ClaimOf(np, plan)
+	for _, mark := range marks {
+		mark(nc)
+	}
 	if err := p.kube.Create(ctx, nc); err != nil {
 		if apierrors.IsNotFound(err) {
 			return nil, fmt.Errorf("creating nodeclaim, the NodeClaim CRD is not installed: %w", err)
@@ -38,4 +41,10 @@ func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *schedul
 // capacity; reason ("drifted", "underutilized", ...) labels the created metric.
 func (p *Provisioner) Launch(ctx context.Context, np *v1.NodePool, plan *scheduling.NodeClaimPlan, reason string) (*v1.NodeClaim, error) {
 	return p.create(ctx, np, plan, reason)
+}
+
+// LaunchMarked creates the NodeClaim a plan describes with what mark adds (the
+// ProvisioningRequest a gang's claims are launched for).
+func (p *Provisioner) LaunchMarked(ctx context.Context, np *v1.NodePool, plan *scheduling.NodeClaimPlan, reason string, mark func(*v1.NodeClaim)) (*v1.NodeClaim, error) {
+	return p.create(ctx, np, plan, reason, mark)
 }

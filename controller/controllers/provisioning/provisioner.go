@@ -26,6 +26,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/commitment"
 	"github.com/dovetail-sh/dovetail/controller/engineinput"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
+	"github.com/dovetail-sh/dovetail/controller/provreq"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/state"
 )
@@ -63,6 +64,9 @@ type Provisioner struct {
 	// buffersResolved is set once every buffer there was at start has been
 	// resolved: the wait for them is start-up work, not a list on every solve.
 	buffersResolved atomic.Bool
+	// bookings are the capacity held for ProvisioningRequests: their virtual pods
+	// sit on the nodes they booked in every snapshot (nil: none).
+	bookings *provreq.Cache
 	// commitments price every plan (nil: list prices).
 	commitments *commitment.Store
 	// maxPodsPerSolve bounds a solve; the rest of a backlog waits for the next
@@ -72,6 +76,9 @@ type Provisioner struct {
 
 // WithBuffers plans the buffers' virtual pods with every full solve.
 func (p *Provisioner) WithBuffers(c *buffer.Cache) { p.buffers = c }
+
+// WithBookings holds the ProvisioningRequests' bookings in every snapshot.
+func (p *Provisioner) WithBookings(c *provreq.Cache) { p.bookings = c }
 
 // WithCommitments prices every plan with the accepted Commitments.
 func (p *Provisioner) WithCommitments(s *commitment.Store) { p.commitments = s }

@@ -49,6 +49,9 @@ func (p *Provisioner) snapshotOf(ctx context.Context, view *state.View, typesOf 
 		p.flagOversized(o.Node, o.Claim, o.Over)
 	}
 	p.forgetOversized(view.Nodes)
+	// The snapshot's nodes are its own: holding the bookings on them changes
+	// nothing the view shares.
+	p.bookings.Hold(s.Engine(p.costs, nil))
 	return s, nil
 }
 

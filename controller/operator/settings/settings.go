@@ -60,8 +60,13 @@ type Options struct {
 	// DisruptionPeriod and ConsolidationValidationDelay pace voluntary disruption.
 	DisruptionPeriod             time.Duration
 	ConsolidationValidationDelay time.Duration
-	KubeClientQPS                float64
-	KubeClientBurst              int
+	// ProvisioningRequestInitialBackoff and ProvisioningRequestMaxBackoff bound
+	// how soon a ProvisioningRequest whose capacity was not found is tried again
+	// (doubling from the first to the second), as in Cluster Autoscaler.
+	ProvisioningRequestInitialBackoff time.Duration
+	ProvisioningRequestMaxBackoff     time.Duration
+	KubeClientQPS                     float64
+	KubeClientBurst                   int
 	// MemoryLimit is Karpenter's MEMORY_LIMIT: the container's memory limit in bytes
 	// (the chart fills it from limits.memory). The Go runtime's soft limit is set to
 	// 90% of it, so the heap is collected hard before the kernel OOM-kills the pod.
@@ -359,6 +364,8 @@ func (o *Options) AddFlagsFrom(fs *flag.FlagSet, lookup func(string) (string, bo
 	fs.DurationVar(&o.RegistrationTTL, "registration-ttl", 15*time.Minute, "delete a NodeClaim whose node has not registered after this long [REGISTRATION_TTL]")
 	fs.DurationVar(&o.DisruptionPeriod, "disruption-period", 10*time.Second, "how often disruption looks for nodes to remove or replace [DISRUPTION_PERIOD]")
 	fs.DurationVar(&o.ConsolidationValidationDelay, "consolidation-validation-delay", 15*time.Second, "how long a consolidation decision must hold before it is carried out [CONSOLIDATION_VALIDATION_DELAY]")
+	fs.DurationVar(&o.ProvisioningRequestInitialBackoff, "provisioning-request-initial-backoff-time", time.Minute, "how soon a ProvisioningRequest whose capacity was not found is tried again the first time; each retry waits twice as long [PROVISIONING_REQUEST_INITIAL_BACKOFF_TIME]")
+	fs.DurationVar(&o.ProvisioningRequestMaxBackoff, "provisioning-request-max-backoff-time", 10*time.Minute, "the longest a ProvisioningRequest whose capacity was not found waits to be tried again [PROVISIONING_REQUEST_MAX_BACKOFF_TIME]")
 	fs.Float64Var(&o.KubeClientQPS, "kube-client-qps", 200, "requests per second to the API server [KUBE_CLIENT_QPS]")
 	fs.IntVar(&o.KubeClientBurst, "kube-client-burst", 300, "burst of requests to the API server [KUBE_CLIENT_BURST]")
 	fs.BoolVar(&o.EnableProfiling, "enable-profiling", false, "serve Go's pprof under /debug/pprof/ on the metrics port [ENABLE_PROFILING]")
@@ -428,6 +435,10 @@ func (o *Options) Validate() error {
 	if o.LeaderElect && (retry <= 0 || renew <= retry*12/10 || lease <= renew) {
 		errs = append(errs, fmt.Sprintf("--leader-election-retry-period (%s) × 1.2 < --leader-election-renew-deadline (%s) < --leader-election-lease-duration (%s) must hold, all positive",
 			retry, renew, lease))
+	}
+	if o.ProvisioningRequestInitialBackoff < 0 || o.ProvisioningRequestMaxBackoff < 0 ||
+		(o.ProvisioningRequestMaxBackoff > 0 && o.ProvisioningRequestMaxBackoff < o.ProvisioningRequestInitialBackoff) {
+		errs = append(errs, "--provisioning-request-initial-backoff-time must not be negative nor more than --provisioning-request-max-backoff-time")
 	}
 	if o.ConsolidationValidationDelay < 0 {
 		errs = append(errs, "--consolidation-validation-delay must not be negative")

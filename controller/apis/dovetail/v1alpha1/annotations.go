@@ -24,7 +24,18 @@ const (
 	// off the node.
 	DroppedLabelsAnnotationKey      = "dovetail.sh/dropped-labels"
 	DroppedAnnotationsAnnotationKey = "dovetail.sh/dropped-annotations"
+	// ProvisioningRequestAnnotationKey names (namespace/name) the
+	// ProvisioningRequest a NodeClaim was launched for as part of a whole, and
+	// ProvisioningRequestBatchAnnotationKey that launch: "ID/N", one of the N
+	// claims planned together at ID. A batch missing a claim is rolled back.
+	ProvisioningRequestAnnotationKey      = "dovetail.sh/provisioning-request"
+	ProvisioningRequestBatchAnnotationKey = "dovetail.sh/provisioning-request-batch"
 )
+
+// ProvisioningRequestLabelKey carries the UID of the ProvisioningRequest a
+// NodeClaim (and so its Node) was launched for: its capacity is held for the
+// request's pods first, and a user can list a gang's nodes by it.
+const ProvisioningRequestLabelKey = "dovetail.sh/provisioning-request-uid"
 
 // JoinKeys writes one of these lists: the sorted keys of a template's labels or
 // annotations.

@@ -1,0 +1,474 @@
+// Package provisioningrequest serves the ProvisioningRequest API (autoscaling.x-k8s.io/v1)
+// Kueue's admission check talks to: check-capacity says whether a gang's pods fit
+// on the capacity there is; best-effort-atomic-scale-up launches the nodes for all
+// of them or keeps none. Capacity found or launched is booked for the request's
+// pods (the provisioner and consolidation leave it to them) until they are all
+// scheduled or the booking expires, and the conditions say so as Cluster
+// Autoscaler writes them.
+package provisioningrequest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/utils/clock"
+	"sigs.k8s.io/controller-runtime/pkg/builder"
+	"sigs.k8s.io/controller-runtime/pkg/client"
+	"sigs.k8s.io/controller-runtime/pkg/handler"
+	"sigs.k8s.io/controller-runtime/pkg/log"
+	"sigs.k8s.io/controller-runtime/pkg/manager"
+	"sigs.k8s.io/controller-runtime/pkg/reconcile"
+
+	autoscalingv1 "github.com/dovetail-sh/dovetail/controller/apis/autoscaling/v1"
+	dovetailv1alpha1 "github.com/dovetail-sh/dovetail/controller/apis/dovetail/v1alpha1"
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/provreq"
+	"github.com/dovetail-sh/dovetail/controller/scheduling"
+	"github.com/dovetail-sh/dovetail/controller/state"
+)
+
+const (
+	// launchRecheck is how often a gang whose nodes are launching is looked at.
+	launchRecheck = time.Second
+	// bookingRecheck is how often a booking is looked at for pods that consumed it.
+	bookingRecheck = 5 * time.Second
+	// createReason labels the NodeClaims created metric for a gang's claims.
+	createReason = "provisioning_request"
+)
+
+// Provisioner is what the controller plans and launches with.
+type Provisioner interface {
+	Cluster() *state.Cluster
+	SnapshotOf(context.Context, *state.View) (*scheduling.Snapshot, error)
+	LaunchMarked(ctx context.Context, np *v1.NodePool, plan *scheduling.NodeClaimPlan, reason string, mark func(*v1.NodeClaim)) (*v1.NodeClaim, error)
+	Trigger()
+}
+
+// Options are the retry bounds of a request whose capacity was not found, as
+// Cluster Autoscaler's --provisioning-request-{initial,max}-backoff-time.
+type Options struct {
+	InitialBackoff, MaxBackoff time.Duration
+}
+
+// Controller serves ProvisioningRequests of the classes Dovetail supports.
+type Controller struct {
+	kube        client.Client
+	reader      client.Reader
+	provisioner Provisioner
+	bookings    *provreq.Cache
+	clock       clock.Clock
+	recorder    record.EventRecorder
+	opts        Options
+	// retries are the requests waiting to be tried again: when, and how many
+	// times they were. Cluster Autoscaler keeps them in memory too: a restart
+	// tries again at once.
+	retries map[types.UID]retry
+	// rolledBack are the launches already rolled back, by request: their claims
+	// are being deleted and say nothing more.
+	rolledBack map[types.UID]string
+}
+
+type retry struct {
+	at       time.Time
+	attempts int
+}
+
+// NewController builds the controller; reader reads what the cache may not have
+// seen yet (a PodTemplate Kueue created a moment before its request).
+func NewController(kube client.Client, reader client.Reader, provisioner Provisioner, bookings *provreq.Cache, clk clock.Clock, recorder record.EventRecorder, opts Options) *Controller {
+	// Unset, Cluster Autoscaler's defaults.
+	if opts.InitialBackoff <= 0 {
+		opts.InitialBackoff = time.Minute
+	}
+	if opts.MaxBackoff < opts.InitialBackoff {
+		opts.MaxBackoff = max(10*time.Minute, opts.InitialBackoff)
+	}
+	return &Controller{kube: kube, reader: reader, provisioner: provisioner, bookings: bookings, clock: clk, recorder: recorder, opts: opts,
+		retries: map[types.UID]retry{}, rolledBack: map[types.UID]string{}}
+}
+
+func (c *Controller) Name() string { return "provisioningrequest" }
+
+// Register watches requests, the PodTemplates they name and the claims launched
+// for them.
+func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
+	return builder.ControllerManagedBy(mgr).Named(c.Name()).
+		For(&autoscalingv1.ProvisioningRequest{}).
+		Watches(&corev1.PodTemplate{}, handler.EnqueueRequestsFromMapFunc(c.requestsNaming)).
+		Watches(&v1.NodeClaim{}, handler.EnqueueRequestsFromMapFunc(func(_ context.Context, o client.Object) []reconcile.Request {
+			ns, name, ok := strings.Cut(o.GetAnnotations()[dovetailv1alpha1.ProvisioningRequestAnnotationKey], "/")
+			if !ok {
+				return nil
+			}
+			return []reconcile.Request{{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}}}
+		})).
+		Complete(c)
+}
+
+// NeedLeaderElection: only the leader plans and launches.
+func (c *Controller) NeedLeaderElection() bool { return true }
+
+func (c *Controller) requestsNaming(ctx context.Context, o client.Object) []reconcile.Request {
+	var list autoscalingv1.ProvisioningRequestList
+	if err := c.kube.List(ctx, &list, client.InNamespace(o.GetNamespace())); err != nil {
+		return nil
+	}
+	var out []reconcile.Request
+	for _, pr := range list.Items {
+		for _, set := range pr.Spec.PodSets {
+			if set.PodTemplateRef.Name == o.GetName() {
+				out = append(out, reconcile.Request{NamespacedName: client.ObjectKeyFromObject(&pr)})
+				break
+			}
+		}
+	}
+	return out
+}
+
+// Reconcile moves a request along: accepted, its capacity found or launched
+// (or not, and tried again later), booked, and the booking consumed or expired.
+func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reconcile.Result, error) {
+	key := provreq.Key(req.Namespace, req.Name)
+	pr := &autoscalingv1.ProvisioningRequest{}
+	if err := c.kube.Get(ctx, req.NamespacedName, pr); err != nil {
+		if apierrors.IsNotFound(err) {
+			c.release(key)
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	if !provreq.Supported(pr.Spec.ProvisioningClassName) {
+		return reconcile.Result{}, nil
+	}
+	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("provisioningRequest", key, "class", pr.Spec.ProvisioningClassName))
+	stored := pr.DeepCopy()
+	result, err := c.reconcile(ctx, pr)
+	if !equality.Semantic.DeepEqual(stored.Status, pr.Status) {
+		if perr := c.kube.Status().Patch(ctx, pr, client.MergeFrom(stored)); perr != nil {
+			if apierrors.IsNotFound(perr) || apierrors.IsConflict(perr) {
+				return reconcile.Result{RequeueAfter: time.Second}, nil
+			}
+			return reconcile.Result{}, errors.Join(err, fmt.Errorf("writing the status of provisioningrequest %s, %w", key, perr))
+		}
+	}
+	return result, err
+}
+
+func (c *Controller) reconcile(ctx context.Context, pr *autoscalingv1.ProvisioningRequest) (reconcile.Result, error) {
+	key, now := provreq.Key(pr.Namespace, pr.Name), c.clock.Now()
+	if pr.DeletionTimestamp != nil || isTrue(pr, autoscalingv1.ConditionFailed) || isTrue(pr, autoscalingv1.ConditionBookingExpired) {
+		c.release(key)
+		c.forget(pr.UID)
+		return reconcile.Result{}, nil
+	}
+	pods, err := c.virtualPods(ctx, pr)
+	if err != nil {
+		var missing *provreq.MissingTemplatesError
+		if errors.As(err, &missing) {
+			c.release(key)
+			if isTrue(pr, autoscalingv1.ConditionProvisioned) {
+				// The workload is gone with its templates: nothing is left to book for.
+				return reconcile.Result{}, nil
+			}
+			c.setCondition(pr, autoscalingv1.ConditionFailed, metav1.ConditionTrue, provreq.ReasonFailedToCreatePods, "Failed to create pods, "+err.Error())
+			return reconcile.Result{}, nil
+		}
+		return reconcile.Result{}, err
+	}
+	if isTrue(pr, autoscalingv1.ConditionProvisioned) {
+		return c.book(ctx, pr, pods, now)
+	}
+	if now.Sub(pr.CreationTimestamp.Time) >= provreq.ExpiryTime {
+		c.release(key)
+		c.setCondition(pr, autoscalingv1.ConditionFailed, metav1.ConditionTrue, provreq.ReasonExpired, "Provisioning Request is expired")
+		return reconcile.Result{}, nil
+	}
+	if !isTrue(pr, autoscalingv1.ConditionAccepted) {
+		c.setCondition(pr, autoscalingv1.ConditionAccepted, metav1.ConditionTrue, provreq.ReasonAccepted, "Provisioning Request was accepted")
+	}
+	view, err := c.provisioner.Cluster().Read(ctx, state.ReadOnly)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	if pr.Spec.ProvisioningClassName == autoscalingv1.ProvisioningClassBestEffortAtomicScaleUp {
+		if done, result, err := c.followLaunch(ctx, pr, pods, view); done {
+			return result, err
+		}
+	}
+	if r, ok := c.retries[pr.UID]; ok && now.Before(r.at) {
+		return reconcile.Result{RequeueAfter: r.at.Sub(now)}, nil
+	}
+	snap, err := c.provisioner.SnapshotOf(ctx, view)
+	if err != nil {
+		return reconcile.Result{}, err
+	}
+	launch := pr.Spec.ProvisioningClassName == autoscalingv1.ProvisioningClassBestEffortAtomicScaleUp
+	plan := snap.Plan(nil, pods, launch)
+	if len(plan.Unschedulable) > 0 {
+		return c.notFound(ctx, pr, notFoundMessage(plan, len(pods), launch))
+	}
+	if len(plan.NodeClaims) == 0 {
+		c.bookings.Set(provreq.Booking{Key: key, UID: pr.UID, Pods: pods})
+		c.provisioner.Trigger()
+		c.forget(pr.UID)
+		c.setCondition(pr, autoscalingv1.ConditionProvisioned, metav1.ConditionTrue, provreq.ReasonCapacityIsFound, "Capacity is found in the cluster")
+		c.recorder.Eventf(pr, corev1.EventTypeNormal, "CapacityIsFound", "All %d pods fit on capacity in the cluster; it is booked for them for %s", len(pods), provreq.BookingTime)
+		return reconcile.Result{RequeueAfter: bookingRecheck}, nil
+	}
+	return c.launch(ctx, pr, pods, snap, plan)
+}
+
+// launch creates every NodeClaim of the gang's plan, marked as one batch. The
+// booking goes first, so that the provisioner holds the claims' room for the
+// gang from the moment it sees them.
+func (c *Controller) launch(ctx context.Context, pr *autoscalingv1.ProvisioningRequest, pods []*corev1.Pod, snap *scheduling.Snapshot, plan *scheduling.Results) (reconcile.Result, error) {
+	key := provreq.Key(pr.Namespace, pr.Name)
+	batch := fmt.Sprintf("%d/%d", c.clock.Now().UnixNano(), len(plan.NodeClaims))
+	c.bookings.Set(provreq.Booking{Key: key, UID: pr.UID, Pods: pods})
+	mark := func(nc *v1.NodeClaim) {
+		nc.Labels[dovetailv1alpha1.ProvisioningRequestLabelKey] = string(pr.UID)
+		nc.Annotations[dovetailv1alpha1.ProvisioningRequestAnnotationKey] = key
+		nc.Annotations[dovetailv1alpha1.ProvisioningRequestBatchAnnotationKey] = batch
+	}
+	var created []*v1.NodeClaim
+	for _, p := range plan.NodeClaims {
+		nc, err := c.provisioner.LaunchMarked(ctx, snap.Pool(p.NodePool), p, createReason, mark)
+		if err != nil {
+			// A part of a gang is no gang: what was created goes.
+			c.rollBack(ctx, pr, batch, created)
+			return c.notFound(ctx, pr, fmt.Sprintf("Capacity is not found: creating the NodeClaims for the pods failed (%v); the %d created were deleted", err, len(created)))
+		}
+		created = append(created, nc)
+	}
+	names := make([]string, 0, len(created))
+	for _, nc := range created {
+		names = append(names, nc.Name)
+	}
+	log.FromContext(ctx).Info("launching the nodes of a provisioning request", "nodeclaims", names, "pods", len(pods), "pricePerHour", fmt.Sprintf("%.4f", plan.PricePerHour()))
+	c.recorder.Eventf(pr, corev1.EventTypeNormal, "Launching", "Launching %d node(s) for %d pods: %s", len(created), len(pods), strings.Join(names, ", "))
+	return reconcile.Result{RequeueAfter: launchRecheck}, nil
+}
+
+// followLaunch follows the gang's latest batch of claims: all launched makes the
+// request Provisioned; one refused (its claim deleted) or missing rolls the batch
+// back and the request waits to be tried again; otherwise it keeps waiting. It
+// reports done when there is a batch to follow.
+func (c *Controller) followLaunch(ctx context.Context, pr *autoscalingv1.ProvisioningRequest, pods []*corev1.Pod, view *state.View) (bool, reconcile.Result, error) {
+	batches := map[string][]*v1.NodeClaim{}
+	for i := range view.Claims {
+		nc := &view.Claims[i]
+		if nc.Labels[dovetailv1alpha1.ProvisioningRequestLabelKey] == string(pr.UID) {
+			b := nc.Annotations[dovetailv1alpha1.ProvisioningRequestBatchAnnotationKey]
+			batches[b] = append(batches[b], nc)
+		}
+	}
+	if len(batches) == 0 {
+		return false, reconcile.Result{}, nil
+	}
+	ids := make([]string, 0, len(batches))
+	for b := range batches {
+		ids = append(ids, b)
+	}
+	sort.Slice(ids, func(i, j int) bool { return batchTime(ids[i]) < batchTime(ids[j]) })
+	latest := ids[len(ids)-1]
+	for _, old := range ids[:len(ids)-1] {
+		// A rollback cut short by a restart is finished.
+		c.rollBack(ctx, pr, old, batches[old])
+	}
+	if c.rolledBack[pr.UID] == latest {
+		return false, reconcile.Result{}, nil
+	}
+	claims := batches[latest]
+	want := batchSize(latest)
+	var launched int
+	var refused []string
+	for _, nc := range claims {
+		switch {
+		case nc.DeletionTimestamp != nil:
+			refused = append(refused, nc.Name)
+		case meta.IsStatusConditionTrue(nc.Status.Conditions, v1.ConditionTypeLaunched):
+			launched++
+		}
+	}
+	key := provreq.Key(pr.Namespace, pr.Name)
+	switch {
+	case len(refused) > 0 || len(claims) < want:
+		c.rollBack(ctx, pr, latest, claims)
+		why := fmt.Sprintf("%d of %d node(s) could not be launched (%s)", want-launched, want, strings.Join(refused, ", "))
+		if len(claims) < want && len(refused) == 0 {
+			why = fmt.Sprintf("%d of the %d NodeClaims planned are gone", want-len(claims), want)
+		}
+		result, err := c.notFound(ctx, pr, fmt.Sprintf("Capacity is not found: %s; the %d launched were released so none bills", why, launched))
+		return true, result, err
+	case launched == want:
+		c.bookings.Set(provreq.Booking{Key: key, UID: pr.UID, Pods: pods})
+		c.provisioner.Trigger()
+		c.forget(pr.UID)
+		c.setCondition(pr, autoscalingv1.ConditionProvisioned, metav1.ConditionTrue, provreq.ReasonCapacityIsProvisioned, "Capacity is found in the cluster")
+		c.recorder.Eventf(pr, corev1.EventTypeNormal, "CapacityIsProvisioned", "All %d node(s) launched for %d pods; they are booked for them for %s", want, len(pods), provreq.BookingTime)
+		return true, reconcile.Result{RequeueAfter: bookingRecheck}, nil
+	}
+	// Still launching: the booking holds their room (again, after a restart).
+	c.bookings.Set(provreq.Booking{Key: key, UID: pr.UID, Pods: pods})
+	return true, reconcile.Result{RequeueAfter: launchRecheck}, nil
+}
+
+// rollBack deletes the batch's claims: their instances are terminated, as any
+// claim's, so nothing of a gang that did not launch whole keeps billing.
+func (c *Controller) rollBack(ctx context.Context, pr *autoscalingv1.ProvisioningRequest, batch string, claims []*v1.NodeClaim) {
+	c.rolledBack[pr.UID] = batch
+	for _, nc := range claims {
+		if nc.DeletionTimestamp != nil {
+			continue
+		}
+		if err := c.kube.Delete(ctx, nc); err != nil && !apierrors.IsNotFound(err) {
+			// Tried again from the next reconcile (an older batch is rolled back).
+			log.FromContext(ctx).Error(err, "rolling back a nodeclaim of a provisioning request", "nodeclaim", nc.Name)
+			delete(c.rolledBack, pr.UID)
+		}
+	}
+}
+
+// notFound records that the capacity is not there: the request is tried again
+// after a backoff, or fails at once when its noRetry parameter asks so (Kueue then
+// retries with a new request).
+func (c *Controller) notFound(ctx context.Context, pr *autoscalingv1.ProvisioningRequest, message string) (reconcile.Result, error) {
+	c.release(provreq.Key(pr.Namespace, pr.Name))
+	c.recorder.Event(pr, corev1.EventTypeWarning, provreq.ReasonCapacityIsNotFound, message)
+	log.FromContext(ctx).Info("capacity not found for a provisioning request", "why", message)
+	if pr.Spec.Parameters[provreq.NoRetryParameter] == "true" {
+		c.setCondition(pr, autoscalingv1.ConditionFailed, metav1.ConditionTrue, provreq.ReasonCapacityIsNotFound, message)
+		return reconcile.Result{}, nil
+	}
+	r := c.retries[pr.UID]
+	r.attempts++
+	backoff := c.opts.InitialBackoff << min(r.attempts-1, 20)
+	if backoff > c.opts.MaxBackoff {
+		backoff = c.opts.MaxBackoff
+	}
+	r.at = c.clock.Now().Add(backoff)
+	c.retries[pr.UID] = r
+	c.setCondition(pr, autoscalingv1.ConditionProvisioned, metav1.ConditionFalse, provreq.ReasonCapacityIsNotFound, fmt.Sprintf("%s; trying again in %s", message, backoff))
+	return reconcile.Result{RequeueAfter: backoff}, nil
+}
+
+// book keeps the capacity of a provisioned request for its pods until they are
+// all scheduled or BookingTime has passed since it was provisioned.
+func (c *Controller) book(ctx context.Context, pr *autoscalingv1.ProvisioningRequest, pods []*corev1.Pod, now time.Time) (reconcile.Result, error) {
+	key := provreq.Key(pr.Namespace, pr.Name)
+	var list corev1.PodList
+	if err := c.kube.List(ctx, &list, client.InNamespace(pr.Namespace)); err != nil {
+		return reconcile.Result{}, fmt.Errorf("listing the pods of provisioning request %s, %w", key, err)
+	}
+	scheduled := 0
+	for i := range list.Items {
+		p := &list.Items[i]
+		if p.Spec.NodeName != "" && provreq.Consumes(p) == key && p.Status.Phase != corev1.PodFailed {
+			scheduled++
+		}
+	}
+	if scheduled >= len(pods) {
+		c.release(key)
+		c.setCondition(pr, autoscalingv1.ConditionBookingExpired, metav1.ConditionTrue, provreq.ReasonCapacityBookingConsumed, "Capacity booking consumed: all pods scheduled")
+		return reconcile.Result{}, nil
+	}
+	provisioned := meta.FindStatusCondition(pr.Status.Conditions, autoscalingv1.ConditionProvisioned)
+	expires := provisioned.LastTransitionTime.Add(provreq.BookingTime)
+	if !now.Before(expires) {
+		c.release(key)
+		c.setCondition(pr, autoscalingv1.ConditionBookingExpired, metav1.ConditionTrue, provreq.ReasonCapacityReservationTimeExpired,
+			fmt.Sprintf("Capacity reservation time is expired: %d of %d pods were scheduled in %s", scheduled, len(pods), provreq.BookingTime))
+		return reconcile.Result{}, nil
+	}
+	c.bookings.Set(provreq.Booking{Key: key, UID: pr.UID, Pods: pods})
+	return reconcile.Result{RequeueAfter: min(bookingRecheck, expires.Sub(now))}, nil
+}
+
+// virtualPods reads the request's PodTemplates, from the API server where the
+// cache has not seen one yet, and makes its pods.
+func (c *Controller) virtualPods(ctx context.Context, pr *autoscalingv1.ProvisioningRequest) ([]*corev1.Pod, error) {
+	templates := map[string]*corev1.PodTemplate{}
+	for _, set := range pr.Spec.PodSets {
+		name := set.PodTemplateRef.Name
+		if _, ok := templates[name]; ok {
+			continue
+		}
+		pt := &corev1.PodTemplate{}
+		err := c.kube.Get(ctx, client.ObjectKey{Namespace: pr.Namespace, Name: name}, pt)
+		if apierrors.IsNotFound(err) {
+			err = c.reader.Get(ctx, client.ObjectKey{Namespace: pr.Namespace, Name: name}, pt)
+		}
+		switch {
+		case apierrors.IsNotFound(err):
+			templates[name] = nil
+		case err != nil:
+			return nil, fmt.Errorf("reading podtemplate %s/%s, %w", pr.Namespace, name, err)
+		default:
+			templates[name] = pt
+		}
+	}
+	return provreq.VirtualPods(pr, templates)
+}
+
+func (c *Controller) release(key string) {
+	c.bookings.Delete(key)
+	c.provisioner.Trigger()
+}
+
+func (c *Controller) forget(uid types.UID) {
+	delete(c.retries, uid)
+}
+
+func (c *Controller) setCondition(pr *autoscalingv1.ProvisioningRequest, kind string, status metav1.ConditionStatus, reason, message string) {
+	meta.SetStatusCondition(&pr.Status.Conditions, metav1.Condition{Type: kind, Status: status, Reason: reason, Message: conditionMessage(message),
+		ObservedGeneration: pr.Generation, LastTransitionTime: metav1.NewTime(c.clock.Now())})
+}
+
+// conditionMessage fits the API's limit on a condition's message.
+func conditionMessage(s string) string {
+	const limit = 32768
+	if len(s) > limit {
+		return s[:limit-3] + "..."
+	}
+	return s
+}
+
+func isTrue(pr *autoscalingv1.ProvisioningRequest, kind string) bool {
+	return meta.IsStatusConditionTrue(pr.Status.Conditions, kind)
+}
+
+// notFoundMessage says how many of the request's pods the plan could not place,
+// and why the first could not.
+func notFoundMessage(plan *scheduling.Results, total int, launch bool) string {
+	where := "on the capacity in the cluster"
+	if launch {
+		where = "on the capacity in the cluster or on any node a NodePool may launch"
+	}
+	u := plan.Unschedulable[0]
+	return fmt.Sprintf("Capacity is not found: %d of %d pods fit nowhere %s; %s: %s", len(plan.Unschedulable), total, where, u.Pod.Name, u.Reason)
+}
+
+// batchTime and batchSize read a batch's "ID/N".
+func batchTime(b string) int64 {
+	id, _, _ := strings.Cut(b, "/")
+	t, _ := strconv.ParseInt(id, 10, 64)
+	return t
+}
+
+func batchSize(b string) int {
+	_, n, _ := strings.Cut(b, "/")
+	size, _ := strconv.Atoi(n)
+	return size
+}
