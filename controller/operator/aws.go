@@ -33,7 +33,7 @@ func newAWSCloud(ctx context.Context, opts Options, cfg *rest.Config, mgr manage
 		Endpoints: opts.AWSEndpoints, IsolatedVPC: opts.IsolatedVPC, ReservedENIs: opts.ReservedENIs,
 		VMMemoryOverheadPercent: opts.VMMemoryOverheadPercent, SSMPrefix: opts.SSMParameterPrefix,
 		APIOptions: opts.AWSAPIOptions, DisableReservedCapacity: !opts.FeatureGates.ReservedCapacityOn(),
-		ClusterCABundle: opts.ClusterCABundle, EKSControlPlane: opts.EKSControlPlane,
+		ClusterCABundle: opts.ClusterCABundle, EKSControlPlane: opts.EKSControlPlane, UnavailableTTL: opts.UnavailableOfferingsTTL,
 	}
 	clients, err := dtaws.NewClients(ctx, settings)
 	if err != nil {

@@ -70,48 +70,56 @@ func Eventually(t testing.TB, timeout time.Duration, what string, cond func() er
 // EC2 reports them. The emulator never runs out of capacity by itself.
 func RefuseCapacity(refuse func(instanceType, zone string) bool) func(*ec2.Options) {
 	return func(o *ec2.Options) {
-		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
-			return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("RefuseCapacity", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
-				fleet, ok := in.Parameters.(*ec2.CreateFleetInput)
-				if !ok {
-					return next.HandleInitialize(ctx, in)
-				}
-				kept := *fleet
-				kept.LaunchTemplateConfigs = nil
-				var refused []ec2types.CreateFleetError
-				for _, cfg := range fleet.LaunchTemplateConfigs {
-					keptCfg := cfg
-					keptCfg.Overrides = nil
-					for _, o := range cfg.Overrides {
-						if !refuse(string(o.InstanceType), aws.ToString(o.AvailabilityZone)) {
-							keptCfg.Overrides = append(keptCfg.Overrides, o)
-							continue
-						}
-						refused = append(refused, ec2types.CreateFleetError{
-							ErrorCode:    aws.String("InsufficientInstanceCapacity"),
-							ErrorMessage: aws.String("We currently do not have sufficient capacity in the Availability Zone you requested."),
-							Lifecycle:    ec2types.InstanceLifecycle(fleet.TargetCapacitySpecification.DefaultTargetCapacityType),
-							LaunchTemplateAndOverrides: &ec2types.LaunchTemplateAndOverridesResponse{Overrides: &ec2types.FleetLaunchTemplateOverrides{
-								InstanceType: o.InstanceType, AvailabilityZone: o.AvailabilityZone, SubnetId: o.SubnetId}},
-						})
+		o.APIOptions = append(o.APIOptions, RefuseCapacityPerCall(func() func(string, string) bool { return refuse }))
+	}
+}
+
+// RefuseCapacityPerCall is RefuseCapacity for any AWS client's middleware stack
+// (operator.Options.AWSAPIOptions), deciding for each CreateFleet call anew: refuse
+// is called once a call and picks that call's refused offerings.
+func RefuseCapacityPerCall(perCall func() func(instanceType, zone string) bool) func(*middleware.Stack) error {
+	return func(stack *middleware.Stack) error {
+		return stack.Initialize.Add(middleware.InitializeMiddlewareFunc("RefuseCapacity", func(ctx context.Context, in middleware.InitializeInput, next middleware.InitializeHandler) (middleware.InitializeOutput, middleware.Metadata, error) {
+			fleet, ok := in.Parameters.(*ec2.CreateFleetInput)
+			if !ok {
+				return next.HandleInitialize(ctx, in)
+			}
+			refuse := perCall()
+			kept := *fleet
+			kept.LaunchTemplateConfigs = nil
+			var refused []ec2types.CreateFleetError
+			for _, cfg := range fleet.LaunchTemplateConfigs {
+				keptCfg := cfg
+				keptCfg.Overrides = nil
+				for _, o := range cfg.Overrides {
+					if !refuse(string(o.InstanceType), aws.ToString(o.AvailabilityZone)) {
+						keptCfg.Overrides = append(keptCfg.Overrides, o)
+						continue
 					}
-					if len(keptCfg.Overrides) > 0 {
-						kept.LaunchTemplateConfigs = append(kept.LaunchTemplateConfigs, keptCfg)
-					}
+					refused = append(refused, ec2types.CreateFleetError{
+						ErrorCode:    aws.String("InsufficientInstanceCapacity"),
+						ErrorMessage: aws.String("We currently do not have sufficient capacity in the Availability Zone you requested."),
+						Lifecycle:    ec2types.InstanceLifecycle(fleet.TargetCapacitySpecification.DefaultTargetCapacityType),
+						LaunchTemplateAndOverrides: &ec2types.LaunchTemplateAndOverridesResponse{Overrides: &ec2types.FleetLaunchTemplateOverrides{
+							InstanceType: o.InstanceType, AvailabilityZone: o.AvailabilityZone, SubnetId: o.SubnetId}},
+					})
 				}
-				if len(kept.LaunchTemplateConfigs) == 0 {
-					return middleware.InitializeOutput{Result: &ec2.CreateFleetOutput{Errors: refused}}, middleware.Metadata{}, nil
+				if len(keptCfg.Overrides) > 0 {
+					kept.LaunchTemplateConfigs = append(kept.LaunchTemplateConfigs, keptCfg)
 				}
-				in.Parameters = &kept
-				out, md, err := next.HandleInitialize(ctx, in)
-				if err == nil {
-					if res, ok := out.Result.(*ec2.CreateFleetOutput); ok {
-						res.Errors = append(res.Errors, refused...)
-					}
+			}
+			if len(kept.LaunchTemplateConfigs) == 0 {
+				return middleware.InitializeOutput{Result: &ec2.CreateFleetOutput{Errors: refused}}, middleware.Metadata{}, nil
+			}
+			in.Parameters = &kept
+			out, md, err := next.HandleInitialize(ctx, in)
+			if err == nil {
+				if res, ok := out.Result.(*ec2.CreateFleetOutput); ok {
+					res.Errors = append(res.Errors, refused...)
 				}
-				return out, md, err
-			}), middleware.Before)
-		})
+			}
+			return out, md, err
+		}), middleware.Before)
 	}
 }
 

@@ -76,7 +76,7 @@ func New(kube client.Client, api EC2FleetAPI, settings Settings, prices *pricing
 		launchedFor:       newLaunchedLookup(api, settings.ClusterName),
 		terminator:        newTerminator(api),
 		types:             NewInstanceTypeProvider(api, settings.Region, settings, clk),
-		unavailable:       NewUnavailableOfferings(clk),
+		unavailable:       NewUnavailableOfferings(clk, settings.UnavailableTTL),
 		templates:         NewLaunchTemplates(api, settings.ClusterName, clk),
 		reserved:          newReservationCounts(api, clk),
 		cache:             map[string]classTypes{},

@@ -3,6 +3,7 @@ package aws
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsconfig "github.com/aws/aws-sdk-go-v2/config"
@@ -18,6 +19,9 @@ import (
 // Settings are the AWS provider's settings, named as Karpenter names them.
 type Settings struct {
 	ClusterName string
+	// UnavailableTTL is how long an offering EC2 refused stays out of plans
+	// (UnavailableTTL when 0); not a flag: a test cannot wait for it.
+	UnavailableTTL time.Duration
 	// ClusterEndpoint and ClusterCABundle go into node user data; when the endpoint
 	// is empty, what is not set is read from EKS DescribeCluster.
 	ClusterEndpoint string

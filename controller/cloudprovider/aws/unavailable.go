@@ -14,6 +14,7 @@ const UnavailableTTL = 3 * time.Minute
 // UnavailableOfferings remembers offerings EC2 recently had no capacity for.
 type UnavailableOfferings struct {
 	clock clock.Clock
+	ttl   time.Duration
 	mu    sync.Mutex
 	until map[offeringKey]time.Time
 	seq   uint64
@@ -21,16 +22,20 @@ type UnavailableOfferings struct {
 
 type offeringKey struct{ instanceType, zone, capacityType string }
 
-// NewUnavailableOfferings builds an empty cache.
-func NewUnavailableOfferings(clk clock.Clock) *UnavailableOfferings {
-	return &UnavailableOfferings{clock: clk, until: map[offeringKey]time.Time{}}
+// NewUnavailableOfferings builds an empty cache that keeps an offering out for
+// ttl (UnavailableTTL when 0).
+func NewUnavailableOfferings(clk clock.Clock, ttl time.Duration) *UnavailableOfferings {
+	if ttl <= 0 {
+		ttl = UnavailableTTL
+	}
+	return &UnavailableOfferings{clock: clk, ttl: ttl, until: map[offeringKey]time.Time{}}
 }
 
 // Mark takes an offering out of plans for UnavailableTTL.
 func (u *UnavailableOfferings) Mark(instanceType, zone, capacityType string) {
 	u.mu.Lock()
 	defer u.mu.Unlock()
-	u.until[offeringKey{instanceType, zone, capacityType}] = u.clock.Now().Add(UnavailableTTL)
+	u.until[offeringKey{instanceType, zone, capacityType}] = u.clock.Now().Add(u.ttl)
 	u.seq++
 }
 

@@ -306,11 +306,11 @@ func (c *Controller) followLaunch(ctx context.Context, pr *autoscalingv1.Provisi
 	switch {
 	case len(refused) > 0 || len(claims) < want:
 		c.rollBack(ctx, pr, latest, claims)
-		why := fmt.Sprintf("%d of %d node(s) could not be launched (%s)", want-launched, want, strings.Join(refused, ", "))
-		if len(claims) < want && len(refused) == 0 {
+		why := fmt.Sprintf("%d of %d node(s) could not be launched (NodeClaim %s)", len(refused), want, strings.Join(refused, ", "))
+		if len(refused) == 0 {
 			why = fmt.Sprintf("%d of the %d NodeClaims planned are gone", want-len(claims), want)
 		}
-		result, err := c.notFound(ctx, pr, fmt.Sprintf("Capacity is not found: %s; the %d launched were released so none bills", why, launched))
+		result, err := c.notFound(ctx, pr, fmt.Sprintf("Capacity is not found: %s; all %d were released (%d had launched) so none bills", why, want, launched))
 		return true, result, err
 	case launched == want:
 		c.bookings.Set(provreq.Booking{Key: key, UID: pr.UID, Pods: pods})
@@ -452,12 +452,11 @@ func isTrue(pr *autoscalingv1.ProvisioningRequest, kind string) bool {
 // notFoundMessage says how many of the request's pods the plan could not place,
 // and why the first could not.
 func notFoundMessage(plan *scheduling.Results, total int, launch bool) string {
-	where := "on the capacity in the cluster"
-	if launch {
-		where = "on the capacity in the cluster or on any node a NodePool may launch"
+	if !launch {
+		return fmt.Sprintf("Capacity is not found: %d of %d pods fit on no node or NodeClaim in the cluster", len(plan.Unschedulable), total)
 	}
 	u := plan.Unschedulable[0]
-	return fmt.Sprintf("Capacity is not found: %d of %d pods fit nowhere %s; %s: %s", len(plan.Unschedulable), total, where, u.Pod.Name, u.Reason)
+	return fmt.Sprintf("Capacity is not found: %d of %d pods fit nowhere on the capacity in the cluster or on any node a NodePool may launch; %s: %s", len(plan.Unschedulable), total, u.Pod.Name, u.Reason)
 }
 
 // batchTime and batchSize read a batch's "ID/N".

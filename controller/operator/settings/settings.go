@@ -128,6 +128,10 @@ type Options struct {
 	// AWSAPIOptions are added to every AWS client's middleware stack; not a flag:
 	// tests record the controller's AWS calls with them.
 	AWSAPIOptions []func(*middleware.Stack) error
+	// UnavailableOfferingsTTL is how long an offering EC2 refused for want of
+	// capacity stays out of plans (3 minutes when 0); not a flag: a test cannot
+	// wait that long for capacity to return.
+	UnavailableOfferingsTTL time.Duration
 	// NodeCosts is what a node costs beyond its instance, for the packing objective.
 	NodeCosts scheduling.NodeCosts
 	// AllowRepeatedControllers lets one process run several managers, as tests do;
