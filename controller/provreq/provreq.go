@@ -116,6 +116,16 @@ func VirtualPods(pr *autoscalingv1.ProvisioningRequest, templates map[string]*co
 	return out, nil
 }
 
+// NotFoundMessage says how many of a request's total pods the plan could not
+// place, and, where it may launch, why the first could not.
+func NotFoundMessage(plan *scheduling.Results, total int, launch bool) string {
+	if !launch {
+		return fmt.Sprintf("Capacity is not found: %d of %d pods fit on no node or NodeClaim in the cluster", len(plan.Unschedulable), total)
+	}
+	u := plan.Unschedulable[0]
+	return fmt.Sprintf("Capacity is not found: %d of %d pods fit nowhere on the capacity in the cluster or on any node a NodePool may launch; %s: %s", len(plan.Unschedulable), total, u.Pod.Name, u.Reason)
+}
+
 // Booking is the capacity held for a request's pods: its virtual pods, placed on
 // the nodes launched for it (labeled with its UID) first, then anywhere they fit.
 type Booking struct {

@@ -24,6 +24,7 @@ import (
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"sigs.k8s.io/yaml"
 
+	autoscalingv1 "github.com/dovetail-sh/dovetail/controller/apis/autoscaling/v1"
 	"github.com/dovetail-sh/dovetail/controller/apis/autoscaling/v1beta1"
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	dovetailv1alpha1 "github.com/dovetail-sh/dovetail/controller/apis/dovetail/v1alpha1"
@@ -50,10 +51,13 @@ type Inputs struct {
 	Commitments []*dovetailv1alpha1.Commitment
 	// Buffers are CapacityBuffers: room kept for copies of a PodTemplate's or a
 	// workload's pods. podTemplates and workloads are what they may name.
-	Buffers      []*v1beta1.CapacityBuffer
-	podTemplates map[string]corev1.PodTemplateSpec
-	workloads    map[string]workload
-	Nodes        []*corev1.Node
+	Buffers []*v1beta1.CapacityBuffer
+	// ProvisioningRequests are Kueue's requests for capacity for a gang, each
+	// planned as a unit from its PodTemplates.
+	ProvisioningRequests []*autoscalingv1.ProvisioningRequest
+	podTemplates         map[string]corev1.PodTemplateSpec
+	workloads            map[string]workload
+	Nodes                []*corev1.Node
 	// NodeClaims and PDBs matter only to consolidation: plain simulate plans
 	// pending pods, which neither changes.
 	NodeClaims []*v1.NodeClaim
@@ -363,6 +367,13 @@ func (in *Inputs) add(raw []byte, where string, listAllowed bool) error {
 		}
 		defaultNamespace(&cb.ObjectMeta)
 		in.Buffers = append(in.Buffers, cb)
+	case autoscalingv1.SchemeGroupVersion.String() + "/ProvisioningRequest":
+		pr := &autoscalingv1.ProvisioningRequest{}
+		if err := decode(pr); err != nil {
+			return err
+		}
+		defaultNamespace(&pr.ObjectMeta)
+		in.ProvisioningRequests = append(in.ProvisioningRequests, pr)
 	case "apps/v1/DaemonSet":
 		ds := &appsv1.DaemonSet{}
 		if err := decode(ds); err != nil {
@@ -457,7 +468,7 @@ func (in *Inputs) add(raw []byte, where string, listAllowed bool) error {
 			in.Warnings = append(in.Warnings, fmt.Sprintf("%s: ignoring %s: it does not affect scheduling", where, meta.Kind))
 			return nil
 		}
-		return fmt.Errorf("%s: unsupported kind %s %s; simulate reads Pods, Deployments, ReplicaSets, StatefulSets, ReplicationControllers, Jobs, Services, DaemonSets, Nodes, NodePools, NodeClaims, EC2NodeClasses, NodeOverlays, CapacityBuffers, Commitments, PodTemplates, PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes and Lists of them", where, meta.APIVersion, meta.Kind)
+		return fmt.Errorf("%s: unsupported kind %s %s; simulate reads Pods, Deployments, ReplicaSets, StatefulSets, ReplicationControllers, Jobs, Services, DaemonSets, Nodes, NodePools, NodeClaims, EC2NodeClasses, NodeOverlays, CapacityBuffers, ProvisioningRequests, Commitments, PodTemplates, PodDisruptionBudgets, PersistentVolumeClaims, PersistentVolumes, StorageClasses, CSINodes and Lists of them", where, meta.APIVersion, meta.Kind)
 	}
 	return nil
 }

@@ -21,7 +21,7 @@ import (
 
 // SnapshotKinds are what a snapshot for a prediction should hold, as kubectl
 // names them: what ReadLive reads.
-const SnapshotKinds = "nodes,nodeclaims,nodepools,ec2nodeclasses,nodeoverlays,capacitybuffers,commitments,pods,pdb,daemonsets,deploy,rs,sts,svc,podtemplates,pvc,pv,storageclasses,csinodes"
+const SnapshotKinds = "nodes,nodeclaims,nodepools,ec2nodeclasses,nodeoverlays,capacitybuffers,provisioningrequests,commitments,pods,pdb,daemonsets,deploy,rs,sts,svc,podtemplates,pvc,pv,storageclasses,csinodes"
 
 // liveKinds are what `dovetail explain` reads from a live cluster: what
 // `kubectl get` would be asked for a snapshot, and the objects that price it.
@@ -34,12 +34,12 @@ var liveKinds = []schema.GroupVersionKind{
 
 // liveKindsBesides are read when the user may list them, and predicted without
 // otherwise (a role that reads nodes and pools need not read every workload):
-// CapacityBuffers and what they name, whose room is kept in every prediction as
-// the controller keeps it; workloads, read live for spread selectors and not made
+// CapacityBuffers and ProvisioningRequests and what they name, whose room is kept
+// in every prediction as the controller keeps it; workloads, read live for spread selectors and not made
 // into pods (their pods are listed above); the controller's Deployment, which
 // gives its settings.
 var liveKindsBesides = []schema.GroupVersionKind{
-	{Group: "autoscaling.x-k8s.io", Version: "v1beta1", Kind: "CapacityBufferList"}, {Version: "v1", Kind: "PodTemplateList"},
+	{Group: "autoscaling.x-k8s.io", Version: "v1beta1", Kind: "CapacityBufferList"}, {Group: "autoscaling.x-k8s.io", Version: "v1", Kind: "ProvisioningRequestList"}, {Version: "v1", Kind: "PodTemplateList"},
 	{Group: "apps", Version: "v1", Kind: "DeploymentList"}, {Group: "apps", Version: "v1", Kind: "ReplicaSetList"}, {Group: "apps", Version: "v1", Kind: "StatefulSetList"},
 	{Version: "v1", Kind: "ServiceList"},
 }

@@ -28,6 +28,10 @@ type Plan struct {
 	// Buffers are the input's CapacityBuffers and where their room is kept; their
 	// virtual pods are in the plan under capacity-buffer-NAME-i.
 	Buffers []BufferPlan `json:"buffers,omitempty"`
+	// ProvisioningRequests are the input's requests, each planned as a unit on the
+	// cluster as read, as the controller plans one apart from the pending pods
+	// (their pods are not in NodeClaims or Summary).
+	ProvisioningRequests []RequestPlan `json:"provisioningRequests,omitempty"`
 	// StaticPools are the input's static NodePools and what the static controller
 	// launches or removes for them; their claims are apart from NodeClaims.
 	StaticPools []StaticPoolPlan `json:"staticPools,omitempty"`
@@ -133,6 +137,7 @@ func run(in *Inputs, cat *catalog.File, ctl *settings.Options, clk clock.Passive
 	plan.NodePrices, plan.Commitments = commitmentReport(snap, terms, results.NodeClaims)
 	plan.Summary.SolveSeconds = elapsed.Seconds()
 	plan.Summary.Rounds = len(rounds)
+	plan.ProvisioningRequests = planRequests(in, snap)
 	return plan, rounds, nil
 }
 
@@ -177,6 +182,19 @@ func (p *Plan) WriteTable(w io.Writer) error {
 			rows = append(rows, []string{b.Name, fmt.Sprint(b.Replicas), where})
 		}
 		if err := writeSection(w, "CAPACITY BUFFERS (room kept, never bound)", []string{"BUFFER", "PODS", "WHERE"}, rows); err != nil {
+			return err
+		}
+	}
+	if len(p.ProvisioningRequests) > 0 {
+		rows := make([][]string, 0, len(p.ProvisioningRequests))
+		for _, r := range p.ProvisioningRequests {
+			what := r.Reason
+			if r.Outcome == RequestLaunches {
+				what = fmt.Sprintf("%d on existing capacity, %d new node(s) at $%.4f/hour: %s", r.OnExistingNodes, len(r.NodeClaims), r.PricePerHour, r.Reason)
+			}
+			rows = append(rows, []string{r.Name, r.Class, fmt.Sprint(r.Pods), r.Outcome, what})
+		}
+		if err := writeSection(w, "PROVISIONING REQUESTS (each planned as a unit, on the cluster as read)", []string{"REQUEST", "CLASS", "PODS", "OUTCOME", "WHAT"}, rows); err != nil {
 			return err
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/commitment"
 	"github.com/dovetail-sh/dovetail/controller/engineinput"
 	"github.com/dovetail-sh/dovetail/controller/operator/settings"
+	"github.com/dovetail-sh/dovetail/controller/provreq"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 	"github.com/dovetail-sh/dovetail/controller/state"
 )
@@ -29,6 +30,9 @@ type prepared struct {
 	buffers  []BufferPlan
 	virtual  []*corev1.Pod
 	terms    []commitment.Terms
+	// bookings are the provisioned ProvisioningRequests' capacity, held in every
+	// snapshot as the controller holds it.
+	bookings []provreq.Booking
 	// typesOf and costs rebuild snap as the cluster changes between rounds.
 	typesOf func(*v1.NodePool) []*scheduling.InstanceType
 	costs   scheduling.NodeCosts
@@ -54,6 +58,8 @@ func prepare(in *Inputs, cat *catalog.File, ctl *settings.Options) (*prepared, e
 	p.snap = engineinput.FromView(view, typesOf, ctl.NodeCosts)
 	p.snap.Commitments, p.terms = ledgerOf(in)
 	p.virtual, p.buffers = bufferPods(in, ctl.FeatureGates.CapacityBuffer)
+	p.bookings = heldBookings(in)
+	provreq.Hold(p.snap, p.bookings)
 	return p, nil
 }
 

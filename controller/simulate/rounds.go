@@ -14,6 +14,7 @@ import (
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/buffer"
 	"github.com/dovetail-sh/dovetail/controller/engineinput"
+	"github.com/dovetail-sh/dovetail/controller/provreq"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
@@ -104,7 +105,9 @@ func (p *prepared) rebuild(nominations map[types.UID]engineinput.Nomination, now
 	s, _ := engineinput.Build(context.Background(), p.view, func(_ context.Context, np *v1.NodePool) ([]*scheduling.InstanceType, error) {
 		return p.typesOf(np), nil
 	}, nominations, now)
-	return s.Engine(p.costs, p.snap.Commitments)
+	snap := s.Engine(p.costs, p.snap.Commitments)
+	provreq.Hold(snap, p.bookings)
+	return snap
 }
 
 // merged is the rounds' plans as one: every round's claims, with the pods later

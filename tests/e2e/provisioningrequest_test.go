@@ -58,7 +58,7 @@ func TestProvisioningRequest(t *testing.T) {
 	pool.Spec.Disruption.Budgets = []v1.Budget{{Nodes: "100%"}}
 	must(t, c.Create(ctx, pool))
 	must(t, c.Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "ml"}}))
-	kueueObjects(t, c, "train", 4, "3")
+	kueueObjects(t, c, "train", "3")
 
 	t.Run("BestEffortAtomicScaleUp: 4 nodes or none, and a retry when capacity returns", func(t *testing.T) {
 		// EC2 launches three and refuses the fourth.
@@ -148,8 +148,8 @@ func TestProvisioningRequest(t *testing.T) {
 	})
 
 	t.Run("CheckCapacity: capacity there is, found and booked, launching nothing", func(t *testing.T) {
-		kueueObjects(t, c, "eval", 1, "500m")
-		kueueObjects(t, c, "sweep", 4, "3")
+		kueueObjects(t, c, "eval", "500m")
+		kueueObjects(t, c, "sweep", "3")
 		fits := provisioningRequest("eval-check-1", "eval", autoscalingv1.ProvisioningClassCheckCapacity, 1, nil)
 		must(t, c.Create(ctx, fits))
 		waitCondition(t, c, fits, autoscalingv1.ConditionProvisioned, metav1.ConditionTrue, provreq.ReasonCapacityIsFound, time.Minute)
@@ -174,12 +174,12 @@ func TestProvisioningRequest(t *testing.T) {
 
 // kueueObjects creates the PodTemplate Kueue makes for a workload's pod set: its
 // pods ask cpu each.
-func kueueObjects(t *testing.T, c client.Client, workload string, _ int32, cpu string) {
+func kueueObjects(t *testing.T, c client.Client, workload, cpu string) {
 	t.Helper()
 	zero := int64(0)
 	must(t, c.Create(context.Background(), &corev1.PodTemplate{
 		ObjectMeta: metav1.ObjectMeta{Name: "ppt-" + workload + "-main", Namespace: "ml", Labels: map[string]string{"kueue.x-k8s.io/managed": "true"}},
-		Template: corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"job-name": workload}}, Spec: gangPodSpec(cpu, &zero)},
+		Template:   corev1.PodTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"job-name": workload}}, Spec: gangPodSpec(cpu, &zero)},
 	}))
 }
 

@@ -24,7 +24,7 @@ func explainCmd(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("explain", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var files fileList
-	fs.Var(&files, "f", "cluster snapshot (kubectl get nodes,nodeclaims,nodepools,ec2nodeclasses,nodeoverlays,capacitybuffers,commitments,pods,pdb,daemonsets,deploy,rs,sts,svc,podtemplates,pvc,pv,storageclasses,csinodes -A -o yaml); without -f, the live cluster")
+	fs.Var(&files, "f", "cluster snapshot (kubectl get nodes,nodeclaims,nodepools,ec2nodeclasses,nodeoverlays,capacitybuffers,provisioningrequests,commitments,pods,pdb,daemonsets,deploy,rs,sts,svc,podtemplates,pvc,pv,storageclasses,csinodes -A -o yaml); without -f, the live cluster")
 	kubeconfig := fs.String("kubeconfig", "", "kubeconfig of the live cluster (default: $KUBECONFIG, then ~/.kube/config)")
 	kubeContext := fs.String("context", "", "kubeconfig context of the live cluster")
 	catalogPath := fs.String("catalog", "", "instance-type catalog JSON (default: the embedded AWS catalog)")

@@ -33,7 +33,7 @@ Usage:
 Commands:
   simulate   plan pending workloads against NodePools and an instance-type catalog;
              with --consolidate, what consolidation would do now to a cluster snapshot
-             (kubectl get nodes,nodeclaims,nodepools,ec2nodeclasses,nodeoverlays,capacitybuffers,commitments,pods,pdb,daemonsets,deploy,rs,sts,svc,podtemplates,pvc,pv,storageclasses,csinodes -A -o yaml)
+             (kubectl get nodes,nodeclaims,nodepools,ec2nodeclasses,nodeoverlays,capacitybuffers,provisioningrequests,commitments,pods,pdb,daemonsets,deploy,rs,sts,svc,podtemplates,pvc,pv,storageclasses,csinodes -A -o yaml)
   render     print the CRDs, RBAC and controller Deployment as YAML (run with -h for all settings)
   migrate    convert v1alpha5 Provisioners and AWSNodeTemplates, and v1beta1 NodePools and
              EC2NodeClasses, into v1 NodePools and EC2NodeClasses (YAML, or HCL for the

@@ -217,7 +217,7 @@ func (c *Controller) reconcile(ctx context.Context, pr *autoscalingv1.Provisioni
 	launch := pr.Spec.ProvisioningClassName == autoscalingv1.ProvisioningClassBestEffortAtomicScaleUp
 	plan := snap.Plan(nil, pods, launch)
 	if len(plan.Unschedulable) > 0 {
-		return c.notFound(ctx, pr, notFoundMessage(plan, len(pods), launch))
+		return c.notFound(ctx, pr, provreq.NotFoundMessage(plan, len(pods), launch))
 	}
 	if len(plan.NodeClaims) == 0 {
 		c.bookings.Set(provreq.Booking{Key: key, UID: pr.UID, Pods: pods})
@@ -447,16 +447,6 @@ func conditionMessage(s string) string {
 
 func isTrue(pr *autoscalingv1.ProvisioningRequest, kind string) bool {
 	return meta.IsStatusConditionTrue(pr.Status.Conditions, kind)
-}
-
-// notFoundMessage says how many of the request's pods the plan could not place,
-// and why the first could not.
-func notFoundMessage(plan *scheduling.Results, total int, launch bool) string {
-	if !launch {
-		return fmt.Sprintf("Capacity is not found: %d of %d pods fit on no node or NodeClaim in the cluster", len(plan.Unschedulable), total)
-	}
-	u := plan.Unschedulable[0]
-	return fmt.Sprintf("Capacity is not found: %d of %d pods fit nowhere on the capacity in the cluster or on any node a NodePool may launch; %s: %s", len(plan.Unschedulable), total, u.Pod.Name, u.Reason)
 }
 
 // batchTime and batchSize read a batch's "ID/N".
