@@ -61,11 +61,14 @@ func TestProvisioningRequest(t *testing.T) {
 	kueueObjects(t, c, "train", "3")
 
 	t.Run("BestEffortAtomicScaleUp: 4 nodes or none, and a retry when capacity returns", func(t *testing.T) {
+		began := time.Now()
+		step := func(what string) { t.Logf("%5.1fs %s", time.Since(began).Seconds(), what) }
 		// EC2 launches three and refuses the fourth.
 		scarceFrom.Store(calls.Load() + 4)
 		pr := provisioningRequest("train-provision-1", "train", autoscalingv1.ProvisioningClassBestEffortAtomicScaleUp, 4, nil)
 		must(t, c.Create(ctx, pr))
 		waitCondition(t, c, pr, autoscalingv1.ConditionProvisioned, metav1.ConditionFalse, provreq.ReasonCapacityIsNotFound, 2*time.Minute)
+		step("refused")
 		eventually(t, time.Minute, "an event on the request saying a node of the 4 could not be launched", func() error {
 			var events corev1.EventList
 			must(t, c.List(ctx, &events, client.InNamespace("ml")))
@@ -79,6 +82,7 @@ func TestProvisioningRequest(t *testing.T) {
 		if calls.Load() < scarceFrom.Load() {
 			t.Fatalf("%d CreateFleet calls; the fourth launch was never tried", calls.Load())
 		}
+		step("event seen")
 		// Nothing of the gang keeps billing: its claims go and EC2 runs no instance.
 		eventually(t, 2*time.Minute, "the gang's claims deleted and their instances terminated", func() error {
 			if n := len(gangClaims(t, c, pr)); n != 0 {
@@ -93,9 +97,11 @@ func TestProvisioningRequest(t *testing.T) {
 			t.Fatalf("Provisioned is %+v with capacity still refused", c)
 		}
 
+		step("rolled back")
 		// Capacity returns: the retry (after the backoff) launches all 4.
 		scarceFrom.Store(0)
 		waitCondition(t, c, pr, autoscalingv1.ConditionProvisioned, metav1.ConditionTrue, provreq.ReasonCapacityIsProvisioned, 2*time.Minute)
+		step("provisioned")
 		claims := gangClaims(t, c, pr)
 		if len(claims) != 4 {
 			t.Fatalf("%d claims launched for the gang; want 4", len(claims))
@@ -103,6 +109,7 @@ func TestProvisioningRequest(t *testing.T) {
 		if ids := runningInstances(t, clients.EC2); len(ids) != 4 {
 			t.Fatalf("%d instances running; want the gang's 4: %v", len(ids), ids)
 		}
+		step("instances counted")
 		// Booked, the empty nodes are not consolidated away before the pods come.
 		eventually(t, 2*time.Minute, "consolidation blocked on the gang's nodes by the booking", func() error {
 			var events corev1.EventList
@@ -115,6 +122,7 @@ func TestProvisioningRequest(t *testing.T) {
 			return fmt.Errorf("no DisruptionBlocked event naming the request")
 		})
 
+		step("blocked")
 		// Kueue admits the Job: its 4 pods run on the gang's nodes, and nothing
 		// else is launched for them.
 		kueuePods(t, c, "train", pr, 4, "3")
@@ -139,6 +147,7 @@ func TestProvisioningRequest(t *testing.T) {
 			}
 			return nil
 		})
+		step("pods running")
 		waitCondition(t, c, pr, autoscalingv1.ConditionBookingExpired, metav1.ConditionTrue, provreq.ReasonCapacityBookingConsumed, time.Minute)
 		var all v1.NodeClaimList
 		must(t, c.List(ctx, &all))
