@@ -110,6 +110,11 @@ func (c *Controller) claimForNode(ctx context.Context, o client.Object) []reconc
 
 func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile.Result, error) {
 	if nc.DeletionTimestamp != nil {
+		if launched, ok := c.launched.Load(nc.UID); ok && nc.Status.ProviderID == "" {
+			// Its launch was never recorded (the claim went deleting meanwhile), so
+			// termination cannot terminate it by providerID.
+			c.terminateUnrecorded(ctx, launched.(*v1.NodeClaim))
+		}
 		c.forget(nc.UID)
 		return reconcile.Result{}, nil
 	}
@@ -153,7 +158,18 @@ func (c *Controller) Reconcile(ctx context.Context, nc *v1.NodeClaim) (reconcile
 // again (a missing object ends the Reconcile before it starts), so without this its
 // entries would stay for the life of the process.
 func (c *Controller) deletions() handler.EventHandler {
-	return handler.Funcs{DeleteFunc: func(_ context.Context, e event.TypedDeleteEvent[client.Object], _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+	return handler.Funcs{DeleteFunc: func(ctx context.Context, e event.TypedDeleteEvent[client.Object], _ workqueue.TypedRateLimitingInterface[reconcile.Request]) {
+		if launched, ok := c.launched.Load(e.Object.GetUID()); ok {
+			if nc, isClaim := e.Object.(*v1.NodeClaim); isClaim && nc.Status.ProviderID == "" {
+				// Gone before its launch was recorded on it: nothing else knows of
+				// the instance but garbage collection. Not on the informer's goroutine.
+				go func(launched *v1.NodeClaim) {
+					ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+					defer cancel()
+					c.terminateUnrecorded(ctx, launched)
+				}(launched.(*v1.NodeClaim))
+			}
+		}
 		c.forget(e.Object.GetUID())
 	}}
 }

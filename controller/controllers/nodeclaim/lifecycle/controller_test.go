@@ -10,6 +10,7 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/apis/scheme"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -724,5 +725,51 @@ func TestDeletedClaimIsForgotten(t *testing.T) {
 	}
 	if got := remembered(); len(got) != 0 {
 		t.Errorf("still remembered after the claims' delete events: %v", got)
+	}
+}
+
+// A claim deleted while its instance launched (a gang rolled back, a kubectl
+// delete) had no providerID for termination to terminate: the launch that finds it
+// gone terminates the instance, rather than leave it billing until garbage
+// collection finds it.
+func TestInstanceOfAClaimDeletedWhileItLaunchedIsTerminated(t *testing.T) {
+	created := time.Date(2025, 1, 1, 12, 0, 0, 0, time.UTC)
+	funcs := &interceptor.Funcs{SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+		// Termination let the claim go while EC2 was launching its instance.
+		nc := &v1.NodeClaim{}
+		if err := c.Get(ctx, client.ObjectKeyFromObject(obj), nc); err == nil {
+			nc.Finalizers = nil
+			if err := c.Update(ctx, nc); err != nil {
+				return err
+			}
+			if err := c.Delete(ctx, nc); err != nil {
+				return err
+			}
+		}
+		return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+	}}
+	e := newEnv(t, funcs, claim("default-a", created))
+	e.reconcile(t, e.get(t, "default-a"))
+	if e.cloud.Creates("default-a") != 1 || e.cloud.Instances() != 0 {
+		t.Fatalf("%d launches, %d instances left; want the one launched terminated", e.cloud.Creates("default-a"), e.cloud.Instances())
+	}
+
+	// The launch was recorded in memory but its write conflicted; the claim's
+	// delete event then comes without a providerID on it: the instance goes.
+	conflict := &interceptor.Funcs{SubResourcePatch: func(context.Context, client.Client, string, client.Object, client.Patch, ...client.SubResourcePatchOption) error {
+		return apierrors.NewConflict(v1.SchemeGroupVersion.WithResource("nodeclaims").GroupResource(), "default-b", errors.New("changed"))
+	}}
+	e = newEnv(t, conflict, claim("default-b", created))
+	e.c.Reconcile(context.Background(), e.get(t, "default-b"))
+	if e.cloud.Instances() != 1 {
+		t.Fatalf("%d instances after a launch whose write conflicted; want 1", e.cloud.Instances())
+	}
+	e.c.deletions().Delete(context.Background(), event.DeleteEvent{Object: e.get(t, "default-b")}, nil)
+	deadline := time.Now().Add(10 * time.Second)
+	for e.cloud.Instances() != 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if e.cloud.Instances() != 0 {
+		t.Errorf("the instance of a claim deleted before its launch was recorded is still there")
 	}
 }

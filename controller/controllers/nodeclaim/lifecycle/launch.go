@@ -150,8 +150,10 @@ func (c *Controller) recordLaunch(ctx context.Context, nc, launched *v1.NodeClai
 	c.setCondition(nc, v1.ConditionTypeRegistered, metav1.ConditionUnknown, "AwaitingRegistration", "waiting for the node to register")
 	if err := c.patchClaim(ctx, nc, statusPatch, true); err != nil {
 		if apierrors.IsNotFound(err) {
-			// Deleted while launching: termination has nothing to terminate by
-			// providerID, and garbage collection takes the orphaned instance.
+			// Deleted while launching: termination had nothing to terminate by
+			// providerID, so the instance goes now rather than bill until garbage
+			// collection finds it.
+			c.terminateUnrecorded(ctx, launched)
 			c.forget(nc.UID)
 			return reconcile.Result{}, nil
 		}
@@ -222,4 +224,16 @@ func (c *Controller) label(ctx context.Context, nc, launched *v1.NodeClaim) erro
 		return fmt.Errorf("labelling launched nodeclaim, %w", err)
 	}
 	return nil
+}
+
+// terminateUnrecorded terminates an instance launched for a claim that was deleted
+// before the launch was recorded on it (a gang rolled back, a claim deleted by hand
+// mid-launch): its termination found no providerID to terminate. Garbage
+// collection remains the net if this fails.
+func (c *Controller) terminateUnrecorded(ctx context.Context, launched *v1.NodeClaim) {
+	if err := c.cloud.Delete(ctx, launched); err != nil && !cloudprovider.IsNodeClaimNotFound(err) {
+		log.FromContext(ctx).Error(err, "terminating the instance of a nodeclaim deleted while it launched; garbage collection will", "providerID", launched.Status.ProviderID)
+		return
+	}
+	log.FromContext(ctx).Info("terminated the instance of a nodeclaim deleted while it launched", "providerID", launched.Status.ProviderID)
 }
