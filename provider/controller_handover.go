@@ -27,7 +27,8 @@ import (
 var dovetailAnnotationPrefix = dovetailv1alpha1.SchemeGroupVersion.Group + "/"
 
 // commitmentCRD is the one CRD of Dovetail's own kind; the others are Karpenter's
-// (and CapacityBuffer is SIG Autoscaling's), which the next controller reads.
+// (and CapacityBuffer and ProvisioningRequest are SIG Autoscaling's, whose objects
+// Kueue and the next autoscaler own), which stay.
 const commitmentCRD = "commitments.dovetail.sh"
 
 // handOver is the destroy of keep_crds_on_destroy: the controller goes first (its
