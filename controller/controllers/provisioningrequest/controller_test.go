@@ -46,6 +46,20 @@ var gangSpec = corev1.PodSpec{Containers: []corev1.Container{{Name: "c", Resourc
 // start is when the fake clock starts and the requests were created.
 var start = time.Date(2026, 11, 29, 12, 0, 0, 0, time.UTC)
 
+// restart is a new process: nothing in memory, the same cluster.
+func (e *env) restart() {
+	e.provisioner, e.c = wire(e.kube, e.clk)
+}
+
+func wire(kube client.Client, clk *clocktesting.FakeClock) (*provisioning.Provisioner, *Controller) {
+	cloud := fakecloud.New(clk, fakecloud.InstanceType("m.xlarge", "4", "16Gi", "zone-a"))
+	p := provisioning.NewProvisioner(kube, state.NewCluster(kube, clk), cloud, clk, record.NewFakeRecorder(1000),
+		provisioning.NewBatcher(clk, time.Second, 10*time.Second), scheduling.DefaultNodeCosts())
+	bookings := provreq.NewCache()
+	p.WithBookings(bookings)
+	return p, NewController(kube, kube, p, bookings, clk, record.NewFakeRecorder(1000), Options{InitialBackoff: 2 * time.Second, MaxBackoff: 10 * time.Second})
+}
+
 func newEnv(t *testing.T, objs ...client.Object) *env {
 	clk := clocktesting.NewFakeClock(start)
 	objs = append(objs, &v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default", UID: "pool-uid"}},
@@ -53,12 +67,7 @@ func newEnv(t *testing.T, objs ...client.Object) *env {
 			ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"job": "train"}}, Spec: gangSpec}})
 	kube := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(objs...).
 		WithStatusSubresource(&autoscalingv1.ProvisioningRequest{}).Build()
-	cloud := fakecloud.New(clk, fakecloud.InstanceType("m.xlarge", "4", "16Gi", "zone-a"))
-	p := provisioning.NewProvisioner(kube, state.NewCluster(kube, clk), cloud, clk, record.NewFakeRecorder(1000),
-		provisioning.NewBatcher(clk, time.Second, 10*time.Second), scheduling.DefaultNodeCosts())
-	bookings := provreq.NewCache()
-	p.WithBookings(bookings)
-	c := NewController(kube, kube, p, bookings, clk, record.NewFakeRecorder(1000), Options{InitialBackoff: 2 * time.Second, MaxBackoff: 10 * time.Second})
+	p, c := wire(kube, clk)
 	return &env{ctx: context.Background(), t: t, kube: kube, clk: clk, provisioner: p, c: c}
 }
 
@@ -271,4 +280,42 @@ func TestCheckCapacityLaunchesNothing(t *testing.T) {
 	e.clk.Step(provreq.BookingTime)
 	e.reconcile("fits")
 	e.wantCondition("fits", autoscalingv1.ConditionBookingExpired, metav1.ConditionTrue, provreq.ReasonCapacityReservationTimeExpired)
+}
+
+// A controller killed after creating 2 of a gang's 4 claims leaves a batch short
+// of its size: the next one rolls it back (nothing of it keeps billing) and,
+// after the backoff, launches the gang whole.
+func TestAtomicScaleUpRollsBackABatchCutShortByARestart(t *testing.T) {
+	e := newEnv(t, request("train", autoscalingv1.ProvisioningClassBestEffortAtomicScaleUp, 4, nil))
+	e.reconcile("train")
+	live, _ := e.claims()
+	if len(live) != 4 {
+		t.Fatalf("%d claims; want 4", len(live))
+	}
+	// The process died after its second create: the other two never were.
+	for _, nc := range live[2:] {
+		nc.Finalizers = nil
+		if err := e.kube.Update(e.ctx, &nc); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.kube.Delete(e.ctx, &nc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.launched(live[0])
+	e.restart()
+	e.reconcile("train")
+	e.wantCondition("train", autoscalingv1.ConditionProvisioned, metav1.ConditionFalse, provreq.ReasonCapacityIsNotFound)
+	if c := e.condition("train", autoscalingv1.ConditionProvisioned); !strings.Contains(c.Message, "2 of the 4 NodeClaims planned are gone") {
+		t.Errorf("Provisioned=False says %q; want it to say the batch is short", c.Message)
+	}
+	live, deleting := e.claims()
+	if len(live) != 0 || len(deleting) != 2 {
+		t.Fatalf("after the restart: %d live, %d deleting; want the 2 left rolled back", len(live), len(deleting))
+	}
+	e.clk.Step(2 * time.Second)
+	e.reconcile("train")
+	if live, _ := e.claims(); len(live) != 4 {
+		t.Fatalf("the retry launched %d; want 4", len(live))
+	}
 }
