@@ -145,7 +145,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := c.kube.Get(ctx, req.NamespacedName, pr); err != nil {
 		if apierrors.IsNotFound(err) {
 			c.release(key)
-			return reconcile.Result{}, nil
+			return reconcile.Result{}, c.abandon(ctx, key)
 		}
 		return reconcile.Result{}, err
 	}
@@ -323,6 +323,29 @@ func (c *Controller) followLaunch(ctx context.Context, pr *autoscalingv1.Provisi
 	// Still launching: the booking holds their room (again, after a restart).
 	c.bookings.Set(provreq.Booking{Key: key, UID: pr.UID, Pods: pods})
 	return true, reconcile.Result{RequeueAfter: launchRecheck}, nil
+}
+
+// abandon deletes the claims still launching for a request that is gone (Kueue
+// deletes a request when its workload goes, or when it makes the next attempt):
+// no pod will come for them. Nodes that are up stay, as any capacity, for
+// consolidation to judge.
+func (c *Controller) abandon(ctx context.Context, key string) error {
+	view, err := c.provisioner.Cluster().Read(ctx, state.ReadOnly)
+	if err != nil {
+		return err
+	}
+	for i := range view.Claims {
+		nc := &view.Claims[i]
+		if nc.Annotations[dovetailv1alpha1.ProvisioningRequestAnnotationKey] != key || nc.DeletionTimestamp != nil ||
+			meta.IsStatusConditionTrue(nc.Status.Conditions, v1.ConditionTypeInitialized) {
+			continue
+		}
+		log.FromContext(ctx).Info("deleting a nodeclaim launched for a provisioning request that is gone", "provisioningRequest", key, "nodeclaim", nc.Name)
+		if err := c.kube.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
+			return fmt.Errorf("deleting nodeclaim %s of the deleted provisioning request %s, %w", nc.Name, key, err)
+		}
+	}
+	return nil
 }
 
 // rollBack deletes the batch's claims: their instances are terminated, as any

@@ -319,3 +319,32 @@ func TestAtomicScaleUpRollsBackABatchCutShortByARestart(t *testing.T) {
 		t.Fatalf("the retry launched %d; want 4", len(live))
 	}
 }
+
+// A request deleted while its gang launches (Kueue deleted the workload, or made
+// its next attempt) takes the claims still launching with it; a node that is up
+// stays, as any capacity.
+func TestDeletedRequestTakesItsLaunchingClaims(t *testing.T) {
+	e := newEnv(t, request("train", autoscalingv1.ProvisioningClassBestEffortAtomicScaleUp, 2, nil))
+	e.reconcile("train")
+	live, _ := e.claims()
+	if len(live) != 2 {
+		t.Fatalf("%d claims; want 2", len(live))
+	}
+	up := live[0]
+	meta.SetStatusCondition(&up.Status.Conditions, metav1.Condition{Type: v1.ConditionTypeInitialized, Status: metav1.ConditionTrue, Reason: "Initialized", LastTransitionTime: metav1.NewTime(e.clk.Now())})
+	if err := e.kube.Update(e.ctx, &up); err != nil {
+		t.Fatal(err)
+	}
+	pr := &autoscalingv1.ProvisioningRequest{}
+	if err := e.kube.Get(e.ctx, client.ObjectKey{Namespace: "ml", Name: "train"}, pr); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.kube.Delete(e.ctx, pr); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile("train")
+	live, deleting := e.claims()
+	if len(live) != 1 || live[0].Name != up.Name || len(deleting) != 1 {
+		t.Fatalf("after the request went: live %d (want %s only), deleting %d", len(live), up.Name, len(deleting))
+	}
+}
