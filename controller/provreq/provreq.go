@@ -47,8 +47,16 @@ const (
 )
 
 // VirtualPodAnnotation marks a pod that stands for one of a request's pods; its
-// value is the request's key.
-const VirtualPodAnnotation = "dovetail.sh/provisioning-request-pod"
+// value is the request's key. TemplateAnnotation names the PodTemplate it was made
+// from, whose pod set a consuming pod is matched to.
+const (
+	VirtualPodAnnotation = "dovetail.sh/provisioning-request-pod"
+	TemplateAnnotation   = "dovetail.sh/provisioning-request-template"
+)
+
+// KueuePodSetLabel names the pod set of a workload's pod, as Kueue labels it; its
+// PodTemplates are named after the pod set.
+const KueuePodSetLabel = "kueue.x-k8s.io/podset"
 
 // Key names a request: namespace/name.
 func Key(namespace, name string) string { return namespace + "/" + name }
@@ -101,8 +109,8 @@ func VirtualPods(pr *autoscalingv1.ProvisioningRequest, templates map[string]*co
 		template := templates[set.PodTemplateRef.Name].Template
 		spec := scheduling.TemplatePodSpec(template)
 		for i := range set.Count {
-			annotations := map[string]string{VirtualPodAnnotation: key, autoscalingv1.ConsumeAnnotationKey: pr.Name,
-				autoscalingv1.ClassAnnotationKey: pr.Spec.ProvisioningClassName}
+			annotations := map[string]string{VirtualPodAnnotation: key, TemplateAnnotation: set.PodTemplateRef.Name,
+				autoscalingv1.ConsumeAnnotationKey: pr.Name, autoscalingv1.ClassAnnotationKey: pr.Spec.ProvisioningClassName}
 			out = append(out, &corev1.Pod{
 				ObjectMeta: metav1.ObjectMeta{
 					Name: fmt.Sprintf("provreq-%s-%d-%d", pr.Name, s, i), Namespace: pr.Namespace, UID: types.UID(fmt.Sprintf("%s-%d-%d", pr.UID, s, i)),
@@ -137,8 +145,10 @@ type Booking struct {
 // Hold places every booking's pods, less one for each pod that consumes the
 // booking already (bound, nominated or pending), onto the snapshot's nodes as if
 // they were bound there: the provisioner then plans no other pod into their room,
-// and a consuming pod finds it free. It returns the keys of the bookings each node
-// holds. Pods that fit nowhere any more are not held (the capacity was taken).
+// and a consuming pod finds it free. Each booking is placed on the nodes launched
+// for it first, all of them before any goes elsewhere, and never on another
+// booking's own nodes. It returns the keys of the bookings each node holds. Pods
+// that fit nowhere any more are not held (the capacity was taken).
 func Hold(s *scheduling.Snapshot, bookings []Booking) map[string][]string {
 	held := map[string][]string{}
 	if len(bookings) == 0 {
@@ -159,47 +169,95 @@ func Hold(s *scheduling.Snapshot, bookings []Booking) map[string][]string {
 	}
 	sorted := slices.Clone(bookings)
 	sort.Slice(sorted, func(i, j int) bool { return sorted[i].Key < sorted[j].Key })
+	owners := map[string]bool{}
 	for _, b := range sorted {
-		remaining := Unconsumed(b.Pods, consumers[b.Key])
-		if len(remaining) == 0 {
-			continue
+		owners[string(b.UID)] = true
+	}
+	place := func(b Booking, nodes []*scheduling.ExistingNode, pods []*corev1.Pod) []*corev1.Pod {
+		if len(nodes) == 0 || len(pods) == 0 {
+			return pods
 		}
-		var own, rest []*scheduling.ExistingNode
-		for _, n := range s.Nodes {
-			if n.Labels[dovetailv1alpha1.ProvisioningRequestLabelKey] == string(b.UID) {
-				own = append(own, n)
-			} else {
-				rest = append(rest, n)
-			}
-		}
-		res := s.PlanOn(append(own, rest...), nil, remaining, false)
+		res := s.PlanOn(nodes, nil, pods, false)
 		for _, e := range res.Existing {
 			e.Node.Pods = append(e.Node.Pods[:len(e.Node.Pods):len(e.Node.Pods)], e.Pods...)
 			held[e.Node.Name] = append(held[e.Node.Name], b.Key)
 		}
+		left := make([]*corev1.Pod, 0, len(res.Unschedulable))
+		for _, u := range res.Unschedulable {
+			left = append(left, u.Pod)
+		}
+		return left
+	}
+	leftovers := make([][]*corev1.Pod, len(sorted))
+	for i, b := range sorted {
+		var own []*scheduling.ExistingNode
+		for _, n := range s.Nodes {
+			if n.Labels[dovetailv1alpha1.ProvisioningRequestLabelKey] == string(b.UID) {
+				own = append(own, n)
+			}
+		}
+		leftovers[i] = place(b, own, Unconsumed(b.Pods, consumers[b.Key]))
+	}
+	var anyones []*scheduling.ExistingNode
+	for _, n := range s.Nodes {
+		if !owners[n.Labels[dovetailv1alpha1.ProvisioningRequestLabelKey]] {
+			anyones = append(anyones, n)
+		}
+	}
+	for i, b := range sorted {
+		place(b, anyones, leftovers[i])
 	}
 	return held
 }
 
-// Unconsumed are the virtual pods left once each consumer has taken one: the one
-// that asks what it asks, else the first left.
+// Unconsumed are the virtual pods left once each consumer has taken one: one of
+// its pod set (Kueue's label, matched to the PodTemplate the pod was made from),
+// else the smallest it fits into (a sidecar or a LimitRange may have added to
+// what the template asks), else the largest.
 func Unconsumed(virtual, consumers []*corev1.Pod) []*corev1.Pod {
 	left := slices.Clone(virtual)
 	for _, c := range consumers {
 		if len(left) == 0 {
 			break
 		}
-		want := scheduling.PodRequests(c)
-		i := slices.IndexFunc(left, func(v *corev1.Pod) bool {
-			r := scheduling.PodRequests(v)
-			return r.Fits(want) && want.Fits(r)
-		})
-		if i < 0 {
-			i = 0
-		}
+		i := consumedBy(left, c)
 		left = slices.Delete(left, i, i+1)
 	}
 	return left
+}
+
+func consumedBy(left []*corev1.Pod, c *corev1.Pod) int {
+	if set := c.Labels[KueuePodSetLabel]; set != "" {
+		if i := slices.IndexFunc(left, func(v *corev1.Pod) bool {
+			t := v.Annotations[TemplateAnnotation]
+			return t == set || strings.HasSuffix(t, "-"+set)
+		}); i >= 0 {
+			return i
+		}
+	}
+	want := scheduling.PodRequests(c)
+	best, largest := -1, 0
+	for i, v := range left {
+		r := scheduling.PodRequests(v)
+		if smaller(scheduling.PodRequests(left[largest]), r) {
+			largest = i
+		}
+		if want.Fits(r) && (best < 0 || smaller(r, scheduling.PodRequests(left[best]))) {
+			best = i
+		}
+	}
+	if best >= 0 {
+		return best
+	}
+	return largest
+}
+
+// smaller orders requests by cpu, then memory.
+func smaller(a, b scheduling.Resources) bool {
+	if a.MilliCPU != b.MilliCPU {
+		return a.MilliCPU < b.MilliCPU
+	}
+	return a.Memory < b.Memory
 }
 
 // Cache holds the bookings in force, for the provisioner and disruption.

@@ -121,3 +121,58 @@ func TestUnconsumedMatchesConsumersByWhatTheyAsk(t *testing.T) {
 		t.Errorf("a worker consumed: left %d pods; want the launcher and one worker", len(left))
 	}
 }
+
+// Bookings go on their own nodes before any goes elsewhere, and never on another
+// booking's: a generic booking sorted first does not take a gang's GPU node.
+func TestHoldKeepsEachBookingsOwnNodesForIt(t *testing.T) {
+	a := gang(autoscalingv1.PodSet{PodTemplateRef: autoscalingv1.Reference{Name: "w"}, Count: 1})
+	a.Name, a.UID = "a", "uid-a"
+	b := gang(autoscalingv1.PodSet{PodTemplateRef: autoscalingv1.Reference{Name: "g"}, Count: 1})
+	b.Name, b.UID = "b", "uid-b"
+	pa, err := VirtualPods(a, map[string]*corev1.PodTemplate{"w": template("w", "3")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpu := template("g", "3")
+	gpu.Template.Spec.NodeSelector = map[string]string{"gpu": "true"}
+	pb, err := VirtualPods(b, map[string]*corev1.PodTemplate{"g": gpu})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gpuNode := node("gpu-b", 4, map[string]string{"gpu": "true", dovetailv1alpha1.ProvisioningRequestLabelKey: "uid-b"})
+	other := node("x", 4, nil)
+	snap := &scheduling.Snapshot{Nodes: []*scheduling.ExistingNode{gpuNode, other}}
+	Hold(snap, []Booking{{Key: "ml/a", UID: "uid-a", Pods: pa}, {Key: "ml/b", UID: "uid-b", Pods: pb}})
+	if got := BookedOn(gpuNode); len(got) != 1 || got[0] != "ml/b" {
+		t.Errorf("b's own GPU node holds %v; want ml/b", got)
+	}
+	if got := BookedOn(other); len(got) != 1 || got[0] != "ml/a" {
+		t.Errorf("the other node holds %v; want ml/a", got)
+	}
+}
+
+// A consumer that asks a little more than its template (a sidecar, a LimitRange
+// default) frees its own pod set's room: by Kueue's pod-set label, or else the
+// smallest slot it fits into, not the first one.
+func TestUnconsumedMatchesConsumersToTheirPodSet(t *testing.T) {
+	pr := gang(autoscalingv1.PodSet{PodTemplateRef: autoscalingv1.Reference{Name: "ppt-train-launcher"}, Count: 1},
+		autoscalingv1.PodSet{PodTemplateRef: autoscalingv1.Reference{Name: "ppt-train-worker"}, Count: 1})
+	pods, err := VirtualPods(pr, map[string]*corev1.PodTemplate{"ppt-train-launcher": template("ppt-train-launcher", "1"), "ppt-train-worker": template("ppt-train-worker", "3")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	worker := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml"}, Spec: *pods[1].Spec.DeepCopy()}
+	worker.Spec.Containers = append(worker.Spec.Containers, corev1.Container{Name: "sidecar", Resources: corev1.ResourceRequirements{
+		Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("100m")}}})
+	// 3.1 cpu fits no slot: the largest goes.
+	if left := Unconsumed(pods, []*corev1.Pod{worker}); len(left) != 1 || left[0] != pods[0] {
+		t.Errorf("a worker with a sidecar consumed the launcher's slot")
+	}
+	// A launcher with a sidecar fits the worker's slot too, but its pod set says which.
+	launcher := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "ml", Labels: map[string]string{KueuePodSetLabel: "launcher"}}, Spec: *worker.Spec.DeepCopy()}
+	launcher.Spec.Containers[0].Resources.Limits = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+	launcher.Spec.Containers[0].Resources.Requests = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1")}
+	if left := Unconsumed(pods, []*corev1.Pod{launcher}); len(left) != 1 || left[0] != pods[1] {
+		t.Errorf("the launcher did not consume its own pod set's slot")
+	}
+}

@@ -6,10 +6,11 @@ import (
 	"testing"
 )
 
-// requestsInput are the objects Kueue creates for a Job of 4 pods (2 cpu each,
-// more than an m6i.large's): a PodTemplate and a best-effort-atomic request; a
-// check-capacity request for the same pods, one asked not to retry, one of a class
-// Dovetail does not serve, and one naming a PodTemplate not in the input.
+// requestsInput are a node with room for one 2-cpu pod, and the objects Kueue
+// creates for a Job of 4 pods (2 cpu each, more than an m6i.large's): a
+// PodTemplate and a best-effort-atomic request; a check-capacity request for the
+// same pods, one asked not to retry, one of a class Dovetail does not serve, one
+// naming a PodTemplate not in the input; then two checks for one pod each.
 const requestsInput = `
 apiVersion: karpenter.sh/v1
 kind: NodePool
@@ -21,6 +22,29 @@ spec:
       requirements:
       - {key: node.kubernetes.io/instance-type, operator: In, values: [m6i.large, m6i.xlarge]}
       - {key: karpenter.sh/capacity-type, operator: In, values: [on-demand]}
+---
+apiVersion: v1
+kind: Node
+metadata:
+  name: node-a
+  labels: {karpenter.sh/nodepool: default, node.kubernetes.io/instance-type: m6i.xlarge, kubernetes.io/hostname: node-a}
+status:
+  allocatable: {cpu: 3920m, memory: 14Gi, pods: "58"}
+  capacity: {cpu: "4", memory: 16Gi, pods: "58"}
+---
+apiVersion: autoscaling.x-k8s.io/v1
+kind: ProvisioningRequest
+metadata: {name: eval-check-1, namespace: ml, creationTimestamp: "2026-11-29T10:05:00Z"}
+spec:
+  provisioningClassName: check-capacity.autoscaling.x-k8s.io
+  podSets: [{podTemplateRef: {name: ppt-train-main}, count: 1}]
+---
+apiVersion: autoscaling.x-k8s.io/v1
+kind: ProvisioningRequest
+metadata: {name: eval-check-2, namespace: ml, creationTimestamp: "2026-11-29T10:06:00Z"}
+spec:
+  provisioningClassName: check-capacity.autoscaling.x-k8s.io
+  podSets: [{podTemplateRef: {name: ppt-train-main}, count: 1}]
 ---
 apiVersion: v1
 kind: PodTemplate
@@ -80,8 +104,9 @@ func TestSimulateProvisioningRequests(t *testing.T) {
 	if len(plan.NodeClaims) != 0 || plan.Summary.Pods != 0 {
 		t.Errorf("the requests' pods are not pending pods: %d nodeclaims, summary %+v", len(plan.NodeClaims), plan.Summary)
 	}
+	// The first one-pod check finds the node's room and books it; the second finds none.
 	want := map[string]string{"ml/train-provision-1": RequestLaunches, "ml/train-check-1": RequestNotFound, "ml/train-check-2": RequestFailed,
-		"ml/queued": RequestIgnored, "ml/lost": RequestFailed}
+		"ml/queued": RequestIgnored, "ml/lost": RequestFailed, "ml/eval-check-1": RequestFound, "ml/eval-check-2": RequestNotFound}
 	if len(plan.ProvisioningRequests) != len(want) {
 		t.Fatalf("%d requests planned; want %d", len(plan.ProvisioningRequests), len(want))
 	}
@@ -101,8 +126,8 @@ func TestSimulateProvisioningRequests(t *testing.T) {
 			t.Errorf("a 2-cpu pod planned on %s; only m6i.xlarge holds one", nc.InstanceType)
 		}
 	}
-	if pods != 4 || atomic.Pods != 4 {
-		t.Errorf("the atomic request's nodes hold %d pods (request %d); want all 4", pods, atomic.Pods)
+	if pods != 3 || atomic.OnExistingNodes != 1 || atomic.Pods != 4 {
+		t.Errorf("the atomic request: %d pods on new nodes, %d on node-a (request %d); want 3 and 1", pods, atomic.OnExistingNodes, atomic.Pods)
 	}
 	if lost := plan.ProvisioningRequests[4]; !strings.Contains(lost.Reason, "ppt-gone-main") {
 		t.Errorf("the request naming a missing PodTemplate says %q; want it named", lost.Reason)

@@ -168,8 +168,21 @@ func TestProvisioningRequest(t *testing.T) {
 		once := provisioningRequest("sweep-check-2", "sweep", autoscalingv1.ProvisioningClassCheckCapacity, 4, map[string]autoscalingv1.Parameter{provreq.NoRetryParameter: "true"})
 		must(t, c.Create(ctx, once))
 		waitCondition(t, c, once, autoscalingv1.ConditionFailed, metav1.ConditionTrue, provreq.ReasonCapacityIsNotFound, time.Minute)
-		// The request retried meanwhile still finds nothing, and nothing launched.
-		waitCondition(t, c, later, autoscalingv1.ConditionAccepted, metav1.ConditionTrue, provreq.ReasonAccepted, time.Minute)
+		// The request is checked again after its backoff, still finds nothing, and
+		// nothing is launched.
+		eventually(t, time.Minute, "sweep-check-1 checked again", func() error {
+			var events corev1.EventList
+			must(t, c.List(ctx, &events, client.InNamespace("ml")))
+			for _, e := range events.Items {
+				if e.InvolvedObject.Name == later.Name && e.Reason == provreq.ReasonCapacityIsNotFound && e.Count >= 2 {
+					return nil
+				}
+			}
+			return fmt.Errorf("not yet")
+		})
+		if cond := condition(t, c, later, autoscalingv1.ConditionProvisioned); cond.Status != metav1.ConditionFalse {
+			t.Errorf("sweep-check-1 Provisioned %+v after its retry; want False", cond)
+		}
 		var all v1.NodeClaimList
 		must(t, c.List(ctx, &all))
 		if len(all.Items) != 4 {

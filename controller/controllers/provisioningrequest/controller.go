@@ -11,7 +11,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -75,10 +74,16 @@ type Controller struct {
 	// times they were. Cluster Autoscaler keeps them in memory too: a restart
 	// tries again at once.
 	retries map[types.UID]retry
-	// rolledBack are the launches already rolled back, by request: their claims
-	// are being deleted and say nothing more.
-	rolledBack map[types.UID]string
+	// launching is the batch of claims each request is launching, also written to
+	// its status (batchDetail) for a restarted controller; uids are the requests'
+	// UIDs by key, to forget a request that is gone.
+	launching map[types.UID]string
+	uids      map[string]types.UID
 }
+
+// batchDetail is the provisioningClassDetails entry naming the batch of NodeClaims
+// a request is launching ("ID/N"), until it is provisioned or rolled back.
+const batchDetail = "dovetail.sh/launching-batch"
 
 type retry struct {
 	at       time.Time
@@ -96,14 +101,23 @@ func NewController(kube client.Client, reader client.Reader, provisioner Provisi
 		opts.MaxBackoff = max(10*time.Minute, opts.InitialBackoff)
 	}
 	return &Controller{kube: kube, reader: reader, provisioner: provisioner, bookings: bookings, clock: clk, recorder: recorder, opts: opts,
-		retries: map[types.UID]retry{}, rolledBack: map[types.UID]string{}}
+		retries: map[types.UID]retry{}, launching: map[types.UID]string{}, uids: map[string]types.UID{}}
 }
 
 func (c *Controller) Name() string { return "provisioningrequest" }
 
 // Register watches requests, the PodTemplates they name and the claims launched
 // for them.
-func (c *Controller) Register(_ context.Context, mgr manager.Manager) error {
+func (c *Controller) Register(ctx context.Context, mgr manager.Manager) error {
+	if _, err := mgr.GetRESTMapper().RESTMapping(autoscalingv1.SchemeGroupVersion.WithKind("ProvisioningRequest").GroupKind(), autoscalingv1.SchemeGroupVersion.Version); err != nil {
+		if meta.IsNoMatchError(err) {
+			// An upgrade by `helm upgrade` installs no new CRD: the controller runs
+			// without this one rather than not at all.
+			log.FromContext(ctx).Info("not serving ProvisioningRequests: the CRD provisioningrequests.autoscaling.x-k8s.io is not installed (apply the chart's crds/ to serve Kueue's requests)")
+			return nil
+		}
+		return fmt.Errorf("looking up the ProvisioningRequest API, %w", err)
+	}
 	return builder.ControllerManagedBy(mgr).Named(c.Name()).
 		For(&autoscalingv1.ProvisioningRequest{}).
 		Watches(&corev1.PodTemplate{}, handler.EnqueueRequestsFromMapFunc(c.requestsNaming)).
@@ -145,6 +159,8 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if err := c.kube.Get(ctx, req.NamespacedName, pr); err != nil {
 		if apierrors.IsNotFound(err) {
 			c.release(key)
+			c.forget(c.uids[key])
+			delete(c.uids, key)
 			return reconcile.Result{}, c.abandon(ctx, key)
 		}
 		return reconcile.Result{}, err
@@ -152,11 +168,13 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	if !provreq.Supported(pr.Spec.ProvisioningClassName) {
 		return reconcile.Result{}, nil
 	}
+	c.uids[key] = pr.UID
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("provisioningRequest", key, "class", pr.Spec.ProvisioningClassName))
 	stored := pr.DeepCopy()
 	result, err := c.reconcile(ctx, pr)
 	if !equality.Semantic.DeepEqual(stored.Status, pr.Status) {
-		if perr := c.kube.Status().Patch(ctx, pr, client.MergeFrom(stored)); perr != nil {
+		// Locked: a decision made on a stale read is not written over a newer one.
+		if perr := c.kube.Status().Patch(ctx, pr, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); perr != nil {
 			if apierrors.IsNotFound(perr) || apierrors.IsConflict(perr) {
 				return reconcile.Result{RequeueAfter: time.Second}, nil
 			}
@@ -171,6 +189,10 @@ func (c *Controller) reconcile(ctx context.Context, pr *autoscalingv1.Provisioni
 	if pr.DeletionTimestamp != nil || isTrue(pr, autoscalingv1.ConditionFailed) || isTrue(pr, autoscalingv1.ConditionBookingExpired) {
 		c.release(key)
 		c.forget(pr.UID)
+		if !isTrue(pr, autoscalingv1.ConditionProvisioned) {
+			// A gang still launching is launched for nothing now.
+			return reconcile.Result{}, c.abandon(ctx, key)
+		}
 		return reconcile.Result{}, nil
 	}
 	pods, err := c.virtualPods(ctx, pr)
@@ -183,7 +205,8 @@ func (c *Controller) reconcile(ctx context.Context, pr *autoscalingv1.Provisioni
 				return reconcile.Result{}, nil
 			}
 			c.setCondition(pr, autoscalingv1.ConditionFailed, metav1.ConditionTrue, provreq.ReasonFailedToCreatePods, "Failed to create pods, "+err.Error())
-			return reconcile.Result{}, nil
+			c.endLaunch(pr)
+			return reconcile.Result{}, c.abandon(ctx, key)
 		}
 		return reconcile.Result{}, err
 	}
@@ -193,7 +216,8 @@ func (c *Controller) reconcile(ctx context.Context, pr *autoscalingv1.Provisioni
 	if now.Sub(pr.CreationTimestamp.Time) >= provreq.ExpiryTime {
 		c.release(key)
 		c.setCondition(pr, autoscalingv1.ConditionFailed, metav1.ConditionTrue, provreq.ReasonExpired, "Provisioning Request is expired")
-		return reconcile.Result{}, nil
+		c.endLaunch(pr)
+		return reconcile.Result{}, c.abandon(ctx, key)
 	}
 	if !isTrue(pr, autoscalingv1.ConditionAccepted) {
 		c.setCondition(pr, autoscalingv1.ConditionAccepted, metav1.ConditionTrue, provreq.ReasonAccepted, "Provisioning Request was accepted")
@@ -210,6 +234,9 @@ func (c *Controller) reconcile(ctx context.Context, pr *autoscalingv1.Provisioni
 	if r, ok := c.retries[pr.UID]; ok && now.Before(r.at) {
 		return reconcile.Result{RequeueAfter: r.at.Sub(now)}, nil
 	}
+	// Planned without its own booking (left by a status write that failed, or a
+	// stale read): its pods would take the room they look for.
+	c.bookings.Delete(key)
 	snap, err := c.provisioner.SnapshotOf(ctx, view)
 	if err != nil {
 		return reconcile.Result{}, err
@@ -237,6 +264,11 @@ func (c *Controller) launch(ctx context.Context, pr *autoscalingv1.ProvisioningR
 	key := provreq.Key(pr.Namespace, pr.Name)
 	batch := fmt.Sprintf("%d/%d", c.clock.Now().UnixNano(), len(plan.NodeClaims))
 	c.bookings.Set(provreq.Booking{Key: key, UID: pr.UID, Pods: pods})
+	c.launching[pr.UID] = batch
+	if pr.Status.ProvisioningClassDetails == nil {
+		pr.Status.ProvisioningClassDetails = map[string]autoscalingv1.Detail{}
+	}
+	pr.Status.ProvisioningClassDetails[batchDetail] = autoscalingv1.Detail(batch)
 	mark := func(nc *v1.NodeClaim) {
 		nc.Labels[dovetailv1alpha1.ProvisioningRequestLabelKey] = string(pr.UID)
 		nc.Annotations[dovetailv1alpha1.ProvisioningRequestAnnotationKey] = key
@@ -247,7 +279,8 @@ func (c *Controller) launch(ctx context.Context, pr *autoscalingv1.ProvisioningR
 		nc, err := c.provisioner.LaunchMarked(ctx, snap.Pool(p.NodePool), p, createReason, mark)
 		if err != nil {
 			// A part of a gang is no gang: what was created goes.
-			c.rollBack(ctx, pr, batch, created)
+			c.rollBack(ctx, created)
+			c.endLaunch(pr)
 			return c.notFound(ctx, pr, fmt.Sprintf("Capacity is not found: creating the NodeClaims for the pods failed (%v); the %d created were deleted", err, len(created)))
 		}
 		created = append(created, nc)
@@ -261,37 +294,37 @@ func (c *Controller) launch(ctx context.Context, pr *autoscalingv1.ProvisioningR
 	return reconcile.Result{RequeueAfter: launchRecheck}, nil
 }
 
-// followLaunch follows the gang's latest batch of claims: all launched makes the
-// request Provisioned; one refused (its claim deleted) or missing rolls the batch
-// back and the request waits to be tried again; otherwise it keeps waiting. It
-// reports done when there is a batch to follow.
+// followLaunch follows the batch of claims the request is launching: all
+// launched makes it Provisioned; one refused (its claim deleted) or missing (a
+// restart cut the batch short, or every claim went before it was seen) rolls the
+// batch back and the request waits to be tried again; otherwise it keeps waiting.
+// Claims of earlier batches still alive are deleted. It reports done when a
+// batch is in flight.
 func (c *Controller) followLaunch(ctx context.Context, pr *autoscalingv1.ProvisioningRequest, pods []*corev1.Pod, view *state.View) (bool, reconcile.Result, error) {
-	batches := map[string][]*v1.NodeClaim{}
+	current := c.launching[pr.UID]
+	if current == "" {
+		current = string(pr.Status.ProvisioningClassDetails[batchDetail])
+	}
+	var claims []*v1.NodeClaim
 	for i := range view.Claims {
 		nc := &view.Claims[i]
-		if nc.Labels[dovetailv1alpha1.ProvisioningRequestLabelKey] == string(pr.UID) {
-			b := nc.Annotations[dovetailv1alpha1.ProvisioningRequestBatchAnnotationKey]
-			batches[b] = append(batches[b], nc)
+		if nc.Labels[dovetailv1alpha1.ProvisioningRequestLabelKey] != string(pr.UID) {
+			continue
+		}
+		if nc.Annotations[dovetailv1alpha1.ProvisioningRequestBatchAnnotationKey] == current {
+			claims = append(claims, nc)
+			continue
+		}
+		if current != "" || !meta.IsStatusConditionTrue(nc.Status.Conditions, v1.ConditionTypeInitialized) {
+			// A batch rolled back before a restart finished its rollback, or one
+			// whose record was lost: nothing will come for it.
+			c.rollBack(ctx, []*v1.NodeClaim{nc})
 		}
 	}
-	if len(batches) == 0 {
+	if current == "" {
 		return false, reconcile.Result{}, nil
 	}
-	ids := make([]string, 0, len(batches))
-	for b := range batches {
-		ids = append(ids, b)
-	}
-	sort.Slice(ids, func(i, j int) bool { return batchTime(ids[i]) < batchTime(ids[j]) })
-	latest := ids[len(ids)-1]
-	for _, old := range ids[:len(ids)-1] {
-		// A rollback cut short by a restart is finished.
-		c.rollBack(ctx, pr, old, batches[old])
-	}
-	if c.rolledBack[pr.UID] == latest {
-		return false, reconcile.Result{}, nil
-	}
-	claims := batches[latest]
-	want := batchSize(latest)
+	want := batchSize(current)
 	var launched int
 	var refused []string
 	for _, nc := range claims {
@@ -305,7 +338,8 @@ func (c *Controller) followLaunch(ctx context.Context, pr *autoscalingv1.Provisi
 	key := provreq.Key(pr.Namespace, pr.Name)
 	switch {
 	case len(refused) > 0 || len(claims) < want:
-		c.rollBack(ctx, pr, latest, claims)
+		c.rollBack(ctx, claims)
+		c.endLaunch(pr)
 		why := fmt.Sprintf("%d of %d node(s) could not be launched (NodeClaim %s)", len(refused), want, strings.Join(refused, ", "))
 		if len(refused) == 0 {
 			why = fmt.Sprintf("%d of the %d NodeClaims planned are gone", want-len(claims), want)
@@ -313,6 +347,7 @@ func (c *Controller) followLaunch(ctx context.Context, pr *autoscalingv1.Provisi
 		result, err := c.notFound(ctx, pr, fmt.Sprintf("Capacity is not found: %s; all %d were released (%d had launched) so none bills", why, want, launched))
 		return true, result, err
 	case launched == want:
+		c.endLaunch(pr)
 		c.bookings.Set(provreq.Booking{Key: key, UID: pr.UID, Pods: pods})
 		c.provisioner.Trigger()
 		c.forget(pr.UID)
@@ -325,10 +360,31 @@ func (c *Controller) followLaunch(ctx context.Context, pr *autoscalingv1.Provisi
 	return true, reconcile.Result{RequeueAfter: launchRecheck}, nil
 }
 
-// abandon deletes the claims still launching for a request that is gone (Kueue
-// deletes a request when its workload goes, or when it makes the next attempt):
-// no pod will come for them. Nodes that are up stay, as any capacity, for
-// consolidation to judge.
+// endLaunch records that the request launches no batch any more.
+func (c *Controller) endLaunch(pr *autoscalingv1.ProvisioningRequest) {
+	delete(c.launching, pr.UID)
+	delete(pr.Status.ProvisioningClassDetails, batchDetail)
+}
+
+// rollBack deletes claims of a batch: their instances are terminated, as any
+// claim's, so nothing of a gang that did not launch whole keeps billing. A delete
+// that fails is tried again from the next reconcile (the claim is of no batch in
+// flight then).
+func (c *Controller) rollBack(ctx context.Context, claims []*v1.NodeClaim) {
+	for _, nc := range claims {
+		if nc.DeletionTimestamp != nil {
+			continue
+		}
+		if err := c.kube.Delete(ctx, nc); err != nil && !apierrors.IsNotFound(err) {
+			log.FromContext(ctx).Error(err, "rolling back a nodeclaim of a provisioning request", "nodeclaim", nc.Name)
+		}
+	}
+}
+
+// abandon deletes the claims still launching for a request that is gone or
+// failed (Kueue deletes a request when its workload goes, or when it makes the
+// next attempt): no pod will come for them. Nodes that are up stay, as any
+// capacity, for consolidation to judge.
 func (c *Controller) abandon(ctx context.Context, key string) error {
 	view, err := c.provisioner.Cluster().Read(ctx, state.ReadOnly)
 	if err != nil {
@@ -340,28 +396,12 @@ func (c *Controller) abandon(ctx context.Context, key string) error {
 			meta.IsStatusConditionTrue(nc.Status.Conditions, v1.ConditionTypeInitialized) {
 			continue
 		}
-		log.FromContext(ctx).Info("deleting a nodeclaim launched for a provisioning request that is gone", "provisioningRequest", key, "nodeclaim", nc.Name)
+		log.FromContext(ctx).Info("deleting a nodeclaim launched for a provisioning request that is gone or failed", "provisioningRequest", key, "nodeclaim", nc.Name)
 		if err := c.kube.Delete(ctx, nc); client.IgnoreNotFound(err) != nil {
-			return fmt.Errorf("deleting nodeclaim %s of the deleted provisioning request %s, %w", nc.Name, key, err)
+			return fmt.Errorf("deleting nodeclaim %s of provisioning request %s, %w", nc.Name, key, err)
 		}
 	}
 	return nil
-}
-
-// rollBack deletes the batch's claims: their instances are terminated, as any
-// claim's, so nothing of a gang that did not launch whole keeps billing.
-func (c *Controller) rollBack(ctx context.Context, pr *autoscalingv1.ProvisioningRequest, batch string, claims []*v1.NodeClaim) {
-	c.rolledBack[pr.UID] = batch
-	for _, nc := range claims {
-		if nc.DeletionTimestamp != nil {
-			continue
-		}
-		if err := c.kube.Delete(ctx, nc); err != nil && !apierrors.IsNotFound(err) {
-			// Tried again from the next reconcile (an older batch is rolled back).
-			log.FromContext(ctx).Error(err, "rolling back a nodeclaim of a provisioning request", "nodeclaim", nc.Name)
-			delete(c.rolledBack, pr.UID)
-		}
-	}
 }
 
 // notFound records that the capacity is not there: the request is tried again
@@ -392,7 +432,7 @@ func (c *Controller) notFound(ctx context.Context, pr *autoscalingv1.Provisionin
 func (c *Controller) book(ctx context.Context, pr *autoscalingv1.ProvisioningRequest, pods []*corev1.Pod, now time.Time) (reconcile.Result, error) {
 	key := provreq.Key(pr.Namespace, pr.Name)
 	var list corev1.PodList
-	if err := c.kube.List(ctx, &list, client.InNamespace(pr.Namespace)); err != nil {
+	if err := c.kube.List(ctx, &list, client.InNamespace(pr.Namespace), client.UnsafeDisableDeepCopy); err != nil {
 		return reconcile.Result{}, fmt.Errorf("listing the pods of provisioning request %s, %w", key, err)
 	}
 	scheduled := 0
@@ -452,6 +492,7 @@ func (c *Controller) release(key string) {
 
 func (c *Controller) forget(uid types.UID) {
 	delete(c.retries, uid)
+	delete(c.launching, uid)
 }
 
 func (c *Controller) setCondition(pr *autoscalingv1.ProvisioningRequest, kind string, status metav1.ConditionStatus, reason, message string) {
@@ -472,13 +513,7 @@ func isTrue(pr *autoscalingv1.ProvisioningRequest, kind string) bool {
 	return meta.IsStatusConditionTrue(pr.Status.Conditions, kind)
 }
 
-// batchTime and batchSize read a batch's "ID/N".
-func batchTime(b string) int64 {
-	id, _, _ := strings.Cut(b, "/")
-	t, _ := strconv.ParseInt(id, 10, 64)
-	return t
-}
-
+// batchSize reads the N of a batch's "ID/N".
 func batchSize(b string) int {
 	_, n, _ := strings.Cut(b, "/")
 	size, _ := strconv.Atoi(n)

@@ -2,6 +2,7 @@ package provisioningrequest
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/client/fake"
+	"sigs.k8s.io/controller-runtime/pkg/client/interceptor"
 	"sigs.k8s.io/controller-runtime/pkg/reconcile"
 
 	autoscalingv1 "github.com/dovetail-sh/dovetail/controller/apis/autoscaling/v1"
@@ -347,4 +349,115 @@ func TestDeletedRequestTakesItsLaunchingClaims(t *testing.T) {
 	if len(live) != 1 || live[0].Name != up.Name || len(deleting) != 1 {
 		t.Fatalf("after the request went: live %d (want %s only), deleting %d", len(live), up.Name, len(deleting))
 	}
+	// Its booking went with it: nothing is held on a node that would take it.
+	free := &scheduling.ExistingNode{Name: "free", Labels: map[string]string{v1.LabelHostname: "free"},
+		Allocatable: scheduling.Resources{MilliCPU: 64000, Memory: 256 << 30, Pods: 110}, Capacity: scheduling.Resources{MilliCPU: 64000, Memory: 256 << 30, Pods: 110}}
+	e.c.bookings.Hold(&scheduling.Snapshot{Nodes: []*scheduling.ExistingNode{free}})
+	if len(free.Pods) != 0 {
+		t.Errorf("%d pods still booked for the deleted request", len(free.Pods))
+	}
+}
+
+func (e *env) gang(uid string) (live, deleting []v1.NodeClaim) {
+	l, d := e.claims()
+	for _, nc := range l {
+		if nc.Labels[dovetailv1alpha1.ProvisioningRequestLabelKey] == uid {
+			live = append(live, nc)
+		}
+	}
+	for _, nc := range d {
+		if nc.Labels[dovetailv1alpha1.ProvisioningRequestLabelKey] == uid {
+			deleting = append(deleting, nc)
+		}
+	}
+	return live, deleting
+}
+
+// Two batches refused one after the other, their claims still being deleted:
+// each refusal counts once, however often the request is looked at meanwhile.
+func TestRolledBackBatchesCountOnce(t *testing.T) {
+	e := newEnv(t, request("train", autoscalingv1.ProvisioningClassBestEffortAtomicScaleUp, 2, nil))
+	e.reconcile("train")
+	first, _ := e.gang("uid-train")
+	if err := e.kube.Delete(e.ctx, &first[0]); err != nil {
+		t.Fatal(err)
+	}
+	e.reconcile("train")
+	e.clk.Step(2 * time.Second)
+	e.reconcile("train")
+	second, _ := e.gang("uid-train")
+	if len(second) != 2 {
+		t.Fatalf("the retry launched %d; want 2", len(second))
+	}
+	if err := e.kube.Delete(e.ctx, &second[0]); err != nil {
+		t.Fatal(err)
+	}
+	res := e.reconcile("train")
+	for range 3 {
+		if again := e.reconcile("train"); again.RequeueAfter > res.RequeueAfter {
+			t.Fatalf("looking again pushed the retry from %s to %s", res.RequeueAfter, again.RequeueAfter)
+		}
+	}
+	if got := e.c.retries["uid-train"].attempts; got != 2 {
+		t.Errorf("%d attempts counted after 2 refusals", got)
+	}
+	if res.RequeueAfter != 4*time.Second {
+		t.Errorf("second retry after %s; want 4s", res.RequeueAfter)
+	}
+}
+
+// Every claim of a batch gone before the controller saw one deleting (EC2 refused
+// them all and termination let them go at once): the batch is rolled back and
+// waits its backoff, not relaunched at once.
+func TestVanishedBatchWaitsItsBackoff(t *testing.T) {
+	e := newEnv(t, request("train", autoscalingv1.ProvisioningClassBestEffortAtomicScaleUp, 2, nil))
+	e.reconcile("train")
+	first, _ := e.gang("uid-train")
+	// The cache lists them, as any pass of the provisioner makes it.
+	if _, err := e.provisioner.Cluster().Read(e.ctx, state.ReadOnly); err != nil {
+		t.Fatal(err)
+	}
+	for _, nc := range first {
+		nc.Finalizers = nil
+		if err := e.kube.Update(e.ctx, &nc); err != nil {
+			t.Fatal(err)
+		}
+		if err := e.kube.Delete(e.ctx, &nc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.reconcile("train")
+	e.wantCondition("train", autoscalingv1.ConditionProvisioned, metav1.ConditionFalse, provreq.ReasonCapacityIsNotFound)
+	if live, _ := e.gang("uid-train"); len(live) != 0 {
+		t.Fatalf("relaunched %d at once", len(live))
+	}
+}
+
+// A status write of CapacityIsFound that fails leaves the booking set: the next
+// look plans without it and finds the capacity again, not its own booking in the way.
+func TestFailedStatusWriteDoesNotBlockTheRequestWithItsOwnBooking(t *testing.T) {
+	clk := clocktesting.NewFakeClock(start)
+	fail := true
+	kube := fake.NewClientBuilder().WithScheme(scheme.New()).WithObjects(
+		request("fits", autoscalingv1.ProvisioningClassCheckCapacity, 1, nil),
+		&v1.NodePool{ObjectMeta: metav1.ObjectMeta{Name: "default", UID: "pool-uid"}},
+		&corev1.PodTemplate{ObjectMeta: metav1.ObjectMeta{Name: "ppt-train-worker", Namespace: "ml"}, Template: corev1.PodTemplateSpec{Spec: gangSpec}},
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{v1.LabelHostname: "node-a"}},
+			Status: corev1.NodeStatus{Allocatable: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")},
+				Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")}}},
+	).WithStatusSubresource(&autoscalingv1.ProvisioningRequest{}).WithInterceptorFuncs(interceptor.Funcs{
+		SubResourcePatch: func(ctx context.Context, c client.Client, sub string, obj client.Object, patch client.Patch, opts ...client.SubResourcePatchOption) error {
+			if fail {
+				fail = false
+				return errors.New("etcdserver: request timed out")
+			}
+			return c.SubResource(sub).Patch(ctx, obj, patch, opts...)
+		}}).Build()
+	p, c := wire(kube, clk)
+	e := &env{ctx: context.Background(), t: t, kube: kube, clk: clk, provisioner: p, c: c}
+	if _, err := e.c.Reconcile(e.ctx, reconcile.Request{NamespacedName: client.ObjectKey{Namespace: "ml", Name: "fits"}}); err == nil {
+		t.Fatal("the first status write did not fail")
+	}
+	e.reconcile("fits")
+	e.wantCondition("fits", autoscalingv1.ConditionProvisioned, metav1.ConditionTrue, provreq.ReasonCapacityIsFound)
 }
