@@ -14,8 +14,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/sets"
 
 	autoscalingv1 "github.com/dovetail-sh/dovetail/controller/apis/autoscaling/v1"
 	dovetailv1alpha1 "github.com/dovetail-sh/dovetail/controller/apis/dovetail/v1alpha1"
@@ -260,14 +262,52 @@ func smaller(a, b scheduling.Resources) bool {
 	return a.Memory < b.Memory
 }
 
-// Cache holds the bookings in force, for the provisioner and disruption.
+// BatchDetail is the provisioningClassDetails entry naming the batch of NodeClaims
+// a request is launching ("ID/N"), until it is provisioned or rolled back.
+const BatchDetail = "dovetail.sh/launching-batch"
+
+// HoldsCapacity reports whether the request books capacity: one of a class
+// Dovetail serves, in force, provisioned or with a batch launching.
+func HoldsCapacity(pr *autoscalingv1.ProvisioningRequest) bool {
+	c := pr.Status.Conditions
+	if !Supported(pr.Spec.ProvisioningClassName) || pr.DeletionTimestamp != nil ||
+		meta.IsStatusConditionTrue(c, autoscalingv1.ConditionFailed) || meta.IsStatusConditionTrue(c, autoscalingv1.ConditionBookingExpired) {
+		return false
+	}
+	return meta.IsStatusConditionTrue(c, autoscalingv1.ConditionProvisioned) || pr.Status.ProvisioningClassDetails[BatchDetail] != ""
+}
+
+// Cache holds the bookings in force, for the provisioner and disruption, and
+// which requests the controller has looked at since it started.
 type Cache struct {
 	mu       sync.RWMutex
 	bookings map[string]Booking
+	resolved sets.Set[string]
 }
 
 // NewCache makes an empty cache.
-func NewCache() *Cache { return &Cache{bookings: map[string]Booking{}} }
+func NewCache() *Cache { return &Cache{bookings: map[string]Booking{}, resolved: sets.New[string]()} }
+
+// Resolved records that the controller has looked at the request (booked or not).
+func (c *Cache) Resolved(key string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.resolved.Insert(key)
+}
+
+// Unresolved are the keys given that the controller has not looked at yet: a
+// plan made now would not hold their bookings.
+func (c *Cache) Unresolved(keys []string) []string {
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	var out []string
+	for _, k := range keys {
+		if !c.resolved.Has(k) {
+			out = append(out, k)
+		}
+	}
+	return out
+}
 
 // Set books (or books again) capacity for a request.
 func (c *Cache) Set(b Booking) {

@@ -192,9 +192,14 @@ func (c *Controller) Reconcile(ctx context.Context) error {
 		log.FromContext(ctx).V(1).Info("waiting for pending pods to be placed before consolidating", "pods", n)
 		return nil
 	}
-	// Until every buffer is resolved, a decision would not keep its room.
+	// Until every buffer is resolved, a decision would not keep its room; nor
+	// until the bookings of ProvisioningRequests are held again after a start.
 	if unresolved, err := c.provisioner.UnresolvedBuffers(ctx); err != nil || len(unresolved) > 0 {
 		log.FromContext(ctx).V(1).Info("waiting for capacity buffers to be resolved before consolidating", "buffers", unresolved)
+		return err
+	}
+	if unresolved, err := c.provisioner.UnresolvedRequests(ctx); err != nil || len(unresolved) > 0 {
+		log.FromContext(ctx).V(1).Info("waiting for provisioning requests to be looked at before consolidating", "provisioningRequests", unresolved)
 		return err
 	}
 	now := c.clock.Now()

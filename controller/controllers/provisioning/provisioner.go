@@ -12,6 +12,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/workqueue"
@@ -19,6 +20,7 @@ import (
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	autoscalingv1 "github.com/dovetail-sh/dovetail/controller/apis/autoscaling/v1"
 	"github.com/dovetail-sh/dovetail/controller/apis/autoscaling/v1beta1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/buffer"
@@ -64,6 +66,8 @@ type Provisioner struct {
 	// buffersResolved is set once every buffer there was at start has been
 	// resolved: the wait for them is start-up work, not a list on every solve.
 	buffersResolved atomic.Bool
+	// requestsResolved is the same for the ProvisioningRequests that book capacity.
+	requestsResolved atomic.Bool
 	// bookings are the capacity held for ProvisioningRequests: their virtual pods
 	// sit on the nodes they booked in every snapshot (nil: none).
 	bookings *provreq.Cache
@@ -173,6 +177,18 @@ func (p *Provisioner) schedule(ctx context.Context, fullOnly bool) (bool, error)
 		}
 		if len(unresolved) > 0 {
 			logger.V(1).Info("waiting for capacity buffers to be resolved", "buffers", unresolved)
+			return true, nil
+		}
+	}
+	if !fullOnly {
+		// Nor before the bookings there were at start are held again: it would
+		// plan pods into a gang's room.
+		unresolved, err := p.UnresolvedRequests(ctx)
+		if err != nil {
+			return false, err
+		}
+		if len(unresolved) > 0 {
+			logger.V(1).Info("waiting for provisioning requests to be looked at", "provisioningRequests", unresolved)
 			return true, nil
 		}
 	}
@@ -405,6 +421,35 @@ func (p *Provisioner) UnresolvedBuffers(ctx context.Context) ([]string, error) {
 	unresolved := p.buffers.Unresolved(keys)
 	if len(unresolved) == 0 {
 		p.buffersResolved.Store(true)
+	}
+	return unresolved, nil
+}
+
+// UnresolvedRequests are the ProvisioningRequests that book capacity (provisioned,
+// or launching a gang) which the provisioningrequest controller has not looked at
+// since the process started, until all have been once: until then their bookings
+// are not held. None without the CRD.
+func (p *Provisioner) UnresolvedRequests(ctx context.Context) ([]string, error) {
+	if p.bookings == nil || p.requestsResolved.Load() {
+		return nil, nil
+	}
+	var list autoscalingv1.ProvisioningRequestList
+	if err := p.kube.List(ctx, &list); err != nil {
+		if meta.IsNoMatchError(err) {
+			p.requestsResolved.Store(true)
+			return nil, nil
+		}
+		return nil, fmt.Errorf("listing provisioning requests, %w", err)
+	}
+	var keys []string
+	for i := range list.Items {
+		if provreq.HoldsCapacity(&list.Items[i]) {
+			keys = append(keys, provreq.Key(list.Items[i].Namespace, list.Items[i].Name))
+		}
+	}
+	unresolved := p.bookings.Unresolved(keys)
+	if len(unresolved) == 0 {
+		p.requestsResolved.Store(true)
 	}
 	return unresolved, nil
 }

@@ -75,15 +75,11 @@ type Controller struct {
 	// tries again at once.
 	retries map[types.UID]retry
 	// launching is the batch of claims each request is launching, also written to
-	// its status (batchDetail) for a restarted controller; uids are the requests'
+	// its status (provreq.BatchDetail) for a restarted controller; uids are the requests'
 	// UIDs by key, to forget a request that is gone.
 	launching map[types.UID]string
 	uids      map[string]types.UID
 }
-
-// batchDetail is the provisioningClassDetails entry naming the batch of NodeClaims
-// a request is launching ("ID/N"), until it is provisioned or rolled back.
-const batchDetail = "dovetail.sh/launching-batch"
 
 type retry struct {
 	at       time.Time
@@ -172,6 +168,7 @@ func (c *Controller) Reconcile(ctx context.Context, req reconcile.Request) (reco
 	ctx = log.IntoContext(ctx, log.FromContext(ctx).WithValues("provisioningRequest", key, "class", pr.Spec.ProvisioningClassName))
 	stored := pr.DeepCopy()
 	result, err := c.reconcile(ctx, pr)
+	c.bookings.Resolved(key)
 	if !equality.Semantic.DeepEqual(stored.Status, pr.Status) {
 		// Locked: a decision made on a stale read is not written over a newer one.
 		if perr := c.kube.Status().Patch(ctx, pr, client.MergeFromWithOptions(stored, client.MergeFromWithOptimisticLock{})); perr != nil {
@@ -268,7 +265,7 @@ func (c *Controller) launch(ctx context.Context, pr *autoscalingv1.ProvisioningR
 	if pr.Status.ProvisioningClassDetails == nil {
 		pr.Status.ProvisioningClassDetails = map[string]autoscalingv1.Detail{}
 	}
-	pr.Status.ProvisioningClassDetails[batchDetail] = autoscalingv1.Detail(batch)
+	pr.Status.ProvisioningClassDetails[provreq.BatchDetail] = autoscalingv1.Detail(batch)
 	mark := func(nc *v1.NodeClaim) {
 		nc.Labels[dovetailv1alpha1.ProvisioningRequestLabelKey] = string(pr.UID)
 		nc.Annotations[dovetailv1alpha1.ProvisioningRequestAnnotationKey] = key
@@ -303,7 +300,7 @@ func (c *Controller) launch(ctx context.Context, pr *autoscalingv1.ProvisioningR
 func (c *Controller) followLaunch(ctx context.Context, pr *autoscalingv1.ProvisioningRequest, pods []*corev1.Pod, view *state.View) (bool, reconcile.Result, error) {
 	current := c.launching[pr.UID]
 	if current == "" {
-		current = string(pr.Status.ProvisioningClassDetails[batchDetail])
+		current = string(pr.Status.ProvisioningClassDetails[provreq.BatchDetail])
 	}
 	var claims []*v1.NodeClaim
 	for i := range view.Claims {
@@ -363,7 +360,7 @@ func (c *Controller) followLaunch(ctx context.Context, pr *autoscalingv1.Provisi
 // endLaunch records that the request launches no batch any more.
 func (c *Controller) endLaunch(pr *autoscalingv1.ProvisioningRequest) {
 	delete(c.launching, pr.UID)
-	delete(pr.Status.ProvisioningClassDetails, batchDetail)
+	delete(pr.Status.ProvisioningClassDetails, provreq.BatchDetail)
 }
 
 // rollBack deletes claims of a batch: their instances are terminated, as any

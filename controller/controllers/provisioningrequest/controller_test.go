@@ -461,3 +461,29 @@ func TestFailedStatusWriteDoesNotBlockTheRequestWithItsOwnBooking(t *testing.T) 
 	e.reconcile("fits")
 	e.wantCondition("fits", autoscalingv1.ConditionProvisioned, metav1.ConditionTrue, provreq.ReasonCapacityIsFound)
 }
+
+// After a restart the provisioner plans nothing until every request that books
+// capacity has been looked at again: a pending pod is not planned into the room
+// of a provisioned gang whose booking is not held yet.
+func TestProvisionerWaitsForBookingsAfterARestart(t *testing.T) {
+	pr := request("train", autoscalingv1.ProvisioningClassCheckCapacity, 1, nil)
+	pr.Status.Conditions = []metav1.Condition{{Type: autoscalingv1.ConditionProvisioned, Status: metav1.ConditionTrue, Reason: provreq.ReasonCapacityIsFound, LastTransitionTime: metav1.NewTime(start)}}
+	four := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("16Gi"), corev1.ResourcePods: resource.MustParse("110")}
+	e := newEnv(t, pr,
+		&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a", Labels: map[string]string{v1.LabelHostname: "node-a"}}, Status: corev1.NodeStatus{Allocatable: four, Capacity: four}},
+		&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "web-uid"}, Spec: gangSpec})
+	waiting, err := e.provisioner.Schedule(e.ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if live, _ := e.claims(); !waiting || len(live) != 0 {
+		t.Fatalf("before the request was looked at: waiting %t, %d claims; want a wait and none", waiting, len(live))
+	}
+	e.reconcile("train")
+	if _, err := e.provisioner.Schedule(e.ctx); err != nil {
+		t.Fatal(err)
+	}
+	if live, _ := e.claims(); len(live) != 1 {
+		t.Fatalf("%d claims once the booking is held; want a node for the web pod, node-a being booked", len(live))
+	}
+}
