@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/sets"
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/capacitymix"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
@@ -146,7 +147,59 @@ func Decide(cl *Cluster, allowed map[string]map[v1.DisruptionReason]int, opts Op
 		}
 	}
 	plan.Batches, plan.Blocked = batches(cl, plan, results, allowed, plan.Blocked, opts)
+	plan.Batches, plan.Blocked = keepingMixes(cl, plan.Batches, plan.Blocked)
 	return plan
+}
+
+// keepingMixes leaves out the batches that would break a pool's capacity mix (a
+// cheaper fleet that would is not taken), each of their candidates blocked saying so.
+func keepingMixes(cl *Cluster, batches []*Batch, blocked []Blocked) ([]*Batch, []Blocked) {
+	if cl.Snapshot == nil {
+		return batches, blocked
+	}
+	var claims []v1.NodeClaim
+	for _, nc := range cl.Snapshot.Claims {
+		claims = append(claims, *nc)
+	}
+	kept := batches[:0:0]
+	for _, b := range batches {
+		if why := breaksMix(cl, b, claims); why != "" {
+			for _, c := range b.Candidates {
+				blocked = append(blocked, Blocked{c, why})
+			}
+			continue
+		}
+		kept = append(kept, b)
+	}
+	return kept, blocked
+}
+
+// breaksMix says which pool's mix the batch would break, or "".
+func breaksMix(cl *Cluster, b *Batch, claims []v1.NodeClaim) string {
+	removed := map[string][]*v1.NodeClaim{}
+	pools := map[string]*v1.NodePool{}
+	for _, c := range b.Candidates {
+		removed[c.Pool.Name] = append(removed[c.Pool.Name], c.Claim)
+		pools[c.Pool.Name] = c.Pool
+	}
+	added := map[string][]string{}
+	for _, r := range b.Replacements {
+		added[r.NodePool] = append(added[r.NodePool], r.Offering.CapacityType)
+		if np := cl.Snapshot.Pool(r.NodePool); np != nil {
+			pools[r.NodePool] = np
+		}
+	}
+	for name, np := range pools {
+		mix, ok, err := capacitymix.Of(np)
+		if err != nil || !ok {
+			continue
+		}
+		before := capacitymix.CountPool(claims, name)
+		if mix.Breaks(before, removed[name], added[name]) {
+			return fmt.Sprintf("it would break nodepool %s's capacity mix (%s; now %s)", name, mix, before)
+		}
+	}
+	return ""
 }
 
 // ineligible says why a candidate is not for consolidation now, or "".

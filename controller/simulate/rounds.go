@@ -13,6 +13,7 @@ import (
 
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/buffer"
+	"github.com/dovetail-sh/dovetail/controller/capacitymix"
 	"github.com/dovetail-sh/dovetail/controller/engineinput"
 	"github.com/dovetail-sh/dovetail/controller/provreq"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
@@ -48,6 +49,8 @@ func (p *prepared) solveInRounds(now time.Time) []solved {
 		}
 		input := snap.InputOn(snap.Nodes, nil, append(pending[:len(pending):len(pending)], p.virtual...), true)
 		results := scheduling.Solve(input)
+		// Launched as the provisioner launches them: within their pools' mixes.
+		capacitymix.HoldOnPlans(results.NodeClaims, poolsByName(snap), p.view.Claims)
 		rounds = append(rounds, solved{input: input, results: results})
 		if deferred == 0 && round == 1 {
 			return rounds
@@ -56,10 +59,7 @@ func (p *prepared) solveInRounds(now time.Time) []solved {
 		for _, u := range results.Unschedulable {
 			tried.Insert(u.Pod.UID)
 		}
-		pools := map[string]*v1.NodePool{}
-		for _, np := range snap.Pools {
-			pools[np.Name] = np
-		}
+		pools := poolsByName(snap)
 		claims := make([]v1.NodeClaim, 0, len(results.NodeClaims))
 		for i, plan := range results.NodeClaims {
 			nc := launched(engineinput.ClaimOf(pools[plan.NodePool], plan), plan)
@@ -174,4 +174,12 @@ func merged(rounds []solved) *scheduling.Results {
 		}
 	}
 	return out
+}
+
+func poolsByName(snap *scheduling.Snapshot) map[string]*v1.NodePool {
+	pools := make(map[string]*v1.NodePool, len(snap.Pools))
+	for _, np := range snap.Pools {
+		pools[np.Name] = np
+	}
+	return pools
 }

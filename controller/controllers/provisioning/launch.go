@@ -3,13 +3,18 @@ package provisioning
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"sigs.k8s.io/controller-runtime/pkg/log"
 
+	dovetailv1alpha1 "github.com/dovetail-sh/dovetail/controller/apis/dovetail/v1alpha1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/capacitymix"
 	"github.com/dovetail-sh/dovetail/controller/engineinput"
 	"github.com/dovetail-sh/dovetail/controller/metrics"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
+	"github.com/dovetail-sh/dovetail/controller/state"
 )
 
 // create writes one planned NodeClaim, with what marks add to it.
@@ -24,6 +29,16 @@ func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *schedul
 	nc := engineinput.ClaimOf(np, plan)
 	for _, mark := range marks {
 		mark(nc)
+	}
+	if mix, ok, err := capacitymix.Of(np); err != nil {
+		log.FromContext(ctx).Error(err, "ignoring the nodepool's capacity mix", "nodepool", np.Name)
+	} else if ok {
+		// Decided and created one at a time, so each decision counts the last.
+		p.mixMu.Lock()
+		defer p.mixMu.Unlock()
+		if err := p.holdMix(ctx, np, mix, plan, nc); err != nil {
+			return nil, err
+		}
 	}
 	if err := p.kube.Create(ctx, nc); err != nil {
 		if apierrors.IsNotFound(err) {
@@ -47,4 +62,48 @@ func (p *Provisioner) Launch(ctx context.Context, np *v1.NodePool, plan *schedul
 // ProvisioningRequest a gang's claims are launched for).
 func (p *Provisioner) LaunchMarked(ctx context.Context, np *v1.NodePool, plan *scheduling.NodeClaimPlan, reason string, mark func(*v1.NodeClaim)) (*v1.NodeClaim, error) {
 	return p.create(ctx, np, plan, reason, mark)
+}
+
+// holdMix pins to on-demand a claim that could launch as spot when one more spot
+// node would break the pool's mix, counting the pool's claims as they are now
+// (those not launched yet that may be spot as spot), and prices it as such.
+func (p *Provisioner) holdMix(ctx context.Context, np *v1.NodePool, mix capacitymix.Mix, plan *scheduling.NodeClaimPlan, nc *v1.NodeClaim) error {
+	if !capacitymix.MaySpot(nc) {
+		return nil
+	}
+	view, err := p.cluster.Read(ctx, state.ReadOnly)
+	if err != nil {
+		return err
+	}
+	counts := capacitymix.CountPool(view.Claims, np.Name)
+	if mix.AllowsSpot(counts) {
+		return nil
+	}
+	if !capacitymix.PinOnDemand(nc) {
+		log.FromContext(ctx).Info("the nodepool's capacity mix asks for on-demand but its requirements allow spot only", "nodepool", np.Name, "mix", mix.String())
+		return nil
+	}
+	if price, ok := cheapestOnDemand(plan); ok {
+		nc.Annotations[dovetailv1alpha1.PlannedPriceAnnotationKey] = strconv.FormatFloat(price, 'f', 6, 64)
+	}
+	log.FromContext(ctx).V(1).Info("launching on-demand to keep the nodepool's capacity mix", "nodepool", np.Name, "mix", mix.String(), "nodes", counts.String())
+	return nil
+}
+
+// cheapestOnDemand is the cheapest on-demand offering among the plan's options,
+// in the zones it allows.
+func cheapestOnDemand(plan *scheduling.NodeClaimPlan) (float64, bool) {
+	zones := plan.Requirements.Get(v1.LabelTopologyZone)
+	best, found := 0.0, false
+	for _, it := range plan.InstanceTypeOptions[:min(len(plan.InstanceTypeOptions), engineinput.MaxInstanceTypes)] {
+		for _, o := range it.Offerings {
+			if o.CapacityType != v1.CapacityTypeOnDemand || !o.Available || (zones != nil && !zones.Has(o.Zone)) {
+				continue
+			}
+			if !found || o.Price < best {
+				best, found = o.Price, true
+			}
+		}
+	}
+	return best, found
 }

@@ -46,7 +46,10 @@ type Provisioner struct {
 	// costs price what a node costs beyond its instance, for every plan made here.
 	costs scheduling.NodeCosts
 
-	mu          sync.Mutex
+	mu sync.Mutex
+	// mixMu makes the launches of pools with a capacity mix one at a time, so
+	// each counts the one before.
+	mixMu       sync.Mutex
 	nominations map[types.UID]engineinput.Nomination
 	// unschedulable holds the pods the last solve could not place. Their status keeps
 	// changing as kube-scheduler retries them; only new pods, or a change to the

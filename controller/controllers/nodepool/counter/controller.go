@@ -148,6 +148,7 @@ func (c *Controller) Reconcile(ctx context.Context, np *v1.NodePool) (reconcile.
 		metrics.NodePoolLimit.WithLabelValues(np.Name, string(name)).Set(q.AsApproximateFloat64())
 	}
 	c.recordCost(ctx, np, claims.Items)
+	c.recordMix(ctx, np, claims.Items)
 	patch := client.MergeFrom(np.DeepCopy())
 	before := np.Status.DeepCopy()
 	np.Status.Resources = resources
