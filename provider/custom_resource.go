@@ -65,6 +65,9 @@ type customResource struct {
 	// extraChecks are checks the controller makes beyond the CRD's, so plans fail
 	// where the controller would refuse the object later.
 	extraChecks func(spec map[string]any) field.ErrorList
+	// annotationChecks check the annotations the controller reads (with the spec
+	// they depend on): each problem by annotation key, reported on it at plan.
+	annotationChecks func(annotations map[string]string, spec map[string]any) map[string]string
 	// afterDelete waits for what the object's deletion sets off, such as a NodePool's
 	// nodes terminating.
 	afterDelete func(ctx context.Context, cl client.Client, name string) error
@@ -210,6 +213,38 @@ func (r *customResource) ValidateConfig(ctx context.Context, req resource.Valida
 		return
 	}
 	r.validate(ctx, cfg.Name.ValueString(), cfg.Spec, types.ObjectNull(nil), &resp.Diagnostics)
+	r.checkAnnotations(ctx, cfg.Annotations, cfg.Spec, &resp.Diagnostics)
+}
+
+// checkAnnotations runs annotationChecks on known annotations and spec.
+func (r *customResource) checkAnnotations(ctx context.Context, annotations types.Map, specValue types.Object, diags *diag.Diagnostics) {
+	if r.annotationChecks == nil || annotations.IsNull() || annotations.IsUnknown() {
+		return
+	}
+	var values map[string]string
+	if d := annotations.ElementsAs(ctx, &values, false); d.HasError() {
+		return
+	}
+	k := r.kind(diags)
+	if k == nil {
+		return
+	}
+	spec, err := r.specJSON(ctx, k, specValue)
+	if err != nil {
+		return
+	}
+	obj := k.Object("x", spec)
+	k.Default(obj)
+	s, _ := obj["spec"].(map[string]any)
+	problems := r.annotationChecks(values, s)
+	keys := make([]string, 0, len(problems))
+	for key := range problems {
+		keys = append(keys, key)
+	}
+	sort.Strings(keys)
+	for _, key := range keys {
+		diags.AddAttributeError(path.Root("annotations").AtMapKey(key), fmt.Sprintf("Invalid annotations[%q]", key), problems[key])
+	}
 }
 
 // validate runs the API server's defaulting and validation on a spec, reporting each

@@ -9,12 +9,15 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/schema/validator"
 	"github.com/robfig/cron/v3"
 	apiresource "k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 
 	dovetailv1alpha1 "github.com/dovetail-sh/dovetail/controller/apis/dovetail/v1alpha1"
+	karpv1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/apis/v1alpha1"
+	"github.com/dovetail-sh/dovetail/controller/capacitymix"
 	"github.com/dovetail-sh/dovetail/controller/commitment"
 	"github.com/dovetail-sh/dovetail/controller/overlay"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
@@ -27,8 +30,9 @@ func NewNodePoolResource() resource.Resource {
 		typeSuffix: "_node_pool",
 		description: "A karpenter.sh/v1 NodePool: what nodes Dovetail may launch for pending pods and how they may be disrupted. " +
 			"The spec mirrors the YAML field by field in snake_case; defaults, validation and status come from the CRD, so plans are checked before the CRD is installed. Applied with server-side apply.",
-		extraChecks: nodePoolChecks,
-		impact:      nodePoolChange,
+		extraChecks:      nodePoolChecks,
+		annotationChecks: nodePoolAnnotationChecks,
+		impact:           nodePoolChange,
 		afterDelete: func(ctx context.Context, cl client.Client, name string) error {
 			return nodeClaimsGone(ctx, cl, client.MatchingLabels{"karpenter.sh/nodepool": name})
 		},
@@ -150,6 +154,48 @@ func nodePoolChecks(spec map[string]any) field.ErrorList {
 		}
 	}
 	return errs
+}
+
+// nodePoolAnnotationChecks checks the pool's capacity mix as the controller reads
+// it: each annotation parses and is in range, the on-demand base fits under
+// limits.nodes, and a base has on-demand capacity to launch.
+func nodePoolAnnotationChecks(annotations map[string]string, spec map[string]any) map[string]string {
+	problems := map[string]string{}
+	for _, key := range []string{capacitymix.OnDemandBaseAnnotationKey, capacitymix.SpotPercentAnnotationKey} {
+		if v, ok := annotations[key]; ok {
+			if _, _, err := capacitymix.Of(&karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Annotations: map[string]string{key: v}}}); err != nil {
+				problems[key] = err.Error()
+			}
+		}
+	}
+	mix, ok, err := capacitymix.Of(&karpv1.NodePool{ObjectMeta: metav1.ObjectMeta{Annotations: annotations}})
+	if err != nil || !ok || mix.OnDemandBase == 0 {
+		return problems
+	}
+	limits, _ := spec["limits"].(map[string]any)
+	if v, ok := limits["nodes"]; ok {
+		if q, err := apiresource.ParseQuantity(fmt.Sprint(v)); err == nil && int64(mix.OnDemandBase) > q.Value() {
+			problems[capacitymix.OnDemandBaseAnnotationKey] = fmt.Sprintf("the on-demand base of %d nodes is more than the pool's limits.nodes (%s), so it could never be reached: lower the base or raise the limit", mix.OnDemandBase, q.String())
+		}
+	}
+	template, _ := spec["template"].(map[string]any)
+	tspec, _ := template["spec"].(map[string]any)
+	reqs, _ := tspec["requirements"].([]any)
+	for _, r := range reqs {
+		req, _ := r.(map[string]any)
+		if req["key"] != karpv1.LabelCapacityType {
+			continue
+		}
+		values, _ := req["values"].([]any)
+		has := false
+		for _, v := range values {
+			has = has || v == karpv1.CapacityTypeOnDemand
+		}
+		if (req["operator"] == string(karpv1.OpIn) && !has) || (req["operator"] == string(karpv1.OpNotIn) && has) {
+			problems[capacitymix.OnDemandBaseAnnotationKey] = "an on-demand base needs on-demand capacity, and the pool's requirements on karpenter.sh/capacity-type allow none: add \"on-demand\" to them or remove the base"
+		}
+	}
+	return problems
 }
 
 // dnsName checks an object name (an RFC 1123 subdomain) or, with label, a

@@ -280,6 +280,12 @@ func TestNodePoolPlanTimeValidation(t *testing.T) {
 			`spec.disruption.budgets\[0\].schedule: Invalid value: "61 \* \* \* \*": not a cron expression`},
 		"spend limit that is not dollars": {poolWith("p", `limits = { "dovetail.sh/usd-per-hour" = "-5" }`, req),
 			`spec.limits\["dovetail.sh/usd-per-hour"\]: Invalid value: "-5": the pool.s\s+spend limit is dollars per hour`},
+		"spot percent over 100": {strings.Replace(poolWith("p", "", req), "spec = {", `annotations = { "dovetail.sh/spot-percent" = "120" }
+  spec = {`, 1), `annotation dovetail.sh/spot-percent="120": want a percentage from 0 to 100`},
+		"on-demand base over the node limit": {strings.Replace(poolWith("p", `limits = { nodes = "2" }`, req), "spec = {", `annotations = { "dovetail.sh/on-demand-base" = "3" }
+  spec = {`, 1), `on-demand base of 3 nodes is more than the pool.s limits.nodes \(2\)`},
+		"on-demand base of a spot-only pool": {strings.Replace(poolWith("p", "", `{ key = "karpenter.sh/capacity-type", operator = "In", values = ["spot"] }`), "spec = {", `annotations = { "dovetail.sh/on-demand-base" = "1" }
+  spec = {`, 1), `an on-demand base needs on-demand capacity`},
 		"budget over 100%": {poolWith("p", `disruption = { consolidate_after = "0s", budgets = [{ nodes = "110%" }] }`, req),
 			`spec.disruption.budgets\[0\].nodes: Invalid value: "110%"`},
 		"misspelt taint effect": {strings.Replace(poolWith("p", "", req), "requirements   =", `taints = [{ key = "dedicated", effect = "NoScheduel" }]
