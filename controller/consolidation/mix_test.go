@@ -33,3 +33,28 @@ func TestConsolidationKeepsThePoolsCapacityMix(t *testing.T) {
 		t.Errorf("node-0 blocked for %q; want the mix named", why)
 	}
 }
+
+// Empty nodes go as far as the mix allows: of 3 empty on-demand nodes beside 2
+// busy ones (1 on-demand, 1 spot) in a pool of base 1 and 50% spot, 2 go and the
+// third stays for the mix.
+func TestEmptyNodesGoAsFarAsTheMixAllows(t *testing.T) {
+	tc := newTestCluster("100%")
+	tc.pool.Annotations = map[string]string{capacitymix.OnDemandBaseAnnotationKey: "1", capacitymix.SpotPercentAnnotationKey: "50"}
+	tc.pool.Spec.Template.Spec.Requirements = []v1.NodePoolRequirement{{Key: v1.LabelCapacityType, RequirementBody: v1.RequirementBody{Operator: v1.OpIn, Values: []string{v1.CapacityTypeSpot, v1.CapacityTypeOnDemand}}}}
+	tc.types = withSpot(testTypes())
+	busy := tc.addNodeIn("m.large", "a", v1.CapacityTypeOnDemand)
+	tc.addPod(busy.Name, "1500m", "256Mi", map[string]string{"app": "web"})
+	spot := tc.addNodeIn("m.large", "a", v1.CapacityTypeSpot)
+	tc.addPod(spot.Name, "1500m", "256Mi", map[string]string{"app": "web"})
+	for range 3 {
+		tc.addNodeIn("m.large", "a", v1.CapacityTypeOnDemand)
+	}
+	plan, _ := tc.decide(t)
+	removed := 0
+	for _, b := range plan.Batches {
+		removed += len(b.Candidates)
+	}
+	if removed != 2 {
+		t.Fatalf("%d nodes removed; want 2 of the 3 empty ones (the third keeps 2 on-demand beside 1 spot)", removed)
+	}
+}

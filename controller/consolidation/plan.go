@@ -151,8 +151,10 @@ func Decide(cl *Cluster, allowed map[string]map[v1.DisruptionReason]int, opts Op
 	return plan
 }
 
-// keepingMixes leaves out the batches that would break a pool's capacity mix (a
-// cheaper fleet that would is not taken), each of their candidates blocked saying so.
+// keepingMixes leaves out what of the batches would break a pool's capacity mix
+// (a cheaper fleet that would is not taken), counting each batch kept as done for
+// the next: a batch with replacements whole, of one that only removes nodes the
+// nodes the mix needs; each candidate left out is blocked saying so.
 func keepingMixes(cl *Cluster, batches []*Batch, blocked []Blocked) ([]*Batch, []Blocked) {
 	if cl.Snapshot == nil {
 		return batches, blocked
@@ -161,21 +163,60 @@ func keepingMixes(cl *Cluster, batches []*Batch, blocked []Blocked) ([]*Batch, [
 	for _, nc := range cl.Snapshot.Claims {
 		claims = append(claims, *nc)
 	}
+	done := mixChanges{gone: sets.New[string](), added: map[string][]string{}}
 	kept := batches[:0:0]
 	for _, b := range batches {
-		if why := breaksMix(cl, b, claims); why != "" {
+		why := breaksMix(cl, b, claims, done)
+		if why == "" {
+			kept = append(kept, b)
+			done.record(b)
+			continue
+		}
+		if len(b.Replacements) > 0 {
+			// Its replacements were sized for all of its candidates.
 			for _, c := range b.Candidates {
 				blocked = append(blocked, Blocked{c, why})
 			}
 			continue
 		}
-		kept = append(kept, b)
+		// Nodes removed outright: as many go as the mix allows, in the batch's order.
+		trimmed := *b
+		trimmed.Candidates = nil
+		for _, c := range b.Candidates {
+			trial := trimmed
+			trial.Candidates = append(append([]*Candidate(nil), trimmed.Candidates...), c)
+			if why := breaksMix(cl, &trial, claims, done); why != "" {
+				blocked = append(blocked, Blocked{c, why})
+				continue
+			}
+			trimmed.Candidates = trial.Candidates
+		}
+		if len(trimmed.Candidates) > 0 {
+			kept = append(kept, &trimmed)
+			done.record(&trimmed)
+		}
 	}
 	return kept, blocked
 }
 
-// breaksMix says which pool's mix the batch would break, or "".
-func breaksMix(cl *Cluster, b *Batch, claims []v1.NodeClaim) string {
+// mixChanges are what the batches kept so far remove and launch.
+type mixChanges struct {
+	gone  sets.Set[string]
+	added map[string][]string
+}
+
+func (m mixChanges) record(b *Batch) {
+	for _, c := range b.Candidates {
+		m.gone.Insert(c.Claim.Name)
+	}
+	for _, r := range b.Replacements {
+		m.added[r.NodePool] = append(m.added[r.NodePool], r.Offering.CapacityType)
+	}
+}
+
+// breaksMix says which pool's mix the batch would break after the batches kept
+// before it, or "".
+func breaksMix(cl *Cluster, b *Batch, claims []v1.NodeClaim, done mixChanges) string {
 	removed := map[string][]*v1.NodeClaim{}
 	pools := map[string]*v1.NodePool{}
 	for _, c := range b.Candidates {
@@ -189,12 +230,25 @@ func breaksMix(cl *Cluster, b *Batch, claims []v1.NodeClaim) string {
 			pools[r.NodePool] = np
 		}
 	}
+	left := make([]v1.NodeClaim, 0, len(claims))
+	for i := range claims {
+		if !done.gone.Has(claims[i].Name) {
+			left = append(left, claims[i])
+		}
+	}
 	for name, np := range pools {
 		mix, ok, err := capacitymix.Of(np)
 		if err != nil || !ok {
 			continue
 		}
-		before := capacitymix.CountPool(claims, name)
+		before := capacitymix.CountPool(left, name)
+		for _, ct := range done.added[name] {
+			if ct == v1.CapacityTypeSpot {
+				before.Spot++
+			} else {
+				before.OnDemand++
+			}
+		}
 		if mix.Breaks(before, removed[name], added[name]) {
 			return fmt.Sprintf("it would break nodepool %s's capacity mix (%s; now %s)", name, mix, before)
 		}

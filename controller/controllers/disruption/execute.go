@@ -53,13 +53,17 @@ func (c *Controller) execute(ctx context.Context, s *pass, cmd *command) error {
 		}
 	}
 	c.reportApproved(cmd)
+	replacing := sets.New[string]()
+	for _, cand := range cmd.candidates {
+		replacing.Insert(cand.Claim.Name)
+	}
 	for _, plan := range cmd.replacements {
 		np := s.poolByName[plan.NodePool]
 		if np == nil {
 			c.rollBack(ctx, cmd)
 			return fmt.Errorf("launching a replacement: nodepool %s is gone", plan.NodePool)
 		}
-		nc, err := c.provisioner.Launch(ctx, np, plan, strings.ToLower(string(cmd.reason)))
+		nc, err := c.provisioner.LaunchReplacing(ctx, np, plan, strings.ToLower(string(cmd.reason)), replacing)
 		if err != nil {
 			c.rollBack(ctx, cmd)
 			return fmt.Errorf("launching a replacement, %w", err)

@@ -363,7 +363,7 @@ func (c *Controller) launchReplacements(ctx context.Context, nc *v1.NodeClaim, v
 		if np == nil {
 			continue
 		}
-		if _, err := c.provisioner.Launch(ctx, np, plan, "interruption"); err != nil {
+		if _, err := c.provisioner.LaunchReplacing(ctx, np, plan, "interruption", leaving); err != nil {
 			return launched, err
 		}
 		launched++

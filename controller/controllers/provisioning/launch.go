@@ -6,6 +6,7 @@ import (
 	"strconv"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/util/sets"
 	"sigs.k8s.io/controller-runtime/pkg/log"
 
 	dovetailv1alpha1 "github.com/dovetail-sh/dovetail/controller/apis/dovetail/v1alpha1"
@@ -17,8 +18,15 @@ import (
 	"github.com/dovetail-sh/dovetail/controller/state"
 )
 
-// create writes one planned NodeClaim, with what marks add to it.
-func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *scheduling.NodeClaimPlan, reason string, marks ...func(*v1.NodeClaim)) (*v1.NodeClaim, error) {
+// launchOptions are what a launch adds to a plan: marks on the claim, and the
+// claims (or their nodes) it replaces, which a capacity mix counts as gone.
+type launchOptions struct {
+	mark      func(*v1.NodeClaim)
+	replacing sets.Set[string]
+}
+
+// create writes one planned NodeClaim.
+func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *scheduling.NodeClaimPlan, reason string, opts launchOptions) (*v1.NodeClaim, error) {
 	if np == nil {
 		return nil, fmt.Errorf("nodepool %s disappeared", plan.NodePool)
 	}
@@ -27,8 +35,8 @@ func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *schedul
 		return nil, fmt.Errorf("checking the planned nodeclaim, %w", err)
 	}
 	nc := engineinput.ClaimOf(np, plan)
-	for _, mark := range marks {
-		mark(nc)
+	if opts.mark != nil {
+		opts.mark(nc)
 	}
 	if mix, ok, err := capacitymix.Of(np); err != nil {
 		log.FromContext(ctx).Error(err, "ignoring the nodepool's capacity mix", "nodepool", np.Name)
@@ -36,7 +44,7 @@ func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *schedul
 		// Decided and created one at a time, so each decision counts the last.
 		p.mixMu.Lock()
 		defer p.mixMu.Unlock()
-		if err := p.holdMix(ctx, np, mix, plan, nc); err != nil {
+		if err := p.holdMix(ctx, np, mix, plan, nc, opts.replacing); err != nil {
 			return nil, err
 		}
 	}
@@ -55,19 +63,25 @@ func (p *Provisioner) create(ctx context.Context, np *v1.NodePool, plan *schedul
 // Launch creates the NodeClaim a plan describes, as a replacement for disrupted
 // capacity; reason ("drifted", "underutilized", ...) labels the created metric.
 func (p *Provisioner) Launch(ctx context.Context, np *v1.NodePool, plan *scheduling.NodeClaimPlan, reason string) (*v1.NodeClaim, error) {
-	return p.create(ctx, np, plan, reason)
+	return p.create(ctx, np, plan, reason, launchOptions{})
+}
+
+// LaunchReplacing is Launch for the replacement of the claims (or nodes) named in
+// replacing, which are about to go: a pool's capacity mix is held as if they were gone.
+func (p *Provisioner) LaunchReplacing(ctx context.Context, np *v1.NodePool, plan *scheduling.NodeClaimPlan, reason string, replacing sets.Set[string]) (*v1.NodeClaim, error) {
+	return p.create(ctx, np, plan, reason, launchOptions{replacing: replacing})
 }
 
 // LaunchMarked creates the NodeClaim a plan describes with what mark adds (the
 // ProvisioningRequest a gang's claims are launched for).
 func (p *Provisioner) LaunchMarked(ctx context.Context, np *v1.NodePool, plan *scheduling.NodeClaimPlan, reason string, mark func(*v1.NodeClaim)) (*v1.NodeClaim, error) {
-	return p.create(ctx, np, plan, reason, mark)
+	return p.create(ctx, np, plan, reason, launchOptions{mark: mark})
 }
 
 // holdMix pins to on-demand a claim that could launch as spot when one more spot
 // node would break the pool's mix, counting the pool's claims as they are now
 // (those not launched yet that may be spot as spot), and prices it as such.
-func (p *Provisioner) holdMix(ctx context.Context, np *v1.NodePool, mix capacitymix.Mix, plan *scheduling.NodeClaimPlan, nc *v1.NodeClaim) error {
+func (p *Provisioner) holdMix(ctx context.Context, np *v1.NodePool, mix capacitymix.Mix, plan *scheduling.NodeClaimPlan, nc *v1.NodeClaim, replacing sets.Set[string]) error {
 	if !capacitymix.MaySpot(nc) {
 		return nil
 	}
@@ -75,7 +89,16 @@ func (p *Provisioner) holdMix(ctx context.Context, np *v1.NodePool, mix capacity
 	if err != nil {
 		return err
 	}
-	counts := capacitymix.CountPool(view.Claims, np.Name)
+	claims := view.Claims
+	if replacing.Len() > 0 {
+		claims = make([]v1.NodeClaim, 0, len(view.Claims))
+		for i := range view.Claims {
+			if !replacing.Has(view.Claims[i].Name) && !replacing.Has(view.Claims[i].Status.NodeName) {
+				claims = append(claims, view.Claims[i])
+			}
+		}
+	}
+	counts := capacitymix.CountPool(claims, np.Name)
 	if mix.AllowsSpot(counts) {
 		return nil
 	}

@@ -259,7 +259,7 @@ func (p *Provisioner) schedule(ctx context.Context, fullOnly bool) (bool, error)
 	errs := make([]error, len(results.NodeClaims))
 	workqueue.ParallelizeUntil(ctx, 16, len(results.NodeClaims), func(i int) {
 		plan := results.NodeClaims[i]
-		claims[i], errs[i] = p.create(ctx, state.PoolByName[plan.NodePool], plan, "provisioning")
+		claims[i], errs[i] = p.create(ctx, state.PoolByName[plan.NodePool], plan, "provisioning", launchOptions{})
 	})
 	created := 0
 	for i, plan := range results.NodeClaims {
