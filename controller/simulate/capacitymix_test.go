@@ -1,6 +1,7 @@
 package simulate
 
 import (
+	"bytes"
 	"strings"
 	"testing"
 
@@ -59,5 +60,16 @@ spec:
 	}
 	if byType["on-demand"] != 4 || byType["spot"] != 2 {
 		t.Errorf("planned %v; want 4 on-demand and 2 spot", byType)
+	}
+	if len(plan.CapacityMixes) != 1 || plan.CapacityMixes[0].NodePool != "default" || plan.CapacityMixes[0].Before != (MixCounts{}) ||
+		plan.CapacityMixes[0].After != (MixCounts{OnDemand: 4, Spot: 2}) {
+		t.Errorf("the plan's mix report %+v; want default from none to 4 on-demand and 2 spot", plan.CapacityMixes)
+	}
+	var out bytes.Buffer
+	if err := plan.WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "CAPACITY MIXES") || !strings.Contains(out.String(), "4 on-demand, 2 spot") {
+		t.Errorf("the table does not show the mix:\n%s", out.String())
 	}
 }

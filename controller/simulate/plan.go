@@ -28,6 +28,9 @@ type Plan struct {
 	// Buffers are the input's CapacityBuffers and where their room is kept; their
 	// virtual pods are in the plan under capacity-buffer-NAME-i.
 	Buffers []BufferPlan `json:"buffers,omitempty"`
+	// CapacityMixes are the pools with a spot/on-demand mix: their nodes before
+	// and after the plan's launches, which hold it.
+	CapacityMixes []MixReport `json:"capacityMixes,omitempty"`
 	// ProvisioningRequests are the input's requests, each planned as a unit on the
 	// cluster as read, as the controller plans one apart from the pending pods
 	// (their pods are not in NodeClaims or Summary).
@@ -138,6 +141,7 @@ func run(in *Inputs, cat *catalog.File, ctl *settings.Options, clk clock.Passive
 	plan.Summary.SolveSeconds = elapsed.Seconds()
 	plan.Summary.Rounds = len(rounds)
 	plan.ProvisioningRequests = planRequests(in, snap)
+	plan.CapacityMixes = mixReports(snap, p.view.Claims, results.NodeClaims)
 	return plan, rounds, nil
 }
 
@@ -182,6 +186,15 @@ func (p *Plan) WriteTable(w io.Writer) error {
 			rows = append(rows, []string{b.Name, fmt.Sprint(b.Replicas), where})
 		}
 		if err := writeSection(w, "CAPACITY BUFFERS (room kept, never bound)", []string{"BUFFER", "PODS", "WHERE"}, rows); err != nil {
+			return err
+		}
+	}
+	if len(p.CapacityMixes) > 0 {
+		rows := make([][]string, 0, len(p.CapacityMixes))
+		for _, m := range p.CapacityMixes {
+			rows = append(rows, []string{m.NodePool, m.Mix, fmt.Sprintf("%d on-demand, %d spot", m.Before.OnDemand, m.Before.Spot), fmt.Sprintf("%d on-demand, %d spot", m.After.OnDemand, m.After.Spot)})
+		}
+		if err := writeSection(w, "CAPACITY MIXES", []string{"NODEPOOL", "MIX", "NODES NOW", "AFTER THE PLAN"}, rows); err != nil {
 			return err
 		}
 	}
