@@ -173,11 +173,15 @@ func keepingMixes(cl *Cluster, batches []*Batch, blocked []Blocked) ([]*Batch, [
 			continue
 		}
 		if len(b.Replacements) > 0 {
-			// Its replacements were sized for all of its candidates.
-			for _, c := range b.Candidates {
-				blocked = append(blocked, Blocked{c, why})
+			// Its replacements were sized for all of its candidates, and the other
+			// batches may count on them for the pods of nodes being disrupted: none
+			// goes this pass.
+			for _, other := range batches {
+				for _, c := range other.Candidates {
+					blocked = append(blocked, Blocked{c, why})
+				}
 			}
-			continue
+			return nil, blocked
 		}
 		// Nodes removed outright: as many go as the mix allows, in the batch's order.
 		trimmed := *b

@@ -9,6 +9,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
+	"github.com/dovetail-sh/dovetail/controller/capacitymix"
 	"github.com/dovetail-sh/dovetail/controller/scheduling"
 )
 
@@ -174,7 +176,35 @@ func (t *trial) solveOn(snap *scheduling.Snapshot, cands []*Candidate, launch bo
 			return nil
 		}
 	}
+	t.holdMixes(r, gone)
 	return r
+}
+
+// holdMixes makes the plan's new nodes what they will launch as within their
+// pools' capacity mixes, with the nodes it removes gone: a replacement that would
+// be spot beyond a mix is priced on-demand, so the target never counts on it.
+func (t *trial) holdMixes(r *scheduling.Results, gone sets.Set[string]) {
+	if len(r.NodeClaims) == 0 {
+		return
+	}
+	pools := make(map[string]*v1.NodePool, len(t.cl.Snapshot.Pools))
+	mixed := false
+	for _, np := range t.cl.Snapshot.Pools {
+		pools[np.Name] = np
+		if _, ok, err := capacitymix.Of(np); ok && err == nil {
+			mixed = true
+		}
+	}
+	if !mixed {
+		return
+	}
+	claims := make([]v1.NodeClaim, 0, len(t.cl.Snapshot.Claims))
+	for name, nc := range t.cl.Snapshot.Claims {
+		if !gone.Has(name) && !gone.Has(nc.Status.NodeName) {
+			claims = append(claims, *nc)
+		}
+	}
+	capacitymix.HoldOnPlans(r.NodeClaims, pools, claims)
 }
 
 // SparseUtilization is the share of a kept node (the mean of its cpu and memory
@@ -323,6 +353,7 @@ func (t *trial) repack(keep []*Candidate) *scheduling.Results {
 			return nil
 		}
 	}
+	t.holdMixes(r, gone)
 	return r
 }
 
