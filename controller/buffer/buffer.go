@@ -207,13 +207,7 @@ func (c *Cache) Set(key string, pods []*corev1.Pod) {
 func (c *Cache) Unresolved(keys []string) []string {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	var out []string
-	for _, k := range keys {
-		if !c.resolved.Has(k) {
-			out = append(out, k)
-		}
-	}
-	return out
+	return sets.List(sets.New(keys...).Difference(c.resolved))
 }
 
 // Pods are every buffer's virtual pods, in a stable order. The pods are shared:

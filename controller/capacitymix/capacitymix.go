@@ -7,6 +7,7 @@ package capacitymix
 
 import (
 	"fmt"
+	"slices"
 	"strconv"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -143,8 +144,8 @@ func PinOnDemand(nc *karpv1.NodeClaim) bool {
 		if r.Key != karpv1.LabelCapacityType {
 			continue
 		}
-		allowed := r.Operator == karpv1.OpExists || (r.Operator == karpv1.OpIn && contains(r.Values, karpv1.CapacityTypeOnDemand)) ||
-			(r.Operator == karpv1.OpNotIn && !contains(r.Values, karpv1.CapacityTypeOnDemand))
+		allowed := r.Operator == karpv1.OpExists || (r.Operator == karpv1.OpIn && slices.Contains(r.Values, karpv1.CapacityTypeOnDemand)) ||
+			(r.Operator == karpv1.OpNotIn && !slices.Contains(r.Values, karpv1.CapacityTypeOnDemand))
 		if !allowed {
 			return false
 		}
@@ -155,15 +156,6 @@ func PinOnDemand(nc *karpv1.NodeClaim) bool {
 	nc.Spec.Requirements = append(nc.Spec.Requirements, karpv1.NodeSelectorRequirementWithMinValues{Key: karpv1.LabelCapacityType,
 		RequirementBody: karpv1.RequirementBody{Operator: karpv1.OpIn, Values: []string{karpv1.CapacityTypeOnDemand}}})
 	return true
-}
-
-func contains(values []string, v string) bool {
-	for _, x := range values {
-		if x == v {
-			return true
-		}
-	}
-	return false
 }
 
 // excess is how many more spot nodes the counts have than the mix allows.

@@ -300,13 +300,7 @@ func (c *Cache) Resolved(key string) {
 func (c *Cache) Unresolved(keys []string) []string {
 	c.mu.RLock()
 	defer c.mu.RUnlock()
-	var out []string
-	for _, k := range keys {
-		if !c.resolved.Has(k) {
-			out = append(out, k)
-		}
-	}
-	return out
+	return sets.List(sets.New(keys...).Difference(c.resolved))
 }
 
 // Set books (or books again) capacity for a request.
