@@ -98,17 +98,10 @@ func MaySpot(nc *karpv1.NodeClaim) bool {
 		}
 		switch r.Operator {
 		case karpv1.OpIn:
-			for _, v := range r.Values {
-				if v == karpv1.CapacityTypeSpot {
-					return true
-				}
-			}
-			return false
+			return slices.Contains(r.Values, karpv1.CapacityTypeSpot)
 		case karpv1.OpNotIn:
-			for _, v := range r.Values {
-				if v == karpv1.CapacityTypeSpot {
-					return false
-				}
+			if slices.Contains(r.Values, karpv1.CapacityTypeSpot) {
+				return false
 			}
 		}
 	}
@@ -222,6 +215,18 @@ func HoldOnPlans(plans []*scheduling.NodeClaimPlan, pools map[string]*karpv1.Nod
 
 // pinPlan moves a plan to its cheapest on-demand option, if it has one.
 func pinPlan(plan *scheduling.NodeClaimPlan) bool {
+	best, offering, ok := CheapestOnDemand(plan)
+	if !ok {
+		return false
+	}
+	plan.InstanceType, plan.Offering, plan.ListPrice, plan.CoveredBy = best, offering, offering.Price, ""
+	plan.Requirements[karpv1.LabelCapacityType] = scheduling.MustRequirement(karpv1.LabelCapacityType, karpv1.OpIn, karpv1.CapacityTypeOnDemand)
+	return true
+}
+
+// CheapestOnDemand is the plan's cheapest available on-demand option and
+// offering, in the zones it allows.
+func CheapestOnDemand(plan *scheduling.NodeClaimPlan) (*scheduling.InstanceType, scheduling.Offering, bool) {
 	zones := plan.Requirements.Get(karpv1.LabelTopologyZone)
 	var best *scheduling.InstanceType
 	var offering scheduling.Offering
@@ -235,10 +240,5 @@ func pinPlan(plan *scheduling.NodeClaimPlan) bool {
 			}
 		}
 	}
-	if best == nil {
-		return false
-	}
-	plan.InstanceType, plan.Offering, plan.ListPrice, plan.CoveredBy = best, offering, offering.Price, ""
-	plan.Requirements[karpv1.LabelCapacityType] = scheduling.MustRequirement(karpv1.LabelCapacityType, karpv1.OpIn, karpv1.CapacityTypeOnDemand)
-	return true
+	return best, offering, best != nil
 }

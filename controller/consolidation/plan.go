@@ -3,6 +3,7 @@ package consolidation
 import (
 	"fmt"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -156,7 +157,10 @@ func Decide(cl *Cluster, allowed map[string]map[v1.DisruptionReason]int, opts Op
 // the next: a batch with replacements whole, of one that only removes nodes the
 // nodes the mix needs; each candidate left out is blocked saying so.
 func keepingMixes(cl *Cluster, batches []*Batch, blocked []Blocked) ([]*Batch, []Blocked) {
-	if cl.Snapshot == nil {
+	if cl.Snapshot == nil || !slices.ContainsFunc(cl.Snapshot.Pools, func(np *v1.NodePool) bool {
+		_, ok, err := capacitymix.Of(np)
+		return ok && err == nil
+	}) {
 		return batches, blocked
 	}
 	var claims []v1.NodeClaim

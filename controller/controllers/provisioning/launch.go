@@ -106,27 +106,9 @@ func (p *Provisioner) holdMix(ctx context.Context, np *v1.NodePool, mix capacity
 		log.FromContext(ctx).Info("the nodepool's capacity mix asks for on-demand but its requirements allow spot only", "nodepool", np.Name, "mix", mix.String())
 		return nil
 	}
-	if price, ok := cheapestOnDemand(plan); ok {
-		nc.Annotations[dovetailv1alpha1.PlannedPriceAnnotationKey] = strconv.FormatFloat(price, 'f', 6, 64)
+	if _, offering, ok := capacitymix.CheapestOnDemand(plan); ok {
+		nc.Annotations[dovetailv1alpha1.PlannedPriceAnnotationKey] = strconv.FormatFloat(offering.Price, 'f', 6, 64)
 	}
 	log.FromContext(ctx).V(1).Info("launching on-demand to keep the nodepool's capacity mix", "nodepool", np.Name, "mix", mix.String(), "nodes", counts.String())
 	return nil
-}
-
-// cheapestOnDemand is the cheapest on-demand offering among the plan's options,
-// in the zones it allows.
-func cheapestOnDemand(plan *scheduling.NodeClaimPlan) (float64, bool) {
-	zones := plan.Requirements.Get(v1.LabelTopologyZone)
-	best, found := 0.0, false
-	for _, it := range plan.InstanceTypeOptions[:min(len(plan.InstanceTypeOptions), engineinput.MaxInstanceTypes)] {
-		for _, o := range it.Offerings {
-			if o.CapacityType != v1.CapacityTypeOnDemand || !o.Available || (zones != nil && !zones.Has(o.Zone)) {
-				continue
-			}
-			if !found || o.Price < best {
-				best, found = o.Price, true
-			}
-		}
-	}
-	return best, found
 }
