@@ -117,15 +117,26 @@ func launched(nc *karpv1.NodeClaim) bool {
 func CountPool(claims []karpv1.NodeClaim, pool string) Counts {
 	var c Counts
 	for i := range claims {
-		nc := &claims[i]
-		if nc.Labels[karpv1.LabelNodePool] != pool || nc.DeletionTimestamp != nil {
-			continue
+		if claims[i].Labels[karpv1.LabelNodePool] == pool {
+			c = c.With(&claims[i])
 		}
-		if MaySpot(nc) {
-			c.Spot++
-		} else {
-			c.OnDemand++
-		}
+	}
+	return c
+}
+
+// With is the counts with the claim, counted as CountPool counts it.
+func (c Counts) With(nc *karpv1.NodeClaim) Counts { return c.add(nc, 1) }
+
+// Without is the counts with the claim gone.
+func (c Counts) Without(nc *karpv1.NodeClaim) Counts { return c.add(nc, -1) }
+
+func (c Counts) add(nc *karpv1.NodeClaim, n int) Counts {
+	switch {
+	case nc.DeletionTimestamp != nil:
+	case MaySpot(nc):
+		c.Spot += n
+	default:
+		c.OnDemand += n
 	}
 	return c
 }
@@ -160,11 +171,7 @@ func (m Mix) excess(c Counts) int { return c.Spot - m.MaxSpot(c.OnDemand+c.Spot)
 func (m Mix) Breaks(before Counts, removed []*karpv1.NodeClaim, added []string) bool {
 	after := before
 	for _, nc := range removed {
-		if MaySpot(nc) {
-			after.Spot--
-		} else {
-			after.OnDemand--
-		}
+		after = after.Without(nc)
 	}
 	for _, ct := range added {
 		if ct == karpv1.CapacityTypeSpot {
@@ -173,7 +180,18 @@ func (m Mix) Breaks(before Counts, removed []*karpv1.NodeClaim, added []string) 
 			after.OnDemand++
 		}
 	}
+	return m.BreaksCounts(before, after)
+}
+
+// BreaksCounts is Breaks for the counts after.
+func (m Mix) BreaksCounts(before, after Counts) bool {
 	return m.excess(after) > max(m.excess(before), 0)
+}
+
+// NeedsEachOnDemand reports whether removing any one on-demand node of the counts
+// would break the mix: the pool has no on-demand node to spare.
+func (m Mix) NeedsEachOnDemand(c Counts) bool {
+	return c.OnDemand > 0 && m.BreaksCounts(c, Counts{OnDemand: c.OnDemand - 1, Spot: c.Spot})
 }
 
 // HoldOnPlans makes planned claims what their launches will be (as the
@@ -181,35 +199,56 @@ func (m Mix) Breaks(before Counts, removed []*karpv1.NodeClaim, added []string) 
 // break its pool's mix for becomes its cheapest on-demand option, in the zones it
 // allows. claims are the cluster's, counted as CountPool counts them.
 func HoldOnPlans(plans []*scheduling.NodeClaimPlan, pools map[string]*karpv1.NodePool, claims []karpv1.NodeClaim) {
-	counts := map[string]*Counts{}
-	for _, plan := range plans {
-		np := pools[plan.NodePool]
-		if np == nil {
-			continue
+	list := make([]*karpv1.NodePool, 0, len(pools))
+	for _, np := range pools {
+		list = append(list, np)
+	}
+	mixes := Mixes(list)
+	if len(mixes) == 0 {
+		return
+	}
+	counts := map[string]Counts{}
+	for name := range mixes {
+		counts[name] = CountPool(claims, name)
+	}
+	Hold(plans, mixes, counts)
+}
+
+// Mixes are the mixes of the pools that state one that parses (the provider
+// refuses the others at plan time, and the controller logs them).
+func Mixes(pools []*karpv1.NodePool) map[string]Mix {
+	var out map[string]Mix
+	for _, np := range pools {
+		if m, ok, err := Of(np); ok && err == nil {
+			if out == nil {
+				out = map[string]Mix{}
+			}
+			out[np.Name] = m
 		}
-		mix, ok, err := Of(np)
-		if err != nil || !ok {
+	}
+	return out
+}
+
+// Hold is HoldOnPlans for pools' mixes and their counts before the plans; counts
+// become those after them.
+func Hold(plans []*scheduling.NodeClaimPlan, mixes map[string]Mix, counts map[string]Counts) {
+	for _, plan := range plans {
+		mix, ok := mixes[plan.NodePool]
+		if !ok {
 			continue
 		}
 		c := counts[plan.NodePool]
-		if c == nil {
-			n := CountPool(claims, plan.NodePool)
-			c = &n
-			counts[plan.NodePool] = c
-		}
-		if plan.Offering.CapacityType != karpv1.CapacityTypeSpot {
+		switch {
+		case plan.Offering.CapacityType != karpv1.CapacityTypeSpot:
 			c.OnDemand++
-			continue
-		}
-		if mix.AllowsSpot(*c) {
+		case mix.AllowsSpot(c):
 			c.Spot++
-			continue
-		}
-		if pinPlan(plan) {
+		case pinPlan(plan):
 			c.OnDemand++
-		} else {
+		default:
 			c.Spot++
 		}
+		counts[plan.NodePool] = c
 	}
 }
 

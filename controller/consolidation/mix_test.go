@@ -41,8 +41,8 @@ func TestConsolidationKeepsThePoolsCapacityMix(t *testing.T) {
 }
 
 // Empty nodes go as far as the mix allows: of 3 empty on-demand nodes beside 2
-// busy ones (1 on-demand, 1 spot) in a pool of base 1 and 50% spot, 2 go and the
-// third stays for the mix.
+// busy ones (1 on-demand, 1 spot whose pod selects spot, so it stays) in a pool
+// of base 1 and 50% spot, 2 go and the third stays for the mix.
 func TestEmptyNodesGoAsFarAsTheMixAllows(t *testing.T) {
 	tc := newTestCluster("100%")
 	tc.pool.Annotations = map[string]string{capacitymix.OnDemandBaseAnnotationKey: "1", capacitymix.SpotPercentAnnotationKey: "50"}
@@ -51,7 +51,7 @@ func TestEmptyNodesGoAsFarAsTheMixAllows(t *testing.T) {
 	busy := tc.addNodeIn("m.large", "a", v1.CapacityTypeOnDemand)
 	tc.addPod(busy.Name, "1500m", "256Mi", map[string]string{"app": "web"})
 	spot := tc.addNodeIn("m.large", "a", v1.CapacityTypeSpot)
-	tc.addPod(spot.Name, "1500m", "256Mi", map[string]string{"app": "web"})
+	tc.addPod(spot.Name, "1500m", "256Mi", map[string]string{"app": "web"}).Spec.NodeSelector = map[string]string{v1.LabelCapacityType: v1.CapacityTypeSpot}
 	for range 3 {
 		tc.addNodeIn("m.large", "a", v1.CapacityTypeOnDemand)
 	}
@@ -62,5 +62,56 @@ func TestEmptyNodesGoAsFarAsTheMixAllows(t *testing.T) {
 	}
 	if removed != 2 {
 		t.Fatalf("%d nodes removed; want 2 of the 3 empty ones (the third keeps 2 on-demand beside 1 spot)", removed)
+	}
+}
+
+// After a scale-in the pods left on spot nodes move to the empty on-demand nodes
+// the mix needs, and the spot nodes go: with 3 one-node pods on 1 on-demand and 2
+// spot nodes beside 3 empty on-demand ones (base 2, 50% spot), no empty node may
+// go alone (5 nodes allow 1 spot), but both spot nodes and one empty on-demand
+// node may, leaving 3 on-demand nodes for the 3 pods, in one pass (the emptiness
+// batch counts the consolidation batch's spot nodes as gone). With more
+// candidates than the exhaustive search tries (12 nodes, 6 pods) the same holds.
+func TestScaleInMovesPodsOffSpotForTheMix(t *testing.T) {
+	for _, tc := range []struct {
+		name                              string
+		busyOnDemand, spot, emptyOnDemand int
+	}{
+		{"6 nodes", 1, 2, 3},
+		{"12 nodes", 1, 5, 6},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cl := newTestCluster("100%")
+			cl.pool.Annotations = map[string]string{capacitymix.OnDemandBaseAnnotationKey: "2", capacitymix.SpotPercentAnnotationKey: "50"}
+			cl.pool.Spec.Template.Spec.Requirements = []v1.NodePoolRequirement{{Key: v1.LabelCapacityType, RequirementBody: v1.RequirementBody{Operator: v1.OpIn, Values: []string{v1.CapacityTypeSpot, v1.CapacityTypeOnDemand}}}}
+			cl.types = withSpot(testTypes())
+			for range tc.busyOnDemand {
+				n := cl.addNodeIn("m.large", "a", v1.CapacityTypeOnDemand)
+				cl.addPod(n.Name, "1500m", "256Mi", map[string]string{"app": "web"})
+			}
+			for range tc.spot {
+				n := cl.addNodeIn("m.large", "a", v1.CapacityTypeSpot)
+				cl.addPod(n.Name, "1500m", "256Mi", map[string]string{"app": "web"})
+			}
+			for range tc.emptyOnDemand {
+				cl.addNodeIn("m.large", "a", v1.CapacityTypeOnDemand)
+			}
+			plan, _ := cl.decide(t)
+			var gone capacitymix.Counts
+			for _, b := range plan.Batches {
+				if len(b.Replacements) > 0 {
+					t.Fatalf("batch %s launches nodes; want the pods on the empty on-demand nodes", b)
+				}
+				for _, c := range b.Candidates {
+					gone = gone.With(c.Claim)
+				}
+			}
+			pods := tc.busyOnDemand + tc.spot
+			left := capacitymix.Counts{OnDemand: tc.busyOnDemand + tc.emptyOnDemand - gone.OnDemand, Spot: tc.spot - gone.Spot}
+			mix := capacitymix.Mix{OnDemandBase: 2, SpotPercent: 50}
+			if gone.Spot == 0 || !mix.Holds(left) || left.OnDemand+left.Spot != pods {
+				t.Fatalf("removes %s, leaving %s for %d pods; want spot nodes gone, the mix held and one node a pod", gone, left, pods)
+			}
+		})
 	}
 }

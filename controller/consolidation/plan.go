@@ -3,7 +3,6 @@ package consolidation
 import (
 	"fmt"
 	"math"
-	"slices"
 	"strings"
 	"time"
 
@@ -157,10 +156,7 @@ func Decide(cl *Cluster, allowed map[string]map[v1.DisruptionReason]int, opts Op
 // the next: a batch with replacements whole, of one that only removes nodes the
 // nodes the mix needs; each candidate left out is blocked saying so.
 func keepingMixes(cl *Cluster, batches []*Batch, blocked []Blocked) ([]*Batch, []Blocked) {
-	if cl.Snapshot == nil || !slices.ContainsFunc(cl.Snapshot.Pools, func(np *v1.NodePool) bool {
-		_, ok, err := capacitymix.Of(np)
-		return ok && err == nil
-	}) {
+	if cl.Snapshot == nil || capacitymix.Mixes(cl.Snapshot.Pools) == nil {
 		return batches, blocked
 	}
 	var claims []v1.NodeClaim
@@ -169,6 +165,12 @@ func keepingMixes(cl *Cluster, batches []*Batch, blocked []Blocked) ([]*Batch, [
 	}
 	done := mixChanges{gone: sets.New[string](), added: map[string][]string{}}
 	kept := batches[:0:0]
+	// held are the nodes of removal-only batches the mix kept, each with the
+	// batch it would go with; they are tried again once every batch is counted,
+	// since a later batch may make room (spot nodes going free on-demand nodes an
+	// emptiness batch before it had to keep).
+	var held []*Candidate
+	heldIn := map[*Candidate]*Batch{}
 	for _, b := range batches {
 		why := breaksMix(cl, b, claims, done)
 		if why == "" {
@@ -191,18 +193,30 @@ func keepingMixes(cl *Cluster, batches []*Batch, blocked []Blocked) ([]*Batch, [
 		trimmed := *b
 		trimmed.Candidates = nil
 		for _, c := range b.Candidates {
-			trial := trimmed
-			trial.Candidates = append(append([]*Candidate(nil), trimmed.Candidates...), c)
-			if why := breaksMix(cl, &trial, claims, done); why != "" {
-				blocked = append(blocked, Blocked{c, why})
+			if breaksMix(cl, &Batch{Candidates: []*Candidate{c}}, claims, done) != "" {
+				held = append(held, c)
+				heldIn[c] = &trimmed
 				continue
 			}
-			trimmed.Candidates = trial.Candidates
+			trimmed.Candidates = append(trimmed.Candidates, c)
+			done.record(&Batch{Candidates: []*Candidate{c}})
 		}
 		if len(trimmed.Candidates) > 0 {
 			kept = append(kept, &trimmed)
-			done.record(&trimmed)
 		}
+	}
+	for _, c := range held {
+		one := &Batch{Candidates: []*Candidate{c}}
+		if why := breaksMix(cl, one, claims, done); why != "" {
+			blocked = append(blocked, Blocked{c, why})
+			continue
+		}
+		b := heldIn[c]
+		if len(b.Candidates) == 0 {
+			kept = append(kept, b)
+		}
+		b.Candidates = append(b.Candidates, c)
+		done.record(one)
 	}
 	return kept, blocked
 }

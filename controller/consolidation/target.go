@@ -1,6 +1,7 @@
 package consolidation
 
 import (
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -79,10 +80,24 @@ type trial struct {
 	// those of a batch starting beside the one planned; alsoMoving are their pods.
 	alsoGone   sets.Set[string]
 	alsoMoving []*corev1.Pod
+	// mixes are the capacity mixes of the pools that state one (nil when none
+	// does), and mixCounts their nodes now.
+	mixes     map[string]capacitymix.Mix
+	mixCounts map[string]capacitymix.Counts
 }
 
 func newTrial(cl *Cluster) *trial {
 	t := &trial{cl: cl, stuck: sets.New[types.UID](), rejectedAlone: map[*Candidate]Score{}, alsoGone: sets.New[string]()}
+	if cl.Snapshot != nil {
+		if t.mixes = capacitymix.Mixes(cl.Snapshot.Pools); t.mixes != nil {
+			t.mixCounts = map[string]capacitymix.Counts{}
+			for _, nc := range cl.Snapshot.Claims {
+				if pool := nc.Labels[v1.LabelNodePool]; hasKey(t.mixes, pool) {
+					t.mixCounts[pool] = t.mixCounts[pool].With(nc)
+				}
+			}
+		}
+	}
 	if len(cl.Moving) > 0 {
 		for _, u := range cl.Snapshot.PlanWithout(nil, cl.Moving).Unschedulable {
 			t.stuck.Insert(u.Pod.UID)
@@ -176,35 +191,41 @@ func (t *trial) solveOn(snap *scheduling.Snapshot, cands []*Candidate, launch bo
 			return nil
 		}
 	}
-	t.holdMixes(r, gone)
+	if !t.holdMixes(r, gone) {
+		return nil
+	}
 	return r
 }
 
 // holdMixes makes the plan's new nodes what they will launch as within their
-// pools' capacity mixes, with the nodes it removes gone: a replacement that would
-// be spot beyond a mix is priced on-demand, so the target never counts on it.
-func (t *trial) holdMixes(r *scheduling.Results, gone sets.Set[string]) {
-	if len(r.NodeClaims) == 0 {
-		return
+// pools' capacity mixes, with the nodes it removes gone (a replacement that would
+// be spot beyond a mix is priced on-demand, so the target never counts on it),
+// and reports whether the plan keeps every mix: a cheaper fleet that breaks one
+// is no plan.
+func (t *trial) holdMixes(r *scheduling.Results, gone sets.Set[string]) bool {
+	if t.mixes == nil {
+		return true
 	}
-	pools := make(map[string]*v1.NodePool, len(t.cl.Snapshot.Pools))
-	mixed := false
-	for _, np := range t.cl.Snapshot.Pools {
-		pools[np.Name] = np
-		if _, ok, err := capacitymix.Of(np); ok && err == nil {
-			mixed = true
+	after := maps.Clone(t.mixCounts)
+	for name := range gone {
+		if nc := t.cl.Snapshot.Claims[name]; nc != nil {
+			if pool := nc.Labels[v1.LabelNodePool]; hasKey(t.mixes, pool) {
+				after[pool] = after[pool].Without(nc)
+			}
 		}
 	}
-	if !mixed {
-		return
-	}
-	claims := make([]v1.NodeClaim, 0, len(t.cl.Snapshot.Claims))
-	for name, nc := range t.cl.Snapshot.Claims {
-		if !gone.Has(name) && !gone.Has(nc.Status.NodeName) {
-			claims = append(claims, *nc)
+	capacitymix.Hold(r.NodeClaims, t.mixes, after)
+	for pool, mix := range t.mixes {
+		if mix.BreaksCounts(t.mixCounts[pool], after[pool]) {
+			return false
 		}
 	}
-	capacitymix.HoldOnPlans(r.NodeClaims, pools, claims)
+	return true
+}
+
+func hasKey[V any](m map[string]V, k string) bool {
+	_, ok := m[k]
+	return ok
 }
 
 // SparseUtilization is the share of a kept node (the mean of its cpu and memory
@@ -227,11 +248,48 @@ const SparseUtilization = 0.75
 //     allowed where the kept nodes' free room is not where the pods can go;
 //  3. the same with the kept candidates that stayed sparse in plan 1 removed too,
 //     taken when new, smaller nodes make it cheaper.
+//
+// Where a pool's capacity mix has no on-demand node to spare, the three are also
+// planned with its on-demand candidates kept first (mixKeepOrder).
 func (t *trial) target(cands []*Candidate, opts Options) ([]*Candidate, *scheduling.Results) {
 	if len(cands) == 0 {
 		return nil, nil
 	}
 	keep := keepOrder(cands)
+	best := t.repackRun(keep, opts)
+	if mixKeep, ok := t.mixKeepOrder(keep); ok {
+		if other := t.repackRun(mixKeep, opts); other.results != nil && (best.results == nil || other.savings > best.savings+1e-9) {
+			best = other
+		}
+	}
+	removal := reversed(keep)
+	// A fleet planned afresh is not always the cheaper end: the engine may trade a
+	// node that is already right for its pods into the new fleet. The best
+	// decision of Karpenter's shape is the floor.
+	if single := t.bestSingleReplacement(removal, cands, best.savings, opts); single.results != nil {
+		best = single
+	}
+	// The candidates each of which a cheaper node would replace alone are tried
+	// together: Karpenter replaces them one a pass (one new node a decision), a
+	// validation delay apart each.
+	var alone []*Candidate
+	for _, c := range t.savingAlone {
+		if slices.Contains(cands, c) {
+			alone = append(alone, c)
+		}
+	}
+	if len(alone) > 1 {
+		if together := t.replaceRun(alone, opts); together.results != nil && together.savings > best.savings+1e-9 {
+			best = together
+		}
+	}
+	return best.removed, best.results
+}
+
+// repackRun is the best removal plans 1 and 3 find with the candidates in keep
+// order, or else the longest run of them, in removal order, whose pods fit on the
+// rest without launching anything.
+func (t *trial) repackRun(keep []*Candidate, opts Options) candidateRun {
 	repacked := t.repack(keep)
 	placed := map[string]scheduling.Resources{}
 	if repacked != nil {
@@ -270,31 +328,36 @@ func (t *trial) target(cands []*Candidate, opts Options) ([]*Candidate, *schedul
 	} else {
 		best = t.replace(emptied, opts)
 	}
-	removal := reversed(keep)
 	if best.results == nil {
-		best = t.deletions(removal)
+		best = t.deletions(reversed(keep))
 	}
-	// A fleet planned afresh is not always the cheaper end: the engine may trade a
-	// node that is already right for its pods into the new fleet. The best
-	// decision of Karpenter's shape is the floor.
-	if single := t.bestSingleReplacement(removal, cands, best.savings, opts); single.results != nil {
-		best = single
-	}
-	// The candidates each of which a cheaper node would replace alone are tried
-	// together: Karpenter replaces them one a pass (one new node a decision), a
-	// validation delay apart each.
-	var alone []*Candidate
-	for _, c := range t.savingAlone {
-		if slices.Contains(cands, c) {
-			alone = append(alone, c)
+	return best
+}
+
+// mixKeepOrder is keep with, in each pool whose capacity mix has no on-demand
+// node to spare, the on-demand candidates before the spot ones, so the repack
+// moves pods off spot nodes the mix lets go rather than empty on-demand ones it
+// needs: after a scale-in, the pods left on spot nodes would otherwise hold them
+// while the empty on-demand nodes stay for the mix. false when no pool is so.
+func (t *trial) mixKeepOrder(keep []*Candidate) ([]*Candidate, bool) {
+	tight := sets.New[string]()
+	for pool, mix := range t.mixes {
+		if mix.NeedsEachOnDemand(t.mixCounts[pool]) {
+			tight.Insert(pool)
 		}
 	}
-	if len(alone) > 1 {
-		if together := t.replaceRun(alone, opts); together.results != nil && together.savings > best.savings+1e-9 {
-			best = together
-		}
+	if tight.Len() == 0 {
+		return nil, false
 	}
-	return best.removed, best.results
+	spotLast := func(c *Candidate) int {
+		if tight.Has(c.Pool.Name) && capacitymix.MaySpot(c.Claim) {
+			return 1
+		}
+		return 0
+	}
+	out := slices.Clone(keep)
+	slices.SortStableFunc(out, func(a, b *Candidate) int { return spotLast(a) - spotLast(b) })
+	return out, !slices.Equal(out, keep)
 }
 
 // replaceRun replaces all the candidates, or else the longest run of them, in
@@ -353,6 +416,9 @@ func (t *trial) repack(keep []*Candidate) *scheduling.Results {
 			return nil
 		}
 	}
+	// Priced within the mixes; whether the repack keeps them does not matter: it
+	// only finds the nodes the cluster can do without, and each plan for removing
+	// them is checked.
 	t.holdMixes(r, gone)
 	return r
 }
