@@ -8,6 +8,7 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"sigs.k8s.io/controller-runtime/pkg/client"
 	crmetrics "sigs.k8s.io/controller-runtime/pkg/metrics"
@@ -21,8 +22,10 @@ import (
 // most 50% spot beyond it) on EC2 (moto, where spot is far cheaper than on-demand,
 // so every plan would be spot): a burst of 6 one-node pods comes up 4 on-demand
 // and 2 spot; a spot node interrupted is replaced within the mix, not on-demand
-// (it counts as gone). The controller's metric reports the mix it holds.
-// Consolidation under a mix is tested in controller/consolidation (mix_test.go).
+// (it counts as gone); a drift of every node is replaced within the mix; after
+// a scale-in to 3 pods consolidation moves the pods
+// off spot and leaves 3 on-demand nodes, all 3 nodes allow. The controller's
+// metric reports the mix it holds.
 func TestCapacityMixOnEC2(t *testing.T) {
 	ctx := context.Background()
 	cluster := startAWSCluster(t)
@@ -103,6 +106,55 @@ func TestCapacityMixOnEC2(t *testing.T) {
 		launchedAs(t, capacitymix.Counts{OnDemand: 4, Spot: 2})
 	})
 
+	t.Run("drift replaces every node within the mix", func(t *testing.T) {
+		// A new expireAfter drifts every node (the pool's hash). Spot is far
+		// cheaper, so without the mix each replacement would be spot.
+		_, before := counted(t)
+		np := &v1.NodePool{}
+		must(t, c.Get(ctx, client.ObjectKey{Name: "mixed"}, np))
+		patch := client.MergeFrom(np.DeepCopy())
+		np.Spec.Template.Spec.ExpireAfter = v1.MustParseNillableDuration("721h")
+		must(t, c.Patch(ctx, np, patch))
+		eventually(t, 5*time.Minute, "every drifted claim replaced", func() error {
+			for _, old := range before {
+				if err := c.Get(ctx, client.ObjectKeyFromObject(&old), &v1.NodeClaim{}); err == nil {
+					return fmt.Errorf("%s still there", old.Name)
+				}
+			}
+			return nil
+		})
+		launchedAs(t, capacitymix.Counts{OnDemand: 4, Spot: 2})
+		allRunning(t, c, "inflate", 6, 3*time.Minute)
+	})
+
+	t.Run("after a scale-in consolidation keeps the mix", func(t *testing.T) {
+		// The ReplicaSet deletes the pods of least deletion cost first: the two on
+		// spot nodes stay, as in the scale-in that once left empty on-demand nodes
+		// the mix needed beside spot nodes holding the pods.
+		onSpot := 0
+		for _, p := range allRunning(t, c, "inflate", 6, time.Minute) {
+			var node corev1.Node
+			must(t, c.Get(ctx, client.ObjectKey{Name: p.Spec.NodeName}, &node))
+			if node.Labels[v1.LabelCapacityType] != v1.CapacityTypeSpot {
+				continue
+			}
+			patch := client.MergeFrom(p.DeepCopy())
+			if p.Annotations == nil {
+				p.Annotations = map[string]string{}
+			}
+			p.Annotations["controller.kubernetes.io/pod-deletion-cost"] = "100"
+			must(t, c.Patch(ctx, &p, patch))
+			onSpot++
+		}
+		if onSpot != 2 {
+			t.Fatalf("%d pods on spot nodes; want 2", onSpot)
+		}
+		// 3 pods need 3 nodes, and 3 nodes allow no spot (base 2, 50% of 1): the
+		// pods left on spot nodes move to on-demand ones and the spot nodes go.
+		scale(t, c, "inflate", 3)
+		launchedAs(t, capacitymix.Counts{OnDemand: 3})
+		allRunning(t, c, "inflate", 3, 3*time.Minute)
+	})
 }
 
 // mixMetric reads dovetail_nodepool_capacity_mix_nodes from the controller's
