@@ -76,6 +76,9 @@ type customResource struct {
 	// impact kinds (NodePool, EC2NodeClass) have a planned_impact attribute: what
 	// an update does to the live fleet, worked out at plan.
 	impact func(obj map[string]any) (simulate.Change, error)
+	// capacityMix kinds (NodePool) have a capacity_mix attribute, written as
+	// annotations (node_pool_capacity_mix.go). They have an impact too.
+	capacityMix bool
 }
 
 // impactModel is the model of a kind with planned_impact.
@@ -97,6 +100,12 @@ type modelSource interface {
 // model reads the plan, state or configuration, with the namespace of a
 // namespaced kind ("" for a cluster-scoped one).
 func (r *customResource) model(ctx context.Context, src modelSource, diags *diag.Diagnostics) (customResourceModel, string) {
+	if r.capacityMix {
+		var m nodePoolModel
+		diags.Append(src.Get(ctx, &m)...)
+		m.customResourceModel.plannedImpact, m.customResourceModel.capacityMix = m.PlannedImpact, m.CapacityMix
+		return m.customResourceModel, ""
+	}
 	if r.impact != nil {
 		var m impactModel
 		diags.Append(src.Get(ctx, &m)...)
@@ -120,6 +129,13 @@ func (r *customResource) setState(ctx context.Context, st *tfsdk.State, m custom
 		if impact.IsNull() || impact.IsUnknown() {
 			impact = types.StringValue("")
 		}
+		if r.capacityMix {
+			mix := m.capacityMix
+			if mix.IsNull() || mix.IsUnknown() {
+				mix = types.ObjectNull(mixAttrTypes)
+			}
+			return st.Set(ctx, &nodePoolModel{impactModel: impactModel{customResourceModel: m, PlannedImpact: impact}, CapacityMix: mix})
+		}
 		return st.Set(ctx, &impactModel{customResourceModel: m, PlannedImpact: impact})
 	}
 	if !r.namespaced {
@@ -141,8 +157,10 @@ type customResourceModel struct {
 	Spec        types.Object   `tfsdk:"spec"`
 	Status      types.Object   `tfsdk:"status"`
 	Timeouts    timeouts.Value `tfsdk:"timeouts"`
-	// plannedImpact carries planned_impact for the kinds that have it.
+	// plannedImpact carries planned_impact for the kinds that have it, and
+	// capacityMix capacity_mix.
 	plannedImpact types.String
+	capacityMix   types.Object
 }
 
 func (r *customResource) kind(diags *diag.Diagnostics) *crdschema.Kind {
@@ -185,6 +203,9 @@ func (r *customResource) Schema(ctx context.Context, _ resource.SchemaRequest, r
 		"spec":   spec,
 		"status": status,
 	}
+	if r.capacityMix {
+		attrs["capacity_mix"] = capacityMixAttribute()
+	}
 	if r.impact != nil {
 		attrs["planned_impact"] = schema.StringAttribute{Computed: true,
 			Description: "What the last update does to the fleet, worked out from the live cluster by the controller's own drift and planning code: " +
@@ -213,23 +234,25 @@ func (r *customResource) ValidateConfig(ctx context.Context, req resource.Valida
 		return
 	}
 	r.validate(ctx, cfg.Name.ValueString(), cfg.Spec, types.ObjectNull(nil), &resp.Diagnostics)
-	r.checkAnnotations(ctx, cfg.Annotations, cfg.Spec, &resp.Diagnostics)
+	r.checkMix(cfg, &resp.Diagnostics)
+	r.checkAnnotations(ctx, cfg, &resp.Diagnostics)
 }
 
-// checkAnnotations runs annotationChecks on known annotations and spec.
-func (r *customResource) checkAnnotations(ctx context.Context, annotations types.Map, specValue types.Object, diags *diag.Diagnostics) {
-	if r.annotationChecks == nil || annotations.IsNull() || annotations.IsUnknown() {
+// checkAnnotations runs annotationChecks on the known annotations the model
+// writes and its spec.
+func (r *customResource) checkAnnotations(ctx context.Context, m customResourceModel, diags *diag.Diagnostics) {
+	if r.annotationChecks == nil {
 		return
 	}
-	var values map[string]string
-	if d := annotations.ElementsAs(ctx, &values, false); d.HasError() {
+	values, known := r.controllerAnnotations(ctx, m)
+	if !known || len(values) == 0 {
 		return
 	}
 	k := r.kind(diags)
 	if k == nil {
 		return
 	}
-	spec, err := r.specJSON(ctx, k, specValue)
+	spec, err := r.specJSON(ctx, k, m.Spec)
 	if err != nil {
 		return
 	}
@@ -243,7 +266,8 @@ func (r *customResource) checkAnnotations(ctx context.Context, annotations types
 	}
 	sort.Strings(keys)
 	for _, key := range keys {
-		diags.AddAttributeError(path.Root("annotations").AtMapKey(key), fmt.Sprintf("Invalid annotations[%q]", key), problems[key])
+		p := r.annotationPath(m, key)
+		diags.AddAttributeError(p, "Invalid "+p.String(), problems[key])
 	}
 }
 
@@ -348,7 +372,7 @@ func (r *customResource) Create(ctx context.Context, req resource.CreateRequest,
 	if resp.Diagnostics.HasError() || r.refuseExisting(ctx, namespace, plan.Name.ValueString(), &resp.Diagnostics) {
 		return
 	}
-	r.applyPlan(ctx, req.Plan, &resp.State, &resp.Diagnostics)
+	r.applyPlan(ctx, req.Plan, customResourceModel{}, &resp.State, &resp.Diagnostics)
 }
 
 // refuseExisting fails the create of an object another state or kubectl already
@@ -382,17 +406,19 @@ func (r *customResource) refuseExisting(ctx context.Context, namespace, name str
 }
 
 func (r *customResource) Update(ctx context.Context, req resource.UpdateRequest, resp *resource.UpdateResponse) {
-	r.applyPlan(ctx, req.Plan, &resp.State, &resp.Diagnostics)
+	prior, _ := r.model(ctx, req.State, &resp.Diagnostics)
+	r.applyPlan(ctx, req.Plan, prior, &resp.State, &resp.Diagnostics)
 }
 
-func (r *customResource) applyPlan(ctx context.Context, planned tfsdk.Plan, state *tfsdk.State, diags *diag.Diagnostics) {
+// applyPlan applies the plan over the prior state (empty on create).
+func (r *customResource) applyPlan(ctx context.Context, planned tfsdk.Plan, prior customResourceModel, state *tfsdk.State, diags *diag.Diagnostics) {
 	plan, namespace := r.model(ctx, planned, diags)
 	if diags.HasError() {
 		return
 	}
 	if r.impact != nil && plan.plannedImpact.IsUnknown() {
 		// What this apply does to the fleet, from the cluster as it is now.
-		plan.plannedImpact = types.StringValue(r.impactText(ctx, plan.Name.ValueString(), plan))
+		plan.plannedImpact = types.StringValue(r.impactText(ctx, plan.Name.ValueString(), plan, prior))
 	}
 	r.apply(ctx, planned.Schema, &plan, namespace, diags)
 	if !diags.HasError() {
@@ -418,9 +444,14 @@ func (r *customResource) apply(ctx context.Context, sch typedSchema, plan *custo
 	u := &unstructured.Unstructured{Object: k.Object(name, spec)}
 	u.SetNamespace(namespace)
 	u.SetLabels(mapStrings(plan.Labels))
-	u.SetAnnotations(mapStrings(plan.Annotations))
+	annotations, _ := r.controllerAnnotations(ctx, *plan)
+	u.SetAnnotations(annotations)
 	if err := cl.Patch(ctx, u, client.Apply, client.ForceOwnership, client.FieldOwner(FieldManager)); err != nil {
 		diags.AddError(fmt.Sprintf("Cannot apply %s %s", k.GVK.Kind, name), r.explain(k, err))
+		return
+	}
+	if err := r.dropStaleMix(ctx, cl, *plan, annotations, u); err != nil {
+		diags.AddError(fmt.Sprintf("Cannot remove the capacity mix annotations of %s %s that capacity_mix does not set", k.GVK.Kind, name), err.Error())
 		return
 	}
 	got, d := valueAt(ctx, sch, k, "spec", u.Object["spec"])
@@ -527,7 +558,13 @@ func (r *customResource) Read(ctx context.Context, req resource.ReadRequest, res
 		// Which keys the configuration sets is not known at import: take the
 		// object's own, leaving out what controllers and tools write on it.
 		state.Labels, state.Annotations = ownKeys(u.GetLabels()), ownKeys(u.GetAnnotations())
+		if r.capacityMix {
+			state.capacityMix = mixFromAnnotations(u.GetAnnotations())
+		}
 		resp.Diagnostics.Append(resp.Private.SetKey(ctx, importedKey, nil)...)
+	} else if r.capacityMix && !state.capacityMix.IsNull() {
+		// Edited in the cluster (kubectl annotate): the plan puts it back.
+		state.capacityMix = mixFromAnnotations(u.GetAnnotations())
 	}
 	state.Labels = managedKeys(state.Labels, u.GetLabels())
 	state.Annotations = managedKeys(state.Annotations, u.GetAnnotations())

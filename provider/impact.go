@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/terraform-plugin-framework/path"
 	"github.com/hashicorp/terraform-plugin-framework/resource"
 	"github.com/hashicorp/terraform-plugin-framework/types"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/util/sets"
 	"k8s.io/client-go/rest"
 	"k8s.io/utils/clock"
@@ -52,7 +53,7 @@ func fromUnstructured(obj map[string]any, into any) error {
 // the re-plan at apply, and the fleet moves in between). An unchanged spec keeps
 // the last impact. Nothing here fails the plan.
 func (r *customResource) planImpact(ctx context.Context, plan, state customResourceModel, resp *resource.ModifyPlanResponse) {
-	if plan.Spec.Equal(state.Spec) {
+	if plan.Spec.Equal(state.Spec) && !r.mixChanged(ctx, plan, state) {
 		prior := state.plannedImpact
 		if prior.IsNull() || prior.IsUnknown() {
 			prior = types.StringValue("")
@@ -62,19 +63,39 @@ func (r *customResource) planImpact(ctx context.Context, plan, state customResou
 	}
 	name := plan.Name.ValueString()
 	resp.Diagnostics.Append(resp.Plan.SetAttribute(ctx, path.Root("planned_impact"), types.StringUnknown())...)
-	resp.Diagnostics.AddWarning(fmt.Sprintf("Planned impact of changing %s %s", r.kindName, name), r.impactText(ctx, name, plan))
+	resp.Diagnostics.AddWarning(fmt.Sprintf("Planned impact of changing %s %s", r.kindName, name), r.impactText(ctx, name, plan, state))
 }
 
-// impactText is the impact of applying the plan now, or why it is not known.
-func (r *customResource) impactText(ctx context.Context, name string, plan customResourceModel) string {
-	text, err := r.workOutImpact(ctx, name, plan)
+// mixChanged reports whether the capacity mix the plan writes differs from the
+// state's (or is not known yet).
+func (r *customResource) mixChanged(ctx context.Context, plan, state customResourceModel) bool {
+	if !r.capacityMix {
+		return false
+	}
+	after, known := r.controllerAnnotations(ctx, plan)
+	before, _ := r.controllerAnnotations(ctx, state)
+	if !known {
+		return true
+	}
+	for key := range mixFields {
+		if after[key] != before[key] {
+			return true
+		}
+	}
+	return false
+}
+
+// impactText is the impact of applying the plan over the prior state now, or
+// why it is not known.
+func (r *customResource) impactText(ctx context.Context, name string, plan, prior customResourceModel) string {
+	text, err := r.workOutImpact(ctx, name, plan, prior)
 	if err != nil {
 		return "Not worked out: " + err.Error()
 	}
 	return text
 }
 
-func (r *customResource) workOutImpact(ctx context.Context, name string, plan customResourceModel) (string, error) {
+func (r *customResource) workOutImpact(ctx context.Context, name string, plan, prior customResourceModel) (string, error) {
 	var d diag.Diagnostics
 	k := r.kind(&d)
 	if k == nil {
@@ -86,9 +107,28 @@ func (r *customResource) workOutImpact(ctx context.Context, name string, plan cu
 	}
 	obj := k.Object(name, spec)
 	k.Default(obj)
+	annotations, known := r.controllerAnnotations(ctx, plan)
+	if !known {
+		return "", fmt.Errorf("the annotations have values known only after apply")
+	}
+	if len(annotations) > 0 {
+		if err := unstructured.SetNestedStringMap(obj, annotations, "metadata", "annotations"); err != nil {
+			return "", err
+		}
+	}
 	change, err := r.impact(obj)
 	if err != nil {
 		return "", fmt.Errorf("reading the planned %s, %w", r.kindName, err)
+	}
+	// What the apply takes off: the mix annotations the prior state wrote and
+	// the plan does not (the others it does not manage stay).
+	before, _ := r.controllerAnnotations(ctx, prior)
+	for key := range mixFields {
+		if _, had := before[key]; had {
+			if _, has := annotations[key]; !has {
+				change.RemovedAnnotations = append(change.RemovedAnnotations, key)
+			}
+		}
 	}
 	if r.clients == nil || r.clients.Kubernetes == nil {
 		return "", fmt.Errorf("the provider has no kubernetes block")

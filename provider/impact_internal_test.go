@@ -22,7 +22,7 @@ func TestPlanImpactWithoutTheClusterIsANote(t *testing.T) {
 	r.clients = &Clients{Kubernetes: &KubeClients{build: func() (*rest.Config, error) {
 		return nil, errors.New("dial tcp 127.0.0.1:1: connect: connection refused")
 	}}}
-	_, err := r.workOutImpact(context.Background(), "general", customResourceModel{})
+	_, err := r.workOutImpact(context.Background(), "general", customResourceModel{}, customResourceModel{})
 	if err == nil || !regexp.MustCompile(`the cluster could not be reached \(dial tcp`).MatchString(err.Error()) {
 		t.Errorf("got %v; want the unreachable cluster named", err)
 	}

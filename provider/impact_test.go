@@ -51,72 +51,8 @@ resource "dovetail_node_pool" "general" {
 }
 `
 	}
-	// The nodes a controller would have launched from the pool as applied.
-	launch := func(*terraform.State) error {
-		np := &v1.NodePool{}
-		if err := api.Client.Get(ctx, client.ObjectKey{Name: "general"}, np); err != nil {
-			return err
-		}
-		np.Status.Conditions = []metav1.Condition{{Type: v1.ConditionTypeReady, Status: metav1.ConditionTrue, Reason: "Ready", LastTransitionTime: metav1.Now()}}
-		if err := api.Client.Status().Update(ctx, np); err != nil {
-			return err
-		}
-		for _, name := range []string{"general-a", "general-b"} {
-			labels := map[string]string{v1.LabelNodePool: "general", v1.LabelInstanceType: "m5.large", v1.LabelTopologyZone: "us-west-2a",
-				v1.LabelCapacityType: v1.CapacityTypeOnDemand, v1.LabelHostname: name, v1.LabelArch: "amd64", v1.LabelOS: "linux"}
-			capacity := corev1.ResourceList{corev1.ResourceCPU: k8sresource.MustParse("2"), corev1.ResourceMemory: k8sresource.MustParse("8Gi"), corev1.ResourcePods: k8sresource.MustParse("29")}
-			nc := &v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{
-				v1.NodePoolHashAnnotationKey: np.Hash(), v1.NodePoolHashVersionAnnotationKey: v1.NodePoolHashVersion}},
-				Spec: v1.NodeClaimSpec{NodeClassRef: np.Spec.Template.Spec.NodeClassRef, ExpireAfter: np.Spec.Template.Spec.ExpireAfter,
-					Requirements: []v1.NodeSelectorRequirementWithMinValues{{Key: v1.LabelInstanceType, RequirementBody: v1.RequirementBody{Operator: v1.OpIn, Values: []string{"m5.large"}}}}}}
-			if err := api.Client.Create(ctx, nc); err != nil {
-				return err
-			}
-			nc.Status = v1.NodeClaimStatus{ProviderID: "aws:///us-west-2a/i-" + name, NodeName: name, Capacity: capacity, Allocatable: capacity,
-				Conditions: []metav1.Condition{{Type: v1.ConditionTypeInitialized, Status: metav1.ConditionTrue, Reason: "Initialized", LastTransitionTime: metav1.Now()}}}
-			if err := api.Client.Status().Update(ctx, nc); err != nil {
-				return err
-			}
-			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: corev1.NodeSpec{ProviderID: nc.Status.ProviderID}}
-			if err := api.Client.Create(ctx, node); err != nil {
-				return err
-			}
-			node.Status = corev1.NodeStatus{Capacity: capacity, Allocatable: capacity, Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}
-			if err := api.Client.Status().Update(ctx, node); err != nil {
-				return err
-			}
-			controller := true
-			pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-" + name, Namespace: "default",
-				OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", UID: "web", Controller: &controller}}},
-				Spec: corev1.PodSpec{NodeName: name, Containers: []corev1.Container{{Name: "web", Image: "web", Resources: corev1.ResourceRequirements{
-					Requests: corev1.ResourceList{corev1.ResourceCPU: k8sresource.MustParse("1"), corev1.ResourceMemory: k8sresource.MustParse("1Gi")}}}}}}
-			if err := api.Client.Create(ctx, pod); err != nil {
-				return err
-			}
-			pod.Status.Phase = corev1.PodRunning
-			if err := api.Client.Status().Update(ctx, pod); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
-	// No controller runs here: when the pool is being deleted, its claims go as
-	// termination would take them.
-	stop := make(chan struct{})
-	t.Cleanup(func() { close(stop) })
-	go func() {
-		for {
-			select {
-			case <-stop:
-				return
-			case <-time.After(200 * time.Millisecond):
-			}
-			np := &v1.NodePool{}
-			if err := api.Client.Get(ctx, client.ObjectKey{Name: "general"}, np); apierrors.IsNotFound(err) || (err == nil && np.DeletionTimestamp != nil) {
-				_ = api.Client.DeleteAllOf(ctx, &v1.NodeClaim{})
-			}
-		}
-	}()
+	launch := func(*terraform.State) error { return launchNodes(ctx, api.Client, "general", "general-a", "general-b") }
+	claimsGoWithPool(t, api.Client, "general")
 	// The plan shows the impact as a warning and leaves planned_impact to the
 	// apply, which records it as worked out just before applying.
 	unknown := resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{
@@ -176,4 +112,77 @@ resource "dovetail_node_pool" "general" {
 			},
 		},
 	})
+}
+
+// launchNodes makes the pool Ready and adds what a controller would have
+// launched from it as applied: a NodeClaim (on-demand m5.large, stamped with the
+// pool's hash), its Node and a running pod of 1 cpu on it, for each name.
+func launchNodes(ctx context.Context, c client.Client, pool string, names ...string) error {
+	np := &v1.NodePool{}
+	if err := c.Get(ctx, client.ObjectKey{Name: pool}, np); err != nil {
+		return err
+	}
+	np.Status.Conditions = []metav1.Condition{{Type: v1.ConditionTypeReady, Status: metav1.ConditionTrue, Reason: "Ready", LastTransitionTime: metav1.Now()}}
+	if err := c.Status().Update(ctx, np); err != nil {
+		return err
+	}
+	for _, name := range names {
+		labels := map[string]string{v1.LabelNodePool: pool, v1.LabelInstanceType: "m5.large", v1.LabelTopologyZone: "us-west-2a",
+			v1.LabelCapacityType: v1.CapacityTypeOnDemand, v1.LabelHostname: name, v1.LabelArch: "amd64", v1.LabelOS: "linux"}
+		capacity := corev1.ResourceList{corev1.ResourceCPU: k8sresource.MustParse("2"), corev1.ResourceMemory: k8sresource.MustParse("8Gi"), corev1.ResourcePods: k8sresource.MustParse("29")}
+		nc := &v1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels, Annotations: map[string]string{
+			v1.NodePoolHashAnnotationKey: np.Hash(), v1.NodePoolHashVersionAnnotationKey: v1.NodePoolHashVersion}},
+			Spec: v1.NodeClaimSpec{NodeClassRef: np.Spec.Template.Spec.NodeClassRef, ExpireAfter: np.Spec.Template.Spec.ExpireAfter,
+				Requirements: []v1.NodeSelectorRequirementWithMinValues{{Key: v1.LabelInstanceType, RequirementBody: v1.RequirementBody{Operator: v1.OpIn, Values: []string{"m5.large"}}}}}}
+		if err := c.Create(ctx, nc); err != nil {
+			return err
+		}
+		nc.Status = v1.NodeClaimStatus{ProviderID: "aws:///us-west-2a/i-" + name, NodeName: name, Capacity: capacity, Allocatable: capacity,
+			Conditions: []metav1.Condition{{Type: v1.ConditionTypeInitialized, Status: metav1.ConditionTrue, Reason: "Initialized", LastTransitionTime: metav1.Now()}}}
+		if err := c.Status().Update(ctx, nc); err != nil {
+			return err
+		}
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}, Spec: corev1.NodeSpec{ProviderID: nc.Status.ProviderID}}
+		if err := c.Create(ctx, node); err != nil {
+			return err
+		}
+		node.Status = corev1.NodeStatus{Capacity: capacity, Allocatable: capacity, Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}
+		if err := c.Status().Update(ctx, node); err != nil {
+			return err
+		}
+		controller := true
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "web-" + name, Namespace: "default",
+			OwnerReferences: []metav1.OwnerReference{{APIVersion: "apps/v1", Kind: "ReplicaSet", Name: "web", UID: "web", Controller: &controller}}},
+			Spec: corev1.PodSpec{NodeName: name, Containers: []corev1.Container{{Name: "web", Image: "web", Resources: corev1.ResourceRequirements{
+				Requests: corev1.ResourceList{corev1.ResourceCPU: k8sresource.MustParse("1"), corev1.ResourceMemory: k8sresource.MustParse("1Gi")}}}}}}
+		if err := c.Create(ctx, pod); err != nil {
+			return err
+		}
+		pod.Status.Phase = corev1.PodRunning
+		if err := c.Status().Update(ctx, pod); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// claimsGoWithPool stands in for the controller, which no test here runs: when
+// the pool is being deleted, its claims go as termination would take them.
+func claimsGoWithPool(t *testing.T, c client.Client, pool string) {
+	ctx := context.Background()
+	stop := make(chan struct{})
+	t.Cleanup(func() { close(stop) })
+	go func() {
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(200 * time.Millisecond):
+			}
+			np := &v1.NodePool{}
+			if err := c.Get(ctx, client.ObjectKey{Name: pool}, np); apierrors.IsNotFound(err) || (err == nil && np.DeletionTimestamp != nil) {
+				_ = c.DeleteAllOf(ctx, &v1.NodeClaim{}, client.MatchingLabels{v1.LabelNodePool: pool})
+			}
+		}
+	}()
 }

@@ -33,6 +33,7 @@ func NewNodePoolResource() resource.Resource {
 		extraChecks:      nodePoolChecks,
 		annotationChecks: nodePoolAnnotationChecks,
 		impact:           nodePoolChange,
+		capacityMix:      true,
 		afterDelete: func(ctx context.Context, cl client.Client, name string) error {
 			return nodeClaimsGone(ctx, cl, client.MatchingLabels{"karpenter.sh/nodepool": name})
 		},

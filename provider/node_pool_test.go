@@ -286,6 +286,15 @@ func TestNodePoolPlanTimeValidation(t *testing.T) {
   spec = {`, 1), `on-demand base of 3 nodes is more than the pool.s limits.nodes \(2\)`},
 		"on-demand base of a spot-only pool": {strings.Replace(poolWith("p", "", `{ key = "karpenter.sh/capacity-type", operator = "In", values = ["spot"] }`), "spec = {", `annotations = { "dovetail.sh/on-demand-base" = "1" }
   spec = {`, 1), `an on-demand base needs on-demand capacity`},
+		"capacity_mix spot_percent over 100": {strings.Replace(poolWith("p", "", req), "spec = {", `capacity_mix = { spot_percent = 120 }
+  spec = {`, 1), `Attribute capacity_mix.spot_percent value must be between 0 and 100, got: 120`},
+		"capacity_mix base over the node limit": {strings.Replace(poolWith("p", `limits = { nodes = "2" }`, req), "spec = {", `capacity_mix = { on_demand_base = 3 }
+  spec = {`, 1), `(?s)Invalid capacity_mix.on_demand_base.*on-demand base of 3 nodes is more than the pool.s limits.nodes \(2\)`},
+		"empty capacity_mix": {strings.Replace(poolWith("p", "", req), "spec = {", `capacity_mix = {}
+  spec = {`, 1), `capacity_mix states neither on_demand_base nor spot_percent`},
+		"capacity mix set twice": {strings.Replace(poolWith("p", "", req), "spec = {", `capacity_mix = { on_demand_base = 1 }
+  annotations  = { "dovetail.sh/on-demand-base" = "2" }
+  spec = {`, 1), `annotations\["dovetail.sh/on-demand-base"\] is what capacity_mix.on_demand_base writes`},
 		"budget over 100%": {poolWith("p", `disruption = { consolidate_after = "0s", budgets = [{ nodes = "110%" }] }`, req),
 			`spec.disruption.budgets\[0\].nodes: Invalid value: "110%"`},
 		"misspelt taint effect": {strings.Replace(poolWith("p", "", req), "requirements   =", `taints = [{ key = "dedicated", effect = "NoScheduel" }]

@@ -15,6 +15,7 @@ import (
 	awsv1 "github.com/dovetail-sh/dovetail/controller/apis/aws/v1"
 	v1 "github.com/dovetail-sh/dovetail/controller/apis/v1"
 	"github.com/dovetail-sh/dovetail/controller/buffer"
+	"github.com/dovetail-sh/dovetail/controller/capacitymix"
 	"github.com/dovetail-sh/dovetail/controller/catalog"
 	"github.com/dovetail-sh/dovetail/controller/consolidation"
 	"github.com/dovetail-sh/dovetail/controller/operator/settings"
@@ -32,6 +33,9 @@ const WavePace = 3 * time.Minute
 type Change struct {
 	NodePool     *v1.NodePool
 	EC2NodeClass *awsv1.EC2NodeClass
+	// RemovedAnnotations are the annotations the change takes off the object
+	// (those it sets are on it); the others stay as they are.
+	RemovedAnnotations []string
 }
 
 // Impact is what applying a change to a live cluster would do to its fleet, as
@@ -58,6 +62,9 @@ type Impact struct {
 	// Replacements are the drifted claims' replacements as the waves launch them,
 	// by instance type (the cheapest option), zone and capacity type.
 	Replacements []PlannedNodeClaim `json:"replacements"`
+	// CapacityMix is the changed pool's spot/on-demand mix before and after, when
+	// it states one either way.
+	CapacityMix *MixImpact `json:"capacityMix,omitempty"`
 }
 
 // DriftedClaim is a claim a change drifts.
@@ -89,7 +96,7 @@ func PlanImpact(in *Inputs, cat *catalog.File, ctl *settings.Options, now time.T
 		if i < 0 {
 			return nil, fmt.Errorf("nodepool %s is not in the cluster", np.Name)
 		}
-		changed.NodePools[i] = withStatus(np, changed.NodePools[i])
+		changed.NodePools[i] = withStatus(np, changed.NodePools[i], change.RemovedAnnotations)
 		governs = func(nc *v1.NodeClaim) bool { return nc.Labels[v1.LabelNodePool] == np.Name }
 		driftOf = func(nc *v1.NodeClaim, node *corev1.Node) (string, bool) {
 			return consolidation.PoolDrift(np, nc, node, ctl.DriftOnMetadata)
@@ -167,6 +174,7 @@ func PlanImpact(in *Inputs, cat *catalog.File, ctl *settings.Options, now time.T
 		}
 	}
 	impact.PricePerHourAfter = impact.PricePerHourBefore
+	mixCounts := mixCountsWithout(view.Claims, nil)
 	if len(drifting) > 0 {
 		static := map[string]staticDrift{}
 		for _, np := range changed.NodePools {
@@ -183,16 +191,20 @@ func PlanImpact(in *Inputs, cat *catalog.File, ctl *settings.Options, now time.T
 		}
 		done := replaceInWaves(snap, cl, slices.Clone(drifting), allowed, disrupted, p.virtual, static)
 		perPool := map[string]int{}
+		replaced := sets.New[string]()
 		for i, d := range drifting {
 			if why, waits := done.waits[d.claim]; waits {
 				impact.Drifted[i].Waits = why
 				continue
 			}
 			perPool[d.pool]++
+			replaced.Insert(d.claim)
 			if !math.IsNaN(d.price) {
 				impact.PricePerHourAfter -= d.price
 			}
 		}
+		mixCounts = mixCountsWithout(view.Claims, replaced)
+		holdMixes(done.replacements, changed.NodePools, mixCounts)
 		for _, nc := range done.replacements {
 			impact.PricePerHourAfter += nc.Offering.Price
 			impact.Replacements = append(impact.Replacements, plannedNodeClaim(nc))
@@ -204,6 +216,9 @@ func PlanImpact(in *Inputs, cat *catalog.File, ctl *settings.Options, now time.T
 		if impact.Waves > 0 {
 			impact.EstimatedDuration = time.Duration(impact.Waves) * WavePace
 		}
+	}
+	if change.NodePool != nil {
+		impact.CapacityMix = mixImpact(in.NodePools, changed.NodePools, change.NodePool.Name, capacitymix.CountPool(view.Claims, change.NodePool.Name), mixCounts[change.NodePool.Name])
 	}
 	impact.PricePerHourBefore, impact.PricePerHourAfter = round(impact.PricePerHourBefore), round(impact.PricePerHourAfter)
 	return impact, nil
@@ -430,12 +445,23 @@ func selectorChange(live, planned *awsv1.EC2NodeClass) string {
 	return ""
 }
 
-// withStatus is the planned pool with the live one's status: the controller
-// plans with a pool once it is Ready, and a spec change does not reset that.
-func withStatus(planned, live *v1.NodePool) *v1.NodePool {
+// withStatus is the planned pool with the live one's status and metadata: the
+// controller plans with a pool once it is Ready, and a spec change does not reset
+// that. Of the annotations, the planned ones are set and the removed ones go,
+// as an apply does; the others stay.
+func withStatus(planned, live *v1.NodePool, removed []string) *v1.NodePool {
 	out := planned.DeepCopy()
 	out.Status = *live.Status.DeepCopy()
 	out.ObjectMeta = *live.ObjectMeta.DeepCopy()
+	for _, k := range removed {
+		delete(out.Annotations, k)
+	}
+	for k, v := range planned.Annotations {
+		if out.Annotations == nil {
+			out.Annotations = map[string]string{}
+		}
+		out.Annotations[k] = v
+	}
 	return out
 }
 
@@ -506,6 +532,9 @@ func (i *Impact) String() string {
 		fmt.Fprintf(&b, "\nReplacements: %s.", strings.Join(parts, ", "))
 	}
 	fmt.Fprintf(&b, "\nCost: $%.4f/h before, $%.4f/h after (%+.4f).", i.PricePerHourBefore, i.PricePerHourAfter, i.PricePerHourAfter-i.PricePerHourBefore)
+	if i.CapacityMix != nil {
+		b.WriteString("\n" + i.CapacityMix.String())
+	}
 	if n := len(i.Unplaced); n > 0 {
 		fmt.Fprintf(&b, "\nWarning: %d pod(s) of drifted nodes would have nowhere to go, e.g. %s: %s", n, i.Unplaced[0].Pod, i.Unplaced[0].Reason)
 	}

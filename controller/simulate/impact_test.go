@@ -360,3 +360,75 @@ func inPool(in *Inputs, node, pool string) {
 		}
 	}
 }
+
+// A drift replacement is planned as it will launch within its pool's capacity
+// mix: 4 nodes (3 on-demand, 1 spot; base 2, at most 50% spot beyond it)
+// drifted by a startup taint, spot at a third of on-demand, are replaced by 3 on-demand
+// nodes and 1 spot, priced so, and the impact shows the mix before and after;
+// without the mix all 4 would be spot. A change of the mix alone drifts nothing
+// and says whether the nodes keep it (the annotation the change does not set
+// stays as it is).
+func TestPlanImpactHoldsTheCapacityMix(t *testing.T) {
+	types := westCatalog(t, "us-west-2a")
+	for i := range types.InstanceTypes {
+		for j := range types.InstanceTypes[i].Offerings {
+			if o := &types.InstanceTypes[i].Offerings[j]; o.CapacityType == v1.CapacityTypeSpot {
+				o.Price /= 3
+			}
+		}
+	}
+	mix := map[string]string{"dovetail.sh/on-demand-base": "2", "dovetail.sh/spot-percent": "50"}
+	impactOn := func(live map[string]string, change func(np *v1.NodePool)) *Impact {
+		t.Helper()
+		sc := newSnapshotCluster(t, types,
+			v1.NodePoolRequirement{Key: v1.LabelInstanceType, RequirementBody: v1.RequirementBody{Operator: v1.OpIn, Values: []string{"m6i.large"}}},
+			v1.NodePoolRequirement{Key: v1.LabelCapacityType, RequirementBody: v1.RequirementBody{Operator: v1.OpIn, Values: []string{v1.CapacityTypeSpot, v1.CapacityTypeOnDemand}}})
+		sc.pool.Annotations = live
+		for _, ct := range []string{v1.CapacityTypeOnDemand, v1.CapacityTypeOnDemand, v1.CapacityTypeOnDemand, v1.CapacityTypeSpot} {
+			sc.pod(sc.node("m6i.large", "us-west-2a", ct), "1500m", "512Mi", map[string]string{"app": "web"})
+		}
+		// Launched from the pool as it is: a change of its template drifts them.
+		for _, o := range sc.objects {
+			if nc, ok := o.(*v1.NodeClaim); ok {
+				nc.Annotations = map[string]string{v1.NodePoolHashAnnotationKey: sc.pool.Hash(), v1.NodePoolHashVersionAnnotationKey: v1.NodePoolHashVersion}
+			}
+		}
+		np := sc.pool.DeepCopy()
+		change(np)
+		impact, err := PlanImpact(sc.read(), types, defaults(), fakeNow, Change{NodePool: np})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return impact
+	}
+	taint := func(np *v1.NodePool) {
+		np.Spec.Template.Spec.StartupTaints = []corev1.Taint{{Key: "agent-not-ready", Effect: corev1.TaintEffectNoSchedule}}
+	}
+	replacedBy := func(impact *Impact) map[string]int {
+		out := map[string]int{}
+		for _, r := range impact.Replacements {
+			out[r.CapacityType]++
+		}
+		return out
+	}
+	free := impactOn(nil, taint)
+	if got := replacedBy(free); got[v1.CapacityTypeSpot] != 4 || free.CapacityMix != nil {
+		t.Fatalf("without a mix: replacements %v, mix %+v\n%s; want 4 spot and no mix", got, free.CapacityMix, free)
+	}
+	held := impactOn(mix, taint)
+	if got := replacedBy(held); got[v1.CapacityTypeOnDemand] != 3 || got[v1.CapacityTypeSpot] != 1 {
+		t.Fatalf("with the mix: replacements %v\n%s; want 3 on-demand and 1 spot", got, held)
+	}
+	if held.PricePerHourAfter <= free.PricePerHourAfter {
+		t.Errorf("with the mix $%.4f/h after, without $%.4f/h; want the on-demand replacements priced on-demand", held.PricePerHourAfter, free.PricePerHourAfter)
+	}
+	want := "Capacity mix: on-demand base 2, at most 50% spot beyond it; nodes 3 on-demand, 1 spot before, 3 on-demand, 1 spot after."
+	if m := held.CapacityMix; m == nil || !m.Holds || !strings.Contains(held.String(), want) {
+		t.Errorf("the impact lacks %q:\n%s", want, held)
+	}
+	raised := impactOn(mix, func(np *v1.NodePool) { np.Annotations = map[string]string{"dovetail.sh/on-demand-base": "4"} })
+	want = "Capacity mix: on-demand base 4, at most 50% spot beyond it (was: on-demand base 2, at most 50% spot beyond it); nodes 3 on-demand, 1 spot before, 3 on-demand, 1 spot after; the nodes after do not keep it"
+	if len(raised.Drifted) != 0 || raised.CapacityMix == nil || raised.CapacityMix.Holds || !strings.Contains(raised.String(), want) {
+		t.Errorf("a base raised to 4: %+v\n%s; want nothing drifted and %q", raised.CapacityMix, raised, want)
+	}
+}
