@@ -420,7 +420,7 @@ func (r *customResource) applyPlan(ctx context.Context, planned tfsdk.Plan, prio
 		// What this apply does to the fleet, from the cluster as it is now.
 		plan.plannedImpact = types.StringValue(r.impactText(ctx, plan.Name.ValueString(), plan, prior))
 	}
-	r.apply(ctx, planned.Schema, &plan, namespace, diags)
+	r.apply(ctx, planned.Schema, &plan, prior, namespace, diags)
 	if !diags.HasError() {
 		diags.Append(r.setState(ctx, state, plan, namespace)...)
 	}
@@ -429,7 +429,7 @@ func (r *customResource) applyPlan(ctx context.Context, planned tfsdk.Plan, prio
 // apply server-side applies the planned object and checks that the cluster now holds
 // exactly the planned spec. Fields another manager added (say, with kubectl edit) are
 // not removed by an apply that omits them, so the spec is then replaced outright.
-func (r *customResource) apply(ctx context.Context, sch typedSchema, plan *customResourceModel, namespace string, diags *diag.Diagnostics) {
+func (r *customResource) apply(ctx context.Context, sch typedSchema, plan *customResourceModel, prior customResourceModel, namespace string, diags *diag.Diagnostics) {
 	k := r.kind(diags)
 	cl := kubeClient(r.clients, diags)
 	if k == nil || cl == nil {
@@ -450,7 +450,7 @@ func (r *customResource) apply(ctx context.Context, sch typedSchema, plan *custo
 		diags.AddError(fmt.Sprintf("Cannot apply %s %s", k.GVK.Kind, name), r.explain(k, err))
 		return
 	}
-	if err := r.dropStaleMix(ctx, cl, *plan, annotations, u); err != nil {
+	if err := r.dropStaleMix(ctx, cl, *plan, prior, annotations, u); err != nil {
 		diags.AddError(fmt.Sprintf("Cannot remove the capacity mix annotations of %s %s that capacity_mix does not set", k.GVK.Kind, name), err.Error())
 		return
 	}
@@ -559,12 +559,12 @@ func (r *customResource) Read(ctx context.Context, req resource.ReadRequest, res
 		// object's own, leaving out what controllers and tools write on it.
 		state.Labels, state.Annotations = ownKeys(u.GetLabels()), ownKeys(u.GetAnnotations())
 		if r.capacityMix {
-			state.capacityMix = mixFromAnnotations(u.GetAnnotations())
+			state.capacityMix = readMix(u.GetAnnotations(), &resp.Diagnostics)
 		}
 		resp.Diagnostics.Append(resp.Private.SetKey(ctx, importedKey, nil)...)
 	} else if r.capacityMix && !state.capacityMix.IsNull() {
 		// Edited in the cluster (kubectl annotate): the plan puts it back.
-		state.capacityMix = mixFromAnnotations(u.GetAnnotations())
+		state.capacityMix = readMix(u.GetAnnotations(), &resp.Diagnostics)
 	}
 	state.Labels = managedKeys(state.Labels, u.GetLabels())
 	state.Annotations = managedKeys(state.Annotations, u.GetAnnotations())

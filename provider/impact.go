@@ -107,11 +107,13 @@ func (r *customResource) workOutImpact(ctx context.Context, name string, plan, p
 	}
 	obj := k.Object(name, spec)
 	k.Default(obj)
+	// The annotations the controller reads (the capacity mix) are the plan's;
+	// while some are known only after apply, the cluster's.
+	var notes []string
 	annotations, known := r.controllerAnnotations(ctx, plan)
 	if !known {
-		return "", fmt.Errorf("the annotations have values known only after apply")
-	}
-	if len(annotations) > 0 {
+		notes = append(notes, "annotations known only after apply: the cluster's are used")
+	} else if len(annotations) > 0 {
 		if err := unstructured.SetNestedStringMap(obj, annotations, "metadata", "annotations"); err != nil {
 			return "", err
 		}
@@ -120,15 +122,8 @@ func (r *customResource) workOutImpact(ctx context.Context, name string, plan, p
 	if err != nil {
 		return "", fmt.Errorf("reading the planned %s, %w", r.kindName, err)
 	}
-	// What the apply takes off: the mix annotations the prior state wrote and
-	// the plan does not (the others it does not manage stay).
-	before, _ := r.controllerAnnotations(ctx, prior)
-	for key := range mixFields {
-		if _, had := before[key]; had {
-			if _, has := annotations[key]; !has {
-				change.RemovedAnnotations = append(change.RemovedAnnotations, key)
-			}
-		}
+	if known {
+		change.RemovedAnnotations = r.removedMixKeys(ctx, plan, prior)
 	}
 	if r.clients == nil || r.clients.Kubernetes == nil {
 		return "", fmt.Errorf("the provider has no kubernetes block")
@@ -164,7 +159,7 @@ func (r *customResource) workOutImpact(ctx context.Context, name string, plan, p
 	cat, pricesNote := r.spotPriced(ctx, cat)
 	// The controller's settings (--drift-on-metadata, its costs and gates) are its
 	// Deployment's, as it runs now.
-	ctl, _, notes, err := in.ControllerSettings()
+	ctl, _, settingsNotes, err := in.ControllerSettings()
 	if err != nil {
 		return "", err
 	}
@@ -175,7 +170,7 @@ func (r *customResource) workOutImpact(ctx context.Context, name string, plan, p
 	if err != nil {
 		return "", err
 	}
-	return withNotes(strings.TrimSpace(impact.String()), append(append(in.Unreadable, notes...), pricesNote)), nil
+	return withNotes(strings.TrimSpace(impact.String()), append(append(append(in.Unreadable, settingsNotes...), notes...), pricesNote)), nil
 }
 
 // spotPriced is the catalog with spot offerings at the latest spot price EC2 gives

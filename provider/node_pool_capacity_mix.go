@@ -3,7 +3,9 @@ package provider
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"maps"
+	"slices"
 	"strconv"
 
 	"github.com/hashicorp/terraform-plugin-framework-validators/int64validator"
@@ -87,24 +89,44 @@ func mixAnnotations(mix types.Object) (map[string]string, bool) {
 }
 
 // mixFromAnnotations is capacity_mix as the object's annotations state it, or
-// null when they state none. A value that does not parse reads as unset, so the
-// plan writes the configured one again.
-func mixFromAnnotations(annotations map[string]string) types.Object {
+// null when they state none, and the annotations whose values do not parse. The
+// controller ignores a pool's whole mix when one does not parse; such a value
+// reads as -1, which no configuration holds, so the plan writes the configured
+// mix again.
+func mixFromAnnotations(annotations map[string]string) (types.Object, []string) {
 	values := map[string]attr.Value{}
 	set := false
-	for key, name := range mixFields {
+	var bad []string
+	for _, key := range slices.Sorted(maps.Keys(mixFields)) {
+		name := mixFields[key]
 		values[name] = types.Int64Null()
-		if s, ok := annotations[key]; ok {
-			if n, err := strconv.ParseInt(s, 10, 64); err == nil {
-				values[name] = types.Int64Value(n)
-				set = true
-			}
+		s, ok := annotations[key]
+		if !ok {
+			continue
 		}
+		set = true
+		n, err := strconv.ParseInt(s, 10, 64)
+		if err != nil {
+			n = -1
+			bad = append(bad, key)
+		}
+		values[name] = types.Int64Value(n)
 	}
 	if !set {
-		return types.ObjectNull(mixAttrTypes)
+		return types.ObjectNull(mixAttrTypes), nil
 	}
-	return types.ObjectValueMust(mixAttrTypes, values)
+	return types.ObjectValueMust(mixAttrTypes, values), bad
+}
+
+// readMix is capacity_mix as the live object states it, warning about a value
+// that does not parse.
+func readMix(annotations map[string]string, diags *diag.Diagnostics) types.Object {
+	mix, bad := mixFromAnnotations(annotations)
+	for _, key := range bad {
+		diags.AddAttributeWarning(path.Root("capacity_mix").AtName(mixFields[key]), "Capacity mix annotation does not parse",
+			fmt.Sprintf("The NodePool's annotation %s=%q is not a whole number, so the controller ignores the pool's capacity mix. It reads here as -1; the next apply writes capacity_mix again.", key, annotations[key]))
+	}
+	return mix
 }
 
 // controllerAnnotations are the annotations the model writes: its annotations
@@ -112,6 +134,11 @@ func mixFromAnnotations(annotations map[string]string) types.Object {
 func (r *customResource) controllerAnnotations(ctx context.Context, m customResourceModel) (map[string]string, bool) {
 	if m.Annotations.IsUnknown() {
 		return nil, false
+	}
+	for _, v := range m.Annotations.Elements() {
+		if v.IsUnknown() {
+			return nil, false
+		}
 	}
 	out := mapStrings(m.Annotations)
 	if !r.capacityMix {
@@ -159,11 +186,37 @@ func (r *customResource) annotationPath(m customResourceModel, key string) path.
 	return path.Root("annotations").AtMapKey(key)
 }
 
-// dropStaleMix removes, after an apply with capacity_mix, a mix annotation it
-// does not set that another manager (kubectl annotate) left: the controller
-// reads the two as one setting, so capacity_mix owns both.
-func (r *customResource) dropStaleMix(ctx context.Context, cl client.Client, m customResourceModel, applied map[string]string, live *unstructured.Unstructured) error {
-	if !r.capacityMix || m.capacityMix.IsNull() {
+// ownsMix reports whether capacity_mix is set in the plan or was in the prior
+// state: it then owns both mix annotations, whoever set them.
+func (r *customResource) ownsMix(plan, prior customResourceModel) bool {
+	return r.capacityMix && (!plan.capacityMix.IsNull() || !prior.capacityMix.IsNull())
+}
+
+// removedMixKeys are the mix annotations an apply of the plan over the prior
+// state takes off: where capacity_mix owns them, every one the plan does not
+// write; else those the prior annotations wrote and the plan does not (server-
+// side apply removes what it owned).
+func (r *customResource) removedMixKeys(ctx context.Context, plan, prior customResourceModel) []string {
+	after, _ := r.controllerAnnotations(ctx, plan)
+	before, _ := r.controllerAnnotations(ctx, prior)
+	var out []string
+	for _, key := range slices.Sorted(maps.Keys(mixFields)) {
+		if _, writes := after[key]; writes {
+			continue
+		}
+		if _, wrote := before[key]; wrote || r.ownsMix(plan, prior) {
+			out = append(out, key)
+		}
+	}
+	return out
+}
+
+// dropStaleMix removes, after an apply, the mix annotations capacity_mix owns
+// and the plan does not write that another manager (kubectl annotate, or the
+// tool that made an imported pool) left: the controller reads the two as one
+// setting, so with capacity_mix set, or just removed, none is left behind.
+func (r *customResource) dropStaleMix(ctx context.Context, cl client.Client, plan, prior customResourceModel, applied map[string]string, live *unstructured.Unstructured) error {
+	if !r.ownsMix(plan, prior) {
 		return nil
 	}
 	remove := map[string]any{}

@@ -21,8 +21,10 @@ import (
 // controller reads; a change of it plans no drift and shows the mix before and
 // after with the pool's nodes (2 on-demand) in the plan's warning and in
 // planned_impact; a value dropped from it goes from the cluster; an annotation
-// another manager adds (kubectl annotate) is drift the apply takes off; import
-// reads it back; and removing capacity_mix removes the annotations.
+// another manager adds (kubectl annotate), or one that does not parse, is drift
+// the apply takes off; import reads it back; removing capacity_mix removes both
+// annotations, kubectl's too; and set again over kubectl's share, the impact
+// says the share goes, as the apply makes it.
 func TestAccNodePoolCapacityMix(t *testing.T) {
 	acceptance(t)
 	ctx := context.Background()
@@ -62,6 +64,17 @@ resource "dovetail_node_pool" "mixed" {
 			return nil
 		}
 	}
+	// annotate is kubectl annotate of the pool's spot share.
+	annotate := func(value string) {
+		np := &v1.NodePool{}
+		must(t, api.Client.Get(ctx, client.ObjectKey{Name: "mixed"}, np))
+		patch := client.MergeFrom(np.DeepCopy())
+		if np.Annotations == nil {
+			np.Annotations = map[string]string{}
+		}
+		np.Annotations[capacitymix.SpotPercentAnnotationKey] = value
+		must(t, api.Client.Patch(ctx, np, patch, client.FieldOwner("kubectl-annotate")))
+	}
 	claimsGoWithPool(t, api.Client, "mixed")
 	var warnings planWarnings
 	const addr = "dovetail_node_pool.mixed"
@@ -86,13 +99,15 @@ resource "dovetail_node_pool" "mixed" {
 			},
 			{
 				// kubectl annotate: the mix is drift, and the apply takes it off.
-				PreConfig: func() {
-					np := &v1.NodePool{}
-					must(t, api.Client.Get(ctx, client.ObjectKey{Name: "mixed"}, np))
-					patch := client.MergeFrom(np.DeepCopy())
-					np.Annotations[capacitymix.SpotPercentAnnotationKey] = "10"
-					must(t, api.Client.Patch(ctx, np, patch, client.FieldOwner("kubectl-annotate")))
-				},
+				PreConfig:        func() { annotate("10") },
+				Config:           config(`capacity_mix = { on_demand_base = 3 }`),
+				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)}},
+				Check:            annotationsAre(map[string]string{capacitymix.OnDemandBaseAnnotationKey: "3"}),
+			},
+			{
+				// A value the controller cannot read (it would ignore the whole mix)
+				// is drift too.
+				PreConfig:        func() { annotate("most") },
 				Config:           config(`capacity_mix = { on_demand_base = 3 }`),
 				ConfigPlanChecks: resource.ConfigPlanChecks{PreApply: []plancheck.PlanCheck{plancheck.ExpectResourceAction(addr, plancheck.ResourceActionUpdate)}},
 				Check:            annotationsAre(map[string]string{capacitymix.OnDemandBaseAnnotationKey: "3"}),
@@ -109,8 +124,23 @@ resource "dovetail_node_pool" "mixed" {
 				ImportStateVerifyIgnore: []string{"status", "planned_impact"},
 			},
 			{
-				Config: config(""),
-				Check:  annotationsAre(nil),
+				// Removing capacity_mix removes both annotations, the one kubectl
+				// added beside it too.
+				PreConfig: func() { annotate("10") },
+				Config:    config(""),
+				Check:     annotationsAre(nil),
+			},
+			{
+				// Set again over what kubectl left: the plan's impact says the
+				// share it does not set goes, and the apply takes it off.
+				PreConfig: func() {
+					annotate("10")
+					warnings.reset()
+				},
+				Config: config(`capacity_mix = { on_demand_base = 3 }`),
+				Check: resource.ComposeTestCheckFunc(
+					annotationsAre(map[string]string{capacitymix.OnDemandBaseAnnotationKey: "3"}),
+					warnings.saw(`Capacity mix: on-demand base 3, at most 100% spot beyond it \(was: on-demand base 0, at most 10% spot beyond it\)`)),
 			},
 		},
 	})

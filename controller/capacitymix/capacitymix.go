@@ -230,7 +230,10 @@ func Mixes(pools []*karpv1.NodePool) map[string]Mix {
 }
 
 // Hold is HoldOnPlans for pools' mixes and their counts before the plans; counts
-// become those after them.
+// become those after them. A plan is counted as the provisioner counts the claim
+// it launches: one whose requirements allow spot counts as spot (the cloud takes
+// the cheapest offering, and a replacement's narrowing may pick spot), unless one
+// more spot node would break its pool's mix, when it is pinned to on-demand.
 func Hold(plans []*scheduling.NodeClaimPlan, mixes map[string]Mix, counts map[string]Counts) {
 	for _, plan := range plans {
 		mix, ok := mixes[plan.NodePool]
@@ -239,7 +242,7 @@ func Hold(plans []*scheduling.NodeClaimPlan, mixes map[string]Mix, counts map[st
 		}
 		c := counts[plan.NodePool]
 		switch {
-		case plan.Offering.CapacityType != karpv1.CapacityTypeSpot:
+		case !PlanMaySpot(plan):
 			c.OnDemand++
 		case mix.AllowsSpot(c):
 			c.Spot++
@@ -252,13 +255,26 @@ func Hold(plans []*scheduling.NodeClaimPlan, mixes map[string]Mix, counts map[st
 	}
 }
 
-// pinPlan moves a plan to its cheapest on-demand option, if it has one.
+// PlanMaySpot reports whether a planned claim may launch as spot: its offering
+// is spot, or its requirements allow spot.
+func PlanMaySpot(plan *scheduling.NodeClaimPlan) bool {
+	return plan.Offering.CapacityType == karpv1.CapacityTypeSpot || plan.Requirements.Get(karpv1.LabelCapacityType).Has(karpv1.CapacityTypeSpot)
+}
+
+// pinPlan narrows a plan to on-demand: its requirements, and a spot offering
+// to its cheapest on-demand option (an on-demand offering stays, with what
+// covers it). false when it has no on-demand option.
 func pinPlan(plan *scheduling.NodeClaimPlan) bool {
-	best, offering, ok := CheapestOnDemand(plan)
-	if !ok {
-		return false
+	if plan.Offering.CapacityType == karpv1.CapacityTypeSpot {
+		best, offering, ok := CheapestOnDemand(plan)
+		if !ok {
+			return false
+		}
+		plan.InstanceType, plan.Offering, plan.ListPrice, plan.CoveredBy = best, offering, offering.Price, ""
 	}
-	plan.InstanceType, plan.Offering, plan.ListPrice, plan.CoveredBy = best, offering, offering.Price, ""
+	if plan.Requirements == nil {
+		plan.Requirements = scheduling.Requirements{}
+	}
 	plan.Requirements[karpv1.LabelCapacityType] = scheduling.MustRequirement(karpv1.LabelCapacityType, karpv1.OpIn, karpv1.CapacityTypeOnDemand)
 	return true
 }

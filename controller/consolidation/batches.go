@@ -64,7 +64,15 @@ func batches(cl *Cluster, plan *Plan, r *scheduling.Results, allowed map[string]
 		// batch. So the batch is planned alone, onto the nodes that stay, as
 		// Karpenter plans each of its moves; the plan's replacements remain for
 		// pods that fit nowhere else.
-		if alone := Replan(cl, under.Candidates, empty.Candidates, opts); alone != nil {
+		alone := Replan(cl, under.Candidates, empty.Candidates, opts)
+		if alone == nil {
+			// Under a capacity mix the part's own plan may break it where the
+			// whole target did not (removing on-demand nodes the target's
+			// replacements made up for): planned without the mixes, keepingMixes
+			// keeps what of it they allow (the spot nodes, for one).
+			alone = replan(cl, under.Candidates, empty.Candidates, opts, false)
+		}
+		if alone != nil {
 			under = alone
 		}
 	}
@@ -121,10 +129,22 @@ func destinations(cl *Cluster, cands []*Candidate, r *scheduling.Results) ([]*sc
 // candidates than have held for the validation delay, or than the budgets let go
 // now, goes this way with the part that may.
 func Replan(cl *Cluster, cands, beside []*Candidate, opts Options) *Batch {
+	return replan(cl, cands, beside, opts, true)
+}
+
+// replan is Replan; withinMixes false plans it as if no pool had a capacity
+// mix (nil when none has one: that is Replan).
+func replan(cl *Cluster, cands, beside []*Candidate, opts Options, withinMixes bool) *Batch {
 	if len(cands) == 0 {
 		return nil
 	}
 	t := newTrial(cl)
+	if !withinMixes {
+		if t.mixes == nil {
+			return nil
+		}
+		t.mixes, t.mixCounts = nil, nil
+	}
 	for _, c := range beside {
 		t.alsoGone.Insert(c.Node.Name, c.Claim.Name)
 		// An empty node's pods cost nothing to move, but still need a place.

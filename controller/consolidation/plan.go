@@ -2,7 +2,9 @@ package consolidation
 
 import (
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"strings"
 	"time"
 
@@ -152,130 +154,136 @@ func Decide(cl *Cluster, allowed map[string]map[v1.DisruptionReason]int, opts Op
 }
 
 // keepingMixes leaves out what of the batches would break a pool's capacity mix
-// (a cheaper fleet that would is not taken), counting each batch kept as done for
-// the next: a batch with replacements whole, of one that only removes nodes the
-// nodes the mix needs; each candidate left out is blocked saying so.
+// (a cheaper fleet that would is not taken). The controller runs the batches
+// apart, and a batch that only removes nodes may go in part (what of it has held
+// for the validation delay), so each batch is checked as the worst the batches
+// kept before it may do: their on-demand removals without their spot ones
+// (removing spot never brings a mix further from holding, removing on-demand
+// may), or, for a batch with replacements (it goes whole, or its part replanned
+// within the mixes), all of it. Of a batch that only removes nodes, the spot
+// ones go and as many on-demand ones as the mix allows; a batch with
+// replacements goes whole or not at all. Each candidate left out is blocked
+// saying so.
 func keepingMixes(cl *Cluster, batches []*Batch, blocked []Blocked) ([]*Batch, []Blocked) {
-	if cl.Snapshot == nil || capacitymix.Mixes(cl.Snapshot.Pools) == nil {
+	if cl.Snapshot == nil {
 		return batches, blocked
 	}
-	var claims []v1.NodeClaim
-	for _, nc := range cl.Snapshot.Claims {
-		claims = append(claims, *nc)
+	mixes := capacitymix.Mixes(cl.Snapshot.Pools)
+	if mixes == nil {
+		return batches, blocked
 	}
-	done := mixChanges{gone: sets.New[string](), added: map[string][]string{}}
-	kept := batches[:0:0]
-	// held are the nodes of removal-only batches the mix kept, each with the
-	// batch it would go with; they are tried again once every batch is counted,
-	// since a later batch may make room (spot nodes going free on-demand nodes an
-	// emptiness batch before it had to keep).
-	var held []*Candidate
-	heldIn := map[*Candidate]*Batch{}
-	for _, b := range batches {
-		why := breaksMix(cl, b, claims, done)
-		if why == "" {
-			kept = append(kept, b)
-			done.record(b)
-			continue
+	now := map[string]capacitymix.Counts{}
+	for _, nc := range cl.Snapshot.Claims {
+		if pool := nc.Labels[v1.LabelNodePool]; hasKey(mixes, pool) {
+			now[pool] = now[pool].With(nc)
 		}
+	}
+	worst := maps.Clone(now)
+	kept := batches[:0:0]
+	for i, b := range batches {
 		if len(b.Replacements) > 0 {
-			// Its replacements were sized for all of its candidates, and the other
-			// batches may count on them for the pods of nodes being disrupted: none
-			// goes this pass.
-			for _, other := range batches {
-				for _, c := range other.Candidates {
+			after := maps.Clone(worst)
+			removeAll(after, b.Candidates)
+			add(after, mixes, b.Replacements)
+			if why := breaksAny(mixes, now, after); why != "" {
+				for _, c := range b.Candidates {
 					blocked = append(blocked, Blocked{c, why})
 				}
+				if hostsOthers(b) {
+					// Its replacements also take pods of nodes being disrupted, or
+					// of the batches beside it: none of those goes this pass.
+					for j, other := range batches {
+						for _, c := range other.Candidates {
+							if j != i {
+								blocked = append(blocked, Blocked{c, why})
+							}
+						}
+					}
+					return nil, blocked
+				}
+				continue
 			}
-			return nil, blocked
+			worst = after
+			kept = append(kept, b)
+			continue
 		}
-		// Nodes removed outright: as many go as the mix allows, in the batch's order.
 		trimmed := *b
 		trimmed.Candidates = nil
 		for _, c := range b.Candidates {
-			if breaksMix(cl, &Batch{Candidates: []*Candidate{c}}, claims, done) != "" {
-				held = append(held, c)
-				heldIn[c] = &trimmed
-				continue
+			if !capacitymix.MaySpot(c.Claim) {
+				after := maps.Clone(worst)
+				removeAll(after, []*Candidate{c})
+				if why := breaksAny(mixes, now, after); why != "" {
+					blocked = append(blocked, Blocked{c, why})
+					continue
+				}
+				worst = after
 			}
 			trimmed.Candidates = append(trimmed.Candidates, c)
-			done.record(&Batch{Candidates: []*Candidate{c}})
 		}
 		if len(trimmed.Candidates) > 0 {
+			if trimmed.Type == TypeMulti && len(trimmed.Candidates) == 1 {
+				trimmed.Type = TypeSingle
+			}
 			kept = append(kept, &trimmed)
 		}
-	}
-	for _, c := range held {
-		one := &Batch{Candidates: []*Candidate{c}}
-		if why := breaksMix(cl, one, claims, done); why != "" {
-			blocked = append(blocked, Blocked{c, why})
-			continue
-		}
-		b := heldIn[c]
-		if len(b.Candidates) == 0 {
-			kept = append(kept, b)
-		}
-		b.Candidates = append(b.Candidates, c)
-		done.record(one)
 	}
 	return kept, blocked
 }
 
-// mixChanges are what the batches kept so far remove and launch.
-type mixChanges struct {
-	gone  sets.Set[string]
-	added map[string][]string
-}
-
-func (m mixChanges) record(b *Batch) {
-	for _, c := range b.Candidates {
-		m.gone.Insert(c.Claim.Name)
-	}
-	for _, r := range b.Replacements {
-		m.added[r.NodePool] = append(m.added[r.NodePool], r.Offering.CapacityType)
+// removeAll takes the candidates' claims out of their pools' counts.
+func removeAll(counts map[string]capacitymix.Counts, cands []*Candidate) {
+	for _, c := range cands {
+		if _, ok := counts[c.Pool.Name]; ok {
+			counts[c.Pool.Name] = counts[c.Pool.Name].Without(c.Claim)
+		}
 	}
 }
 
-// breaksMix says which pool's mix the batch would break after the batches kept
-// before it, or "".
-func breaksMix(cl *Cluster, b *Batch, claims []v1.NodeClaim, done mixChanges) string {
-	removed := map[string][]*v1.NodeClaim{}
-	pools := map[string]*v1.NodePool{}
-	for _, c := range b.Candidates {
-		removed[c.Pool.Name] = append(removed[c.Pool.Name], c.Claim)
-		pools[c.Pool.Name] = c.Pool
-	}
-	added := map[string][]string{}
-	for _, r := range b.Replacements {
-		added[r.NodePool] = append(added[r.NodePool], r.Offering.CapacityType)
-		if np := cl.Snapshot.Pool(r.NodePool); np != nil {
-			pools[r.NodePool] = np
-		}
-	}
-	left := make([]v1.NodeClaim, 0, len(claims))
-	for i := range claims {
-		if !done.gone.Has(claims[i].Name) {
-			left = append(left, claims[i])
-		}
-	}
-	for name, np := range pools {
-		mix, ok, err := capacitymix.Of(np)
-		if err != nil || !ok {
+// add counts the replacements of pools with a mix, as Hold counts them.
+func add(counts map[string]capacitymix.Counts, mixes map[string]capacitymix.Mix, replacements []*scheduling.NodeClaimPlan) {
+	for _, r := range replacements {
+		if !hasKey(mixes, r.NodePool) {
 			continue
 		}
-		before := capacitymix.CountPool(left, name)
-		for _, ct := range done.added[name] {
-			if ct == v1.CapacityTypeSpot {
-				before.Spot++
-			} else {
-				before.OnDemand++
-			}
+		c := counts[r.NodePool]
+		if capacitymix.PlanMaySpot(r) {
+			c.Spot++
+		} else {
+			c.OnDemand++
 		}
-		if mix.Breaks(before, removed[name], added[name]) {
-			return fmt.Sprintf("it would break nodepool %s's capacity mix (%s; now %s)", name, mix, before)
+		counts[r.NodePool] = c
+	}
+}
+
+// breaksAny says which pool's mix the counts after break, from the counts now,
+// or "".
+func breaksAny(mixes map[string]capacitymix.Mix, now, after map[string]capacitymix.Counts) string {
+	for _, pool := range slices.Sorted(maps.Keys(after)) {
+		if mix := mixes[pool]; mix.BreaksCounts(now[pool], after[pool]) {
+			return fmt.Sprintf("it would break nodepool %s's capacity mix (%s; now %s)", pool, mix, now[pool])
 		}
 	}
 	return ""
+}
+
+// hostsOthers reports whether the batch's replacements are planned to take pods
+// other than its candidates'.
+func hostsOthers(b *Batch) bool {
+	own := sets.New[types.UID]()
+	for _, c := range b.Candidates {
+		for _, p := range c.Pods {
+			own.Insert(p.UID)
+		}
+	}
+	for _, r := range b.Replacements {
+		for _, p := range r.Pods {
+			if !own.Has(p.UID) {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // ineligible says why a candidate is not for consolidation now, or "".
