@@ -167,12 +167,16 @@ func launchNodes(ctx context.Context, c client.Client, pool string, names ...str
 }
 
 // claimsGoWithPool stands in for the controller, which no test here runs: when
-// the pool is being deleted, its claims go as termination would take them.
+// the pool is being deleted, its claims go as termination would take them. Only
+// a pool seen before counts as gone: the client's rate limiter may hold a delete
+// decided before the pool was first created until after the test's claims are,
+// which took a claim from under a plan (1 node of 2 governed).
 func claimsGoWithPool(t *testing.T, c client.Client, pool string) {
 	ctx := context.Background()
 	stop := make(chan struct{})
 	t.Cleanup(func() { close(stop) })
 	go func() {
+		seen := false
 		for {
 			select {
 			case <-stop:
@@ -180,7 +184,9 @@ func claimsGoWithPool(t *testing.T, c client.Client, pool string) {
 			case <-time.After(200 * time.Millisecond):
 			}
 			np := &v1.NodePool{}
-			if err := c.Get(ctx, client.ObjectKey{Name: pool}, np); apierrors.IsNotFound(err) || (err == nil && np.DeletionTimestamp != nil) {
+			err := c.Get(ctx, client.ObjectKey{Name: pool}, np)
+			seen = seen || err == nil
+			if seen && (apierrors.IsNotFound(err) || (err == nil && np.DeletionTimestamp != nil)) {
 				_ = c.DeleteAllOf(ctx, &v1.NodeClaim{}, client.MatchingLabels{v1.LabelNodePool: pool})
 			}
 		}
