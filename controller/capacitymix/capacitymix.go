@@ -130,6 +130,17 @@ func (c Counts) With(nc *karpv1.NodeClaim) Counts { return c.add(nc, 1) }
 // Without is the counts with the claim gone.
 func (c Counts) Without(nc *karpv1.NodeClaim) Counts { return c.add(nc, -1) }
 
+// WithPlan is the counts with a planned claim, counted as Hold counts it once
+// held: spot when it may launch as spot.
+func (c Counts) WithPlan(plan *scheduling.NodeClaimPlan) Counts {
+	if PlanMaySpot(plan) {
+		c.Spot++
+	} else {
+		c.OnDemand++
+	}
+	return c
+}
+
 func (c Counts) add(nc *karpv1.NodeClaim, n int) Counts {
 	switch {
 	case nc.DeletionTimestamp != nil:
@@ -165,45 +176,25 @@ func PinOnDemand(nc *karpv1.NodeClaim) bool {
 // excess is how many more spot nodes the counts have than the mix allows.
 func (m Mix) excess(c Counts) int { return c.Spot - m.MaxSpot(c.OnDemand+c.Spot) }
 
-// Breaks reports whether removing the claims and launching nodes of the added
-// capacity types breaks the mix of a pool that has before: it must hold after, or,
-// where it did not hold before, be no further from holding.
-func (m Mix) Breaks(before Counts, removed []*karpv1.NodeClaim, added []string) bool {
-	after := before
-	for _, nc := range removed {
-		after = after.Without(nc)
-	}
-	for _, ct := range added {
-		if ct == karpv1.CapacityTypeSpot {
-			after.Spot++
-		} else {
-			after.OnDemand++
-		}
-	}
-	return m.BreaksCounts(before, after)
-}
-
-// BreaksCounts is Breaks for the counts after.
-func (m Mix) BreaksCounts(before, after Counts) bool {
+// Breaks reports whether going from the counts before to those after breaks the
+// mix: it must hold after, or, where it did not hold before, be no further from
+// holding.
+func (m Mix) Breaks(before, after Counts) bool {
 	return m.excess(after) > max(m.excess(before), 0)
 }
 
 // NeedsEachOnDemand reports whether removing any one on-demand node of the counts
 // would break the mix: the pool has no on-demand node to spare.
 func (m Mix) NeedsEachOnDemand(c Counts) bool {
-	return c.OnDemand > 0 && m.BreaksCounts(c, Counts{OnDemand: c.OnDemand - 1, Spot: c.Spot})
+	return c.OnDemand > 0 && m.Breaks(c, Counts{OnDemand: c.OnDemand - 1, Spot: c.Spot})
 }
 
 // HoldOnPlans makes planned claims what their launches will be (as the
 // provisioner pins them): in order, a spot plan that one more spot node would
 // break its pool's mix for becomes its cheapest on-demand option, in the zones it
 // allows. claims are the cluster's, counted as CountPool counts them.
-func HoldOnPlans(plans []*scheduling.NodeClaimPlan, pools map[string]*karpv1.NodePool, claims []karpv1.NodeClaim) {
-	list := make([]*karpv1.NodePool, 0, len(pools))
-	for _, np := range pools {
-		list = append(list, np)
-	}
-	mixes := Mixes(list)
+func HoldOnPlans(plans []*scheduling.NodeClaimPlan, pools []*karpv1.NodePool, claims []karpv1.NodeClaim) {
+	mixes := Mixes(pools)
 	if len(mixes) == 0 {
 		return
 	}

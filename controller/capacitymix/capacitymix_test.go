@@ -70,16 +70,17 @@ func TestBreaks(t *testing.T) {
 	od := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{karpv1.LabelCapacityType: karpv1.CapacityTypeOnDemand}}, Status: karpv1.NodeClaimStatus{ProviderID: "x"}}
 	spot := &karpv1.NodeClaim{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{karpv1.LabelCapacityType: karpv1.CapacityTypeSpot}}, Status: karpv1.NodeClaimStatus{ProviderID: "y"}}
 	before := Counts{OnDemand: 2, Spot: 1}
-	if !m.Breaks(before, []*karpv1.NodeClaim{od}, []string{karpv1.CapacityTypeSpot}) {
+	if after := before.Without(od); !m.Breaks(before, Counts{OnDemand: after.OnDemand, Spot: after.Spot + 1}) {
 		t.Error("replacing an on-demand node with spot (1 od, 2 spot) is allowed")
 	}
-	if !m.Breaks(before, []*karpv1.NodeClaim{od}, nil) {
+	if !m.Breaks(before, before.Without(od)) {
 		t.Error("removing an on-demand node (1 od, 1 spot) is allowed")
 	}
-	if m.Breaks(before, []*karpv1.NodeClaim{spot}, nil) {
+	if m.Breaks(before, before.Without(spot)) {
 		t.Error("removing the spot node is refused")
 	}
-	if m.Breaks(Counts{OnDemand: 0, Spot: 3}, []*karpv1.NodeClaim{spot}, []string{karpv1.CapacityTypeOnDemand}) {
+	broken := Counts{OnDemand: 0, Spot: 3}
+	if after := broken.Without(spot); m.Breaks(broken, Counts{OnDemand: after.OnDemand + 1, Spot: after.Spot}) {
 		t.Error("a move toward the mix from a broken one is refused")
 	}
 }

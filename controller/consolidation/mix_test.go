@@ -260,16 +260,10 @@ func checkMixesKept(t *testing.T, cl *Cluster, plan *Plan) bool {
 			}
 		}
 		for _, r := range b.Replacements {
-			c := worst[r.NodePool]
-			if capacitymix.PlanMaySpot(r) {
-				c.Spot++
-			} else {
-				c.OnDemand++
-			}
-			worst[r.NodePool] = c
+			worst[r.NodePool] = worst[r.NodePool].WithPlan(r)
 		}
 		for pool, mix := range mixes {
-			if mix.BreaksCounts(now[pool], worst[pool]) {
+			if mix.Breaks(now[pool], worst[pool]) {
 				t.Errorf("batch %s: nodepool %s from %s to %s at worst breaks %s", b, pool, now[pool], worst[pool], mix)
 				return false
 			}

@@ -172,12 +172,7 @@ func keepingMixes(cl *Cluster, batches []*Batch, blocked []Blocked) ([]*Batch, [
 	if mixes == nil {
 		return batches, blocked
 	}
-	now := map[string]capacitymix.Counts{}
-	for _, nc := range cl.Snapshot.Claims {
-		if pool := nc.Labels[v1.LabelNodePool]; hasKey(mixes, pool) {
-			now[pool] = now[pool].With(nc)
-		}
-	}
+	now := mixCounts(cl.Snapshot, mixes)
 	worst := maps.Clone(now)
 	kept := batches[:0:0]
 	for i, b := range batches {
@@ -243,16 +238,9 @@ func removeAll(counts map[string]capacitymix.Counts, cands []*Candidate) {
 // add counts the replacements of pools with a mix, as Hold counts them.
 func add(counts map[string]capacitymix.Counts, mixes map[string]capacitymix.Mix, replacements []*scheduling.NodeClaimPlan) {
 	for _, r := range replacements {
-		if !hasKey(mixes, r.NodePool) {
-			continue
+		if hasKey(mixes, r.NodePool) {
+			counts[r.NodePool] = counts[r.NodePool].WithPlan(r)
 		}
-		c := counts[r.NodePool]
-		if capacitymix.PlanMaySpot(r) {
-			c.Spot++
-		} else {
-			c.OnDemand++
-		}
-		counts[r.NodePool] = c
 	}
 }
 
@@ -260,7 +248,7 @@ func add(counts map[string]capacitymix.Counts, mixes map[string]capacitymix.Mix,
 // or "".
 func breaksAny(mixes map[string]capacitymix.Mix, now, after map[string]capacitymix.Counts) string {
 	for _, pool := range slices.Sorted(maps.Keys(after)) {
-		if mix := mixes[pool]; mix.BreaksCounts(now[pool], after[pool]) {
+		if mix := mixes[pool]; mix.Breaks(now[pool], after[pool]) {
 			return fmt.Sprintf("it would break nodepool %s's capacity mix (%s; now %s)", pool, mix, now[pool])
 		}
 	}

@@ -90,12 +90,7 @@ func newTrial(cl *Cluster) *trial {
 	t := &trial{cl: cl, stuck: sets.New[types.UID](), rejectedAlone: map[*Candidate]Score{}, alsoGone: sets.New[string]()}
 	if cl.Snapshot != nil {
 		if t.mixes = capacitymix.Mixes(cl.Snapshot.Pools); t.mixes != nil {
-			t.mixCounts = map[string]capacitymix.Counts{}
-			for _, nc := range cl.Snapshot.Claims {
-				if pool := nc.Labels[v1.LabelNodePool]; hasKey(t.mixes, pool) {
-					t.mixCounts[pool] = t.mixCounts[pool].With(nc)
-				}
-			}
+			t.mixCounts = mixCounts(cl.Snapshot, t.mixes)
 		}
 	}
 	if len(cl.Moving) > 0 {
@@ -216,11 +211,22 @@ func (t *trial) holdMixes(r *scheduling.Results, gone sets.Set[string]) bool {
 	}
 	capacitymix.Hold(r.NodeClaims, t.mixes, after)
 	for pool, mix := range t.mixes {
-		if mix.BreaksCounts(t.mixCounts[pool], after[pool]) {
+		if mix.Breaks(t.mixCounts[pool], after[pool]) {
 			return false
 		}
 	}
 	return true
+}
+
+// mixCounts are the nodes of the snapshot's pools that have a mix.
+func mixCounts(snap *scheduling.Snapshot, mixes map[string]capacitymix.Mix) map[string]capacitymix.Counts {
+	counts := map[string]capacitymix.Counts{}
+	for _, nc := range snap.Claims {
+		if pool := nc.Labels[v1.LabelNodePool]; hasKey(mixes, pool) {
+			counts[pool] = counts[pool].With(nc)
+		}
+	}
+	return counts
 }
 
 func hasKey[V any](m map[string]V, k string) bool {

@@ -58,16 +58,9 @@ func holdMixes(replacements []*scheduling.NodeClaimPlan, pools []*v1.NodePool, c
 	mixes := capacitymix.Mixes(pools)
 	capacitymix.Hold(replacements, mixes, counts)
 	for _, r := range replacements {
-		if _, held := mixes[r.NodePool]; held {
-			continue
+		if _, held := mixes[r.NodePool]; !held {
+			counts[r.NodePool] = counts[r.NodePool].WithPlan(r)
 		}
-		c := counts[r.NodePool]
-		if r.Offering.CapacityType == v1.CapacityTypeSpot {
-			c.Spot++
-		} else {
-			c.OnDemand++
-		}
-		counts[r.NodePool] = c
 	}
 }
 

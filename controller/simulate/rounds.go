@@ -50,7 +50,7 @@ func (p *prepared) solveInRounds(now time.Time) []solved {
 		input := snap.InputOn(snap.Nodes, nil, append(pending[:len(pending):len(pending)], p.virtual...), true)
 		results := scheduling.Solve(input)
 		// Launched as the provisioner launches them: within their pools' mixes.
-		capacitymix.HoldOnPlans(results.NodeClaims, poolsByName(snap), p.view.Claims)
+		capacitymix.HoldOnPlans(results.NodeClaims, snap.Pools, p.view.Claims)
 		rounds = append(rounds, solved{input: input, results: results})
 		if deferred == 0 && round == 1 {
 			return rounds
